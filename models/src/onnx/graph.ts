@@ -1,0 +1,198 @@
+import onnxProto from 'onnx-proto';
+
+const { onnx } = onnxProto;
+
+/** ONNX element types used by the built-in models. */
+export type ElemType = 'float32' | 'int64' | 'int32' | 'bool';
+
+const ELEM: Record<ElemType, number> = {
+  float32: onnx.TensorProto.DataType.FLOAT,
+  int64: onnx.TensorProto.DataType.INT64,
+  int32: onnx.TensorProto.DataType.INT32,
+  bool: onnx.TensorProto.DataType.BOOL,
+};
+
+/** A float attribute value (plain numbers are taken as ints). */
+export interface FloatAttr {
+  f: number;
+}
+/** A list-of-floats attribute value. */
+export interface FloatsAttr {
+  floats: number[];
+}
+export type AttrValue = number | number[] | string | FloatAttr | FloatsAttr;
+
+/** Dimension: a fixed size or a symbolic name (e.g. 'batch'). */
+export type Dim = number | string;
+
+/**
+ * A small, deterministic builder for ONNX graphs (opset 17). Names of intermediate values
+ * are generated from a counter, so the same sequence of calls yields the same bytes.
+ */
+export class GraphBuilder {
+  private readonly nodes: InstanceType<typeof onnx.NodeProto>[] = [];
+  private readonly initializers: InstanceType<typeof onnx.TensorProto>[] = [];
+  private readonly inputs: InstanceType<typeof onnx.ValueInfoProto>[] = [];
+  private readonly outputs: InstanceType<typeof onnx.ValueInfoProto>[] = [];
+  private counter = 0;
+  private readonly constCache = new Map<string, string>();
+
+  constructor(readonly name: string) {}
+
+  /** A fresh value name with a readable prefix. */
+  fresh(prefix: string): string {
+    this.counter += 1;
+    return `${prefix}_${this.counter}`;
+  }
+
+  input(name: string, type: ElemType, dims: Dim[]): string {
+    this.inputs.push(valueInfo(name, type, dims));
+    return name;
+  }
+
+  output(value: string, name: string, type: ElemType, dims: Dim[]): void {
+    this.op('Identity', [value], {}, name);
+    this.outputs.push(valueInfo(name, type, dims));
+  }
+
+  /** Adds an initializer (a weight) and returns its name. */
+  weight(name: string, data: Float32Array | BigInt64Array | Int32Array, dims: number[]): string {
+    const expected = dims.reduce((a, b) => a * b, 1);
+    if (data.length !== expected) {
+      throw new Error(`weight ${name}: ${data.length} values for dims [${dims.join(',')}]`);
+    }
+    const t = new onnx.TensorProto({ name, dims });
+    if (data instanceof Float32Array) {
+      t.dataType = ELEM.float32;
+    } else if (data instanceof BigInt64Array) {
+      t.dataType = ELEM.int64;
+    } else {
+      t.dataType = ELEM.int32;
+    }
+    t.rawData = new Uint8Array(data.buffer, data.byteOffset, data.byteLength).slice();
+    this.initializers.push(t);
+    return name;
+  }
+
+  /** A float32 constant (deduplicated). */
+  f32(values: number | number[], dims?: number[]): string {
+    const arr = Array.isArray(values) ? values : [values];
+    const shape = dims ?? (Array.isArray(values) ? [arr.length] : []);
+    const key = `f:${shape.join(',')}:${arr.join(',')}`;
+    const hit = this.constCache.get(key);
+    if (hit) return hit;
+    const name = this.weight(this.fresh('cf'), Float32Array.from(arr), shape);
+    this.constCache.set(key, name);
+    return name;
+  }
+
+  /** An int64 constant (deduplicated); used for shapes, axes and indices. */
+  i64(values: number | number[], dims?: number[]): string {
+    const arr = Array.isArray(values) ? values : [values];
+    const shape = dims ?? (Array.isArray(values) ? [arr.length] : []);
+    const key = `i:${shape.join(',')}:${arr.join(',')}`;
+    const hit = this.constCache.get(key);
+    if (hit) return hit;
+    const name = this.weight(this.fresh('ci'), BigInt64Array.from(arr.map((v) => BigInt(v))), shape);
+    this.constCache.set(key, name);
+    return name;
+  }
+
+  /** Appends a node with one output and returns that output's name. */
+  op(opType: string, inputs: string[], attrs: Record<string, AttrValue> = {}, output?: string): string {
+    const out = output ?? this.fresh(opType.toLowerCase());
+    this.opN(opType, inputs, [out], attrs);
+    return out;
+  }
+
+  /** Appends a node with several outputs. */
+  opN(opType: string, inputs: string[], outputs: string[], attrs: Record<string, AttrValue> = {}): string[] {
+    const node = new onnx.NodeProto({
+      opType,
+      input: inputs,
+      output: outputs,
+      name: this.fresh(`n_${opType}`),
+      attribute: Object.entries(attrs).map(([k, v]) => attribute(k, v)),
+    });
+    this.nodes.push(node);
+    return outputs;
+  }
+
+  /** Serialises the model (IR 8, opset 17). */
+  build(docString = ''): Uint8Array {
+    const graph = new onnx.GraphProto({
+      name: this.name,
+      node: this.nodes,
+      initializer: this.initializers,
+      input: this.inputs,
+      output: this.outputs,
+    });
+    const model = new onnx.ModelProto({
+      irVersion: 8,
+      producerName: 'diffmesh-models',
+      producerVersion: '1',
+      docString,
+      opsetImport: [new onnx.OperatorSetIdProto({ domain: '', version: 17 })],
+      graph,
+    });
+    return onnx.ModelProto.encode(model).finish();
+  }
+}
+
+function valueInfo(name: string, type: ElemType, dims: Dim[]): InstanceType<typeof onnx.ValueInfoProto> {
+  return new onnx.ValueInfoProto({
+    name,
+    type: new onnx.TypeProto({
+      tensorType: new onnx.TypeProto.Tensor({
+        elemType: ELEM[type],
+        shape: new onnx.TensorShapeProto({
+          dim: dims.map((d) =>
+            typeof d === 'number'
+              ? new onnx.TensorShapeProto.Dimension({ dimValue: d })
+              : new onnx.TensorShapeProto.Dimension({ dimParam: d }),
+          ),
+        }),
+      }),
+    }),
+  });
+}
+
+function attribute(name: string, v: AttrValue): InstanceType<typeof onnx.AttributeProto> {
+  const A = onnx.AttributeProto.AttributeType;
+  if (typeof v === 'number') return new onnx.AttributeProto({ name, type: A.INT, i: v });
+  if (typeof v === 'string') {
+    return new onnx.AttributeProto({ name, type: A.STRING, s: new TextEncoder().encode(v) });
+  }
+  if (Array.isArray(v)) return new onnx.AttributeProto({ name, type: A.INTS, ints: v });
+  if ('f' in v) return new onnx.AttributeProto({ name, type: A.FLOAT, f: v.f });
+  return new onnx.AttributeProto({ name, type: A.FLOATS, floats: v.floats });
+}
+
+/**
+ * Deterministic pseudo-random numbers for weights (mulberry32 + Box–Muller), so that
+ * a builder run twice writes identical files on every machine.
+ */
+export class WeightRng {
+  private state: number;
+  constructor(seed: number) {
+    this.state = seed >>> 0;
+  }
+  uniform(): number {
+    this.state = (this.state + 0x6d2b79f5) >>> 0;
+    let t = this.state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+  normal(): number {
+    const u1 = Math.max(this.uniform(), 1e-12);
+    const u2 = this.uniform();
+    return Math.sqrt(-2 * Math.log(u1)) * Math.cos(2 * Math.PI * u2);
+  }
+  /** `n` values from N(0, std²), rounded through float32. */
+  normals(n: number, std: number): Float32Array {
+    const out = new Float32Array(n);
+    for (let i = 0; i < n; i += 1) out[i] = this.normal() * std;
+    return out;
+  }
+}
