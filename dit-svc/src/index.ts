@@ -1,1 +1,4 @@
-export {};
+export { DenoisingStage } from './denoising-stage.js';
+export type { DenoisingStageOptions } from './denoising-stage.js';
+export { DdimSampler, FlowEulerSampler, alphasCumprod, applyGuidance, samplerFor } from './samplers.js';
+export type { DdimConfig, Sampler } from './samplers.js';

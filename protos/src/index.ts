@@ -1,1 +1,327 @@
-export {};
+/**
+ * diffmesh's wire contracts: where the .proto files are, how to load them, and the
+ * TypeScript types generated from them (src/generated, see README.md).
+ */
+import { existsSync } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import protobuf from 'protobufjs';
+
+import type { ProtoGrpcType as ErrorDetailsProtoGrpcType } from './generated/error_details.js';
+import type { ProtoGrpcType as SchedulerProtoGrpcType } from './generated/scheduler.js';
+import type { ProtoGrpcType as StageProtoGrpcType } from './generated/stage.js';
+import type { ProtoGrpcType as StatusProtoGrpcType } from './generated/status.js';
+import type { ProtoGrpcType as TensorProtoGrpcType } from './generated/tensor.js';
+
+/**
+ * Absolute path of the proto root (`protos/proto`). Resolved from this module's URL, so it
+ * holds from `src/` (tests) and from `dist/` (built code) alike.
+ */
+export const PROTO_ROOT: string = fileURLToPath(new URL('../proto/', import.meta.url));
+
+/** Directories imports are resolved against: our files, then the vendored upstream ones. */
+export const INCLUDE_DIRS: readonly string[] = [PROTO_ROOT, join(PROTO_ROOT, 'third_party')];
+
+/**
+ * Every .proto file the loader reads, relative to an include dir. google.rpc status and
+ * error details are loaded too: runtime encodes them into gRPC error trailers.
+ */
+export const PROTO_FILES: readonly string[] = [
+  'diffmesh/common/v1/error.proto',
+  'diffmesh/common/v1/events.proto',
+  'diffmesh/common/v1/object.proto',
+  'diffmesh/common/v1/plan.proto',
+  'diffmesh/common/v1/request.proto',
+  'diffmesh/scheduler/v1/scheduler.proto',
+  'diffmesh/stage/v1/stage.proto',
+  'diffmesh/tensor/v1/tensor.proto',
+  'google/rpc/status.proto',
+  'google/rpc/error_details.proto',
+];
+
+/** Fully qualified names of the services. */
+export const SERVICE_NAMES = {
+  scheduler: 'diffmesh.scheduler.v1.SchedulerService',
+  stage: 'diffmesh.stage.v1.StageService',
+  tensor: 'diffmesh.tensor.v1.TensorService',
+} as const;
+
+/**
+ * How messages are converted to and from JS objects. The generated types assume exactly
+ * these: camelCase fields, 64-bit integers as decimal strings, enums as their names,
+ * default values filled in, and a virtual field naming the member set in each oneof.
+ */
+export const CONVERSION_OPTIONS = {
+  longs: String,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+} as const;
+
+/** Options for `@grpc/proto-loader` (the conversion options plus the include dirs). */
+export const LOADER_OPTIONS: protoLoader.Options = {
+  keepCase: false,
+  ...CONVERSION_OPTIONS,
+  includeDirs: [...INCLUDE_DIRS],
+};
+
+/** The typed object `grpc.loadPackageDefinition` returns for diffmesh's protos. */
+export type ProtoGrpcType = SchedulerProtoGrpcType &
+  StageProtoGrpcType &
+  TensorProtoGrpcType &
+  StatusProtoGrpcType &
+  ErrorDetailsProtoGrpcType;
+
+let packageDefinition: protoLoader.PackageDefinition | undefined;
+let grpcObject: ProtoGrpcType | undefined;
+
+/** The proto-loader package definition of every diffmesh file (loaded once). */
+export function loadDiffmeshPackageDefinition(): protoLoader.PackageDefinition {
+  packageDefinition ??= protoLoader.loadSync([...PROTO_FILES], LOADER_OPTIONS);
+  return packageDefinition;
+}
+
+/**
+ * The typed gRPC object: service constructors (clients) and `.service` definitions for
+ * `server.addService`, e.g. `loadDiffmeshProtos().diffmesh.scheduler.v1.SchedulerService`.
+ */
+export function loadDiffmeshProtos(): ProtoGrpcType {
+  grpcObject ??= grpc.loadPackageDefinition(loadDiffmeshPackageDefinition()) as unknown as ProtoGrpcType;
+  return grpcObject;
+}
+
+let root: protobuf.Root | undefined;
+
+/** A protobufjs Root holding every diffmesh message type (loaded once). */
+export function loadDiffmeshRoot(): protobuf.Root {
+  if (root) return root;
+  const r = new protobuf.Root();
+  // Resolve imports against the include dirs; google/protobuf/* are bundled with protobufjs
+  // (descriptor.proto is registered by @grpc/proto-loader, imported above).
+  r.resolvePath = (origin: string, target: string): string => {
+    if (isAbsolute(target)) return target;
+    for (const dir of INCLUDE_DIRS) {
+      const candidate = join(dir, target);
+      if (existsSync(candidate)) return candidate;
+    }
+    return protobuf.util.path.resolve(origin, target);
+  };
+  r.loadSync([...PROTO_FILES], { keepCase: false });
+  r.resolveAll();
+  root = r;
+  return r;
+}
+
+/** Encodes and decodes one message type exactly as gRPC calls do. */
+export interface MessageCodec<TIn, TOut> {
+  /** Fully qualified message name, e.g. `diffmesh.common.v1.ObjectRef`. */
+  readonly fullName: string;
+  /** `type.googleapis.com/<fullName>`, for google.protobuf.Any. */
+  readonly typeUrl: string;
+  encode(message: TIn): Uint8Array;
+  decode(bytes: Uint8Array): TOut;
+}
+
+const codecs = new Map<string, MessageCodec<unknown, unknown>>();
+
+/**
+ * A codec for a message type, using the same conversions as the gRPC loader (so
+ * `decode` returns the generated `__Output` shape). Throws when the type does not exist.
+ */
+export function messageCodec<TIn extends object, TOut = unknown>(fullName: string): MessageCodec<TIn, TOut> {
+  const cached = codecs.get(fullName);
+  if (cached) return cached as MessageCodec<TIn, TOut>;
+  const type = loadDiffmeshRoot().lookupType(fullName);
+  const codec: MessageCodec<TIn, TOut> = {
+    fullName,
+    typeUrl: `type.googleapis.com/${fullName}`,
+    encode: (message) => type.encode(type.fromObject(message as Record<string, unknown>)).finish(),
+    decode: (bytes) => type.toObject(type.decode(bytes), CONVERSION_OPTIONS) as TOut,
+  };
+  codecs.set(fullName, codec as MessageCodec<unknown, unknown>);
+  return codec;
+}
+
+/** The names of an enum's values in declaration order, e.g. of `diffmesh.common.v1.ErrorReason`. */
+export function enumValueNames(fullName: string): string[] {
+  return Object.keys(loadDiffmeshRoot().lookupEnum(fullName).values);
+}
+
+/** One HTTP binding of an RPC, read from its `google.api.http` annotation. */
+export interface HttpBinding {
+  /** Fully qualified service name, e.g. `diffmesh.scheduler.v1.SchedulerService`. */
+  service: string;
+  /** RPC name, e.g. `Submit`. */
+  method: string;
+  /** gRPC path, e.g. `/diffmesh.scheduler.v1.SchedulerService/Submit`. */
+  grpcPath: string;
+  /** HTTP method in upper case (`GET`, `POST`, …, or a custom kind). */
+  httpMethod: string;
+  /** Path template, e.g. `/api/v1/requests/{req_id}:cancel`. */
+  pathTemplate: string;
+  /** `*`, a request field name, or '' for no body. */
+  body: string;
+  /** A response field name, or '' for the whole response. */
+  responseBody: string;
+  /** True for server-streaming RPCs (Generate, Watch, tensor Get). */
+  responseStream: boolean;
+}
+
+type RawHttpRule = Record<string, unknown>;
+
+const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const;
+
+function bindingsOf(rule: RawHttpRule, base: Omit<HttpBinding, 'httpMethod' | 'pathTemplate' | 'body' | 'responseBody'>): HttpBinding[] {
+  const out: HttpBinding[] = [];
+  const body = typeof rule.body === 'string' ? rule.body : '';
+  const responseBody = typeof rule.response_body === 'string' ? rule.response_body : '';
+  for (const m of HTTP_METHODS) {
+    const template = rule[m];
+    if (typeof template === 'string') {
+      out.push({ ...base, httpMethod: m.toUpperCase(), pathTemplate: template, body, responseBody });
+    }
+  }
+  const custom = rule.custom as { kind?: unknown; path?: unknown } | undefined;
+  if (custom && typeof custom.kind === 'string' && typeof custom.path === 'string') {
+    out.push({ ...base, httpMethod: custom.kind.toUpperCase(), pathTemplate: custom.path, body, responseBody });
+  }
+  const extra = rule.additional_bindings;
+  for (const nested of Array.isArray(extra) ? extra : extra ? [extra] : []) {
+    out.push(...bindingsOf(nested as RawHttpRule, base));
+  }
+  return out;
+}
+
+/**
+ * Every HTTP binding declared with `google.api.http` on the loaded services, in
+ * declaration order. The gateway builds its routes from this list.
+ */
+export function httpBindings(definition: protoLoader.PackageDefinition = loadDiffmeshPackageDefinition()): HttpBinding[] {
+  const out: HttpBinding[] = [];
+  for (const [service, entry] of Object.entries(definition)) {
+    if ('format' in entry) continue; // a message or enum, not a service
+    for (const [method, def] of Object.entries(entry as protoLoader.ServiceDefinition)) {
+      const rule = (def.options as Record<string, unknown>)['(google.api.http)'];
+      if (!rule || typeof rule !== 'object') continue;
+      out.push(
+        ...bindingsOf(rule as RawHttpRule, {
+          service,
+          method,
+          grpcPath: def.path,
+          responseStream: def.responseStream,
+        }),
+      );
+    }
+  }
+  return out;
+}
+
+// Generated types. Names follow the protos; the two `Get` pairs that exist in two
+// packages carry their service's prefix.
+export type { CancelledEvent, CancelledEvent__Output } from './generated/diffmesh/common/v1/CancelledEvent.js';
+export type { CompletedEvent, CompletedEvent__Output } from './generated/diffmesh/common/v1/CompletedEvent.js';
+export { Dtype } from './generated/diffmesh/common/v1/Dtype.js';
+export type { Dtype__Output } from './generated/diffmesh/common/v1/Dtype.js';
+export type { ErrorDetail, ErrorDetail__Output } from './generated/diffmesh/common/v1/ErrorDetail.js';
+export { ErrorReason } from './generated/diffmesh/common/v1/ErrorReason.js';
+export type { ErrorReason__Output } from './generated/diffmesh/common/v1/ErrorReason.js';
+export type { ExecutionPlan, ExecutionPlan__Output } from './generated/diffmesh/common/v1/ExecutionPlan.js';
+export type { FailedEvent, FailedEvent__Output } from './generated/diffmesh/common/v1/FailedEvent.js';
+export type { GenerationParams, GenerationParams__Output } from './generated/diffmesh/common/v1/GenerationParams.js';
+export type { InputImage, InputImage__Output } from './generated/diffmesh/common/v1/InputImage.js';
+export type { ObjectRef, ObjectRef__Output } from './generated/diffmesh/common/v1/ObjectRef.js';
+export type { PlanStage, PlanStage__Output } from './generated/diffmesh/common/v1/PlanStage.js';
+export type { QueuedEvent, QueuedEvent__Output } from './generated/diffmesh/common/v1/QueuedEvent.js';
+export type { RequestContext, RequestContext__Output } from './generated/diffmesh/common/v1/RequestContext.js';
+export type { RequestEvent, RequestEvent__Output } from './generated/diffmesh/common/v1/RequestEvent.js';
+export { RequestStatus } from './generated/diffmesh/common/v1/RequestStatus.js';
+export type { RequestStatus__Output } from './generated/diffmesh/common/v1/RequestStatus.js';
+export type { StageFinishedEvent, StageFinishedEvent__Output } from './generated/diffmesh/common/v1/StageFinishedEvent.js';
+export { StageName } from './generated/diffmesh/common/v1/StageName.js';
+export type { StageName__Output } from './generated/diffmesh/common/v1/StageName.js';
+export type { StageStartedEvent, StageStartedEvent__Output } from './generated/diffmesh/common/v1/StageStartedEvent.js';
+export type { StageTiming, StageTiming__Output } from './generated/diffmesh/common/v1/StageTiming.js';
+export type { StepProgressEvent, StepProgressEvent__Output } from './generated/diffmesh/common/v1/StepProgressEvent.js';
+
+export type { CancelRequest, CancelRequest__Output } from './generated/diffmesh/scheduler/v1/CancelRequest.js';
+export type { CancelResponse, CancelResponse__Output } from './generated/diffmesh/scheduler/v1/CancelResponse.js';
+export type { GenerateRequest, GenerateRequest__Output } from './generated/diffmesh/scheduler/v1/GenerateRequest.js';
+export type { GenerateResponse, GenerateResponse__Output } from './generated/diffmesh/scheduler/v1/GenerateResponse.js';
+export type {
+  GetRequest as SchedulerGetRequest,
+  GetRequest__Output as SchedulerGetRequest__Output,
+} from './generated/diffmesh/scheduler/v1/GetRequest.js';
+export type {
+  GetResponse as SchedulerGetResponse,
+  GetResponse__Output as SchedulerGetResponse__Output,
+} from './generated/diffmesh/scheduler/v1/GetResponse.js';
+export type { ListModelsRequest, ListModelsRequest__Output } from './generated/diffmesh/scheduler/v1/ListModelsRequest.js';
+export type { ListModelsResponse, ListModelsResponse__Output } from './generated/diffmesh/scheduler/v1/ListModelsResponse.js';
+export { Modality } from './generated/diffmesh/scheduler/v1/Modality.js';
+export type { Modality__Output } from './generated/diffmesh/scheduler/v1/Modality.js';
+export type { ModelInfo, ModelInfo__Output } from './generated/diffmesh/scheduler/v1/ModelInfo.js';
+export type {
+  SchedulerServiceClient,
+  SchedulerServiceDefinition,
+  SchedulerServiceHandlers,
+} from './generated/diffmesh/scheduler/v1/SchedulerService.js';
+export type { SubmitRequest, SubmitRequest__Output } from './generated/diffmesh/scheduler/v1/SubmitRequest.js';
+export type { SubmitResponse, SubmitResponse__Output } from './generated/diffmesh/scheduler/v1/SubmitResponse.js';
+export type { WatchRequest, WatchRequest__Output } from './generated/diffmesh/scheduler/v1/WatchRequest.js';
+export type { WatchResponse, WatchResponse__Output } from './generated/diffmesh/scheduler/v1/WatchResponse.js';
+
+export type { CancelTask, CancelTask__Output } from './generated/diffmesh/stage/v1/CancelTask.js';
+export type { DescribeRequest, DescribeRequest__Output } from './generated/diffmesh/stage/v1/DescribeRequest.js';
+export type { DescribeResponse, DescribeResponse__Output } from './generated/diffmesh/stage/v1/DescribeResponse.js';
+export type { ExecuteRequest, ExecuteRequest__Output } from './generated/diffmesh/stage/v1/ExecuteRequest.js';
+export type { ExecuteResponse, ExecuteResponse__Output } from './generated/diffmesh/stage/v1/ExecuteResponse.js';
+export type { InstanceStatus, InstanceStatus__Output } from './generated/diffmesh/stage/v1/InstanceStatus.js';
+export type {
+  StageServiceClient,
+  StageServiceDefinition,
+  StageServiceHandlers,
+} from './generated/diffmesh/stage/v1/StageService.js';
+export type { Task, Task__Output } from './generated/diffmesh/stage/v1/Task.js';
+export type { TaskAssignment, TaskAssignment__Output } from './generated/diffmesh/stage/v1/TaskAssignment.js';
+export type { TaskFailed, TaskFailed__Output } from './generated/diffmesh/stage/v1/TaskFailed.js';
+export type { TaskProgress, TaskProgress__Output } from './generated/diffmesh/stage/v1/TaskProgress.js';
+export type { TaskResult, TaskResult__Output } from './generated/diffmesh/stage/v1/TaskResult.js';
+export type { WorkRequest, WorkRequest__Output } from './generated/diffmesh/stage/v1/WorkRequest.js';
+export type { WorkResponse, WorkResponse__Output } from './generated/diffmesh/stage/v1/WorkResponse.js';
+
+export type { Chunk, Chunk__Output } from './generated/diffmesh/tensor/v1/Chunk.js';
+export type { DeleteRequest, DeleteRequest__Output } from './generated/diffmesh/tensor/v1/DeleteRequest.js';
+export type { DeleteResponse, DeleteResponse__Output } from './generated/diffmesh/tensor/v1/DeleteResponse.js';
+export type {
+  GetRequest as TensorGetRequest,
+  GetRequest__Output as TensorGetRequest__Output,
+} from './generated/diffmesh/tensor/v1/GetRequest.js';
+export type {
+  GetResponse as TensorGetResponse,
+  GetResponse__Output as TensorGetResponse__Output,
+} from './generated/diffmesh/tensor/v1/GetResponse.js';
+export type { PutHeader, PutHeader__Output } from './generated/diffmesh/tensor/v1/PutHeader.js';
+export type { PutRequest, PutRequest__Output } from './generated/diffmesh/tensor/v1/PutRequest.js';
+export type { PutResponse, PutResponse__Output } from './generated/diffmesh/tensor/v1/PutResponse.js';
+export type { StatRequest, StatRequest__Output } from './generated/diffmesh/tensor/v1/StatRequest.js';
+export type { StatResponse, StatResponse__Output } from './generated/diffmesh/tensor/v1/StatResponse.js';
+export type {
+  TensorServiceClient,
+  TensorServiceDefinition,
+  TensorServiceHandlers,
+} from './generated/diffmesh/tensor/v1/TensorService.js';
+export type { TouchRequest, TouchRequest__Output } from './generated/diffmesh/tensor/v1/TouchRequest.js';
+export type { TouchResponse, TouchResponse__Output } from './generated/diffmesh/tensor/v1/TouchResponse.js';
+
+export type { HttpRule, HttpRule__Output } from './generated/google/api/HttpRule.js';
+export type { Any, Any__Output } from './generated/google/protobuf/Any.js';
+export type { Duration, Duration__Output } from './generated/google/protobuf/Duration.js';
+export type { Timestamp, Timestamp__Output } from './generated/google/protobuf/Timestamp.js';
+export type { BadRequest, BadRequest__Output } from './generated/google/rpc/BadRequest.js';
+export type { ErrorInfo, ErrorInfo__Output } from './generated/google/rpc/ErrorInfo.js';
+export type { RetryInfo, RetryInfo__Output } from './generated/google/rpc/RetryInfo.js';
+export type { Status as RpcStatus, Status__Output as RpcStatus__Output } from './generated/google/rpc/Status.js';
+export type { Code as RpcCode, Code__Output as RpcCode__Output } from './generated/google/rpc/Code.js';

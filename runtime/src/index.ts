@@ -1,24 +1,43 @@
 export { STAGE_NAMES } from './domain.js';
-export type {
-  Dtype,
-  ExecutionPlan,
-  GenerationParams,
-  ObjectRef,
-  PlanStage,
-  RequestContext,
-  RequestStatus,
-  StageName,
-} from './domain.js';
-export {
-  Code,
-  DiffmeshError,
-  REASONS,
-  asDiffmeshError,
-  cancelled,
-  invalidParameter,
-  isRetryableCode,
-  unknownModel,
-} from './errors/index.js';
-export type { DiffmeshErrorOptions, Reason } from './errors/index.js';
+export type { Dtype, ExecutionPlan, GenerationParams, ObjectRef, PlanStage, RequestContext, RequestStatus, StageName } from './domain.js';
 export { ModelManifestSchema, latentFrames, readModelManifest } from './models/manifest.js';
 export type { LoadedManifest, ModelManifest, ModelManifestInput } from './models/manifest.js';
+export { ModelCatalog } from './models/catalog.js';
+export { SessionCache, ort } from './onnx/sessions.js';
+export type { OrtOptions } from './onnx/sessions.js';
+export { NoiseRng } from './rng.js';
+export { MicroBatcher } from './batching.js';
+export type { StageContext, StageHandler, StageProgress, StageResult, StageTask } from './stage/types.js';
+// The public surface of @diffmesh/runtime: explicit named exports from each module.
+
+export { Code, DiffmeshError, REASONS, asDiffmeshError, cancelled, invalidParameter, isRetryableCode, unknownModel } from './errors/errors.js';
+export type { DiffmeshErrorOptions, Reason } from './errors/errors.js';
+export { ConfigError, defineConfig, formatConfigTable, formatIssue, listEnvVars, listFlags, loadConfig } from './config/config.js';
+export type { ConfigDefinition, ConfigIssue, ConfigSource, ConfigSpec, EnvVarInfo, FlagInfo, LoadConfigOptions } from './config/config.js';
+export { DEFAULT_REDACT_PATHS, LOG_LEVELS, LogConfigSchema, LogLevelSchema, createLogger, silentLogger, traceFieldsFromTraceparent, withContext } from './logging/logger.js';
+export type { LogConfig, LogContext, LogLevel, Logger, LoggerOptions } from './logging/logger.js';
+export { MAX_FPS, MAX_PROMPT_LENGTH, MAX_SEED, MAX_STEPS, MIN_FPS, MIN_STEPS, describeFrameRule, randomSeed, resolveParams } from './plans/params.js';
+export type { GenerationParamsInput, ResolveParamsOptions } from './plans/params.js';
+export { DEFAULT_PLANS_FILE, PlanRegistry, globToRegExp, loadPlanRegistry, parsePlanRegistry, toExecutionPlan } from './plans/registry.js';
+export { FrameRuleSchema, MODALITIES, PlanConstraintsSchema, PlanDefaultsSchema, PlanEntrySchema, PlanFileSchema, PlanStageSchema } from './plans/schema.js';
+export type { FrameRule, Modality, PlanConstraints, PlanDefaults, PlanEntry, PlanEntryInput, PlanStageConfig } from './plans/schema.js';
+export { TASK_QUEUE_BACKENDS, TaskQueueConfigSchema, createTaskQueue } from './queue/factory.js';
+export type { CreateTaskQueueOptions, TaskQueueBackend, TaskQueueConfig, TaskQueueConfigInput } from './queue/factory.js';
+export { MemoryTaskQueue } from './queue/memory.js';
+export type { MemoryTaskQueueOptions } from './queue/memory.js';
+export type { EnqueueOptions, TaskQueue } from './queue/types.js';
+export { DTYPE_BYTES, byteLengthOf, checksumOf, elementCount, float32View, tensorView, toBytes } from './tensor-store/bytes.js';
+export type { DtypeArrays } from './tensor-store/bytes.js';
+export { TENSOR_STORE_BACKENDS, TensorStoreConfigSchema, createTensorStore } from './tensor-store/factory.js';
+export type { CreateTensorStoreOptions, TensorStoreBackend, TensorStoreConfig, TensorStoreConfigInput } from './tensor-store/factory.js';
+export { MemoryTensorStore, formatBytes } from './tensor-store/memory.js';
+export type { MemoryTensorStoreOptions } from './tensor-store/memory.js';
+export type { ObjectInfo, ObjectKey, PutOptions, PutTensorInput, StoredTensor, TensorStore, TensorStoreUsage } from './tensor-store/types.js';
+export { tensorToFrames } from './media/frames.js';
+export type { RgbFrames } from './media/frames.js';
+export { decodePng, encodePng } from './media/png.js';
+export type { DecodedPng } from './media/png.js';
+export { countGifFrames, gifDelays } from './media/gif.js';
+export { ffmpegAvailable, ffprobePathFor } from './media/ffmpeg.js';
+export { VIDEO_FORMATS, chooseVideoFormat, encodeVideo, probeVideo } from './media/video.js';
+export type { EncodeVideoOptions, EncodedVideo, ProbeVideoOptions, VideoFormat, VideoFormatChoice, VideoInfo } from './media/video.js';

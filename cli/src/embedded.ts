@@ -1,0 +1,107 @@
+import { DenoisingStage } from '@diffmesh/dit-svc';
+import { TextEncodingStage } from '@diffmesh/encoder-svc';
+import {
+  ModelCatalog,
+  SessionCache,
+  createTaskQueue,
+  createTensorStore,
+  loadPlanRegistry,
+  type Logger,
+  type PlanRegistry,
+  type StageHandler,
+  type StageName,
+  type TensorStore,
+} from '@diffmesh/runtime';
+import { LocalInstance, Scheduler, type SchedulerLimits } from '@diffmesh/scheduler';
+import { VaeDecodingStage } from '@diffmesh/vae-svc';
+
+export interface EmbeddedOptions {
+  /** Directories holding `<org>/<name>/model.json`. */
+  modelRoots: string[];
+  /** ExecutionPlan registry file; default: the one shipped with runtime. */
+  plansFile?: string;
+  /** onnxruntime intra-op threads; 0 = its default. */
+  intraOpThreads: number;
+  /** Most latents in one denoiser run. */
+  maxBatch: number;
+  log: Logger;
+  limits?: Partial<SchedulerLimits>;
+}
+
+/** Everything the embedded runtime runs in one process. */
+export interface Embedded {
+  scheduler: Scheduler;
+  store: TensorStore;
+  registry: PlanRegistry;
+  catalog: ModelCatalog;
+  /** Models with plans whose files are installed, i.e. what this process can serve. */
+  servable: string[];
+  close(): Promise<void>;
+}
+
+export const EMBEDDED_LIMITS: SchedulerLimits = {
+  maxQueueLength: 256,
+  maxInFlight: 1024,
+  maxAttempts: 3,
+  retryBackoffMs: 100,
+  defaultTimeoutMs: 0,
+  stageTimeoutMs: 0,
+  retentionMs: 10 * 60_000,
+};
+
+/** Tasks one in-process instance of a stage runs at once. */
+const LOCAL_CAPACITY: Partial<Record<StageName, number>> = { text_encoding: 4, denoising: 8, vae_decoding: 2 };
+
+/**
+ * Starts the whole pipeline in this process on the in-memory backends: the scheduler with
+ * its per-pool queues, and one in-process instance of each stage for every pool of every
+ * installed model's plan. Nothing external is needed.
+ */
+export async function startEmbedded(opts: EmbeddedOptions): Promise<Embedded> {
+  const store = createTensorStore({ backend: 'memory' });
+  const catalog = new ModelCatalog(opts.modelRoots);
+  const sessions = new SessionCache({ intraOpThreads: opts.intraOpThreads, interOpThreads: 1 });
+  const registry = await loadPlanRegistry(opts.plansFile);
+  const scheduler = new Scheduler({
+    registry,
+    store,
+    log: opts.log,
+    limits: { ...EMBEDDED_LIMITS, ...opts.limits },
+    createQueue: (_pool, maxLength) => createTaskQueue({ backend: 'memory', maxLength }),
+  });
+  const deps = { catalog, sessions, store, models: [] };
+  const handlers: Partial<Record<StageName, StageHandler>> = {
+    text_encoding: new TextEncodingStage(deps),
+    denoising: new DenoisingStage({ ...deps, maxBatch: opts.maxBatch }),
+    vae_decoding: new VaeDecodingStage(deps),
+  };
+  const installed = new Set(await catalog.list());
+  const servable: string[] = [];
+  const added = new Set<string>();
+  for (const model of registry.entries.flatMap((e) => (e.model ? [e.model] : []))) {
+    if (!installed.has(model)) continue;
+    const plan = registry.lookup(model);
+    if (!plan.stages.every((s) => handlers[s.name])) continue;
+    servable.push(model);
+    for (const s of plan.stages) {
+      if (added.has(s.pool)) continue;
+      added.add(s.pool);
+      const handler = handlers[s.name] as StageHandler;
+      scheduler.addInstance(
+        new LocalInstance(`${s.pool}/embedded`, s.pool, handler, LOCAL_CAPACITY[s.name] ?? 1, opts.log),
+      );
+    }
+  }
+  return {
+    scheduler,
+    store,
+    registry,
+    catalog,
+    servable,
+    async close() {
+      await scheduler.stop();
+      await sessions.close();
+      store.close();
+    },
+  };
+}

@@ -1,0 +1,163 @@
+import { access, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import path from 'node:path';
+import {
+  DiffmeshError,
+  chooseVideoFormat,
+  encodePng,
+  encodeVideo,
+  ffmpegAvailable,
+  invalidParameter,
+  type GenerationParams,
+  type ObjectRef,
+  type TensorStore,
+} from '@diffmesh/runtime';
+import type { RequestEvent } from '@diffmesh/scheduler';
+import type { Embedded } from './embedded.js';
+import type { Progress } from './progress.js';
+
+/** What `diffmesh generate` was asked for, after flag parsing. */
+export interface GenerateArgs {
+  prompt: string;
+  model: string;
+  output: string | undefined;
+  params: Partial<GenerationParams>;
+  priority: number;
+  ffmpegPath: string;
+}
+
+/** The result of a generation, for the summary line. */
+export interface GenerateOutcome {
+  path: string;
+  note?: string;
+  width: number;
+  height: number;
+  frames: number;
+  format: string;
+  params: GenerationParams;
+  ms: number;
+}
+
+/** Where the file goes and in which format, decided before any work is done. */
+export interface OutputPlan {
+  path: string;
+  format: 'png' | 'mp4' | 'gif' | 'apng';
+  note?: string;
+}
+
+/** Chooses the output file and format; rejects unsupported extensions and missing folders. */
+export async function planOutput(output: string | undefined, frames: number, ffmpegPath: string): Promise<OutputPlan> {
+  const wanted = output ?? (frames > 1 ? 'out.mp4' : 'out.png');
+  const ext = path.extname(wanted).toLowerCase();
+  let planned: OutputPlan;
+  if (frames === 1 && ext === '.png') planned = { path: wanted, format: 'png' };
+  else if (frames === 1 && !['.mp4', '.gif', '.apng'].includes(ext)) {
+    throw invalidParameter('output', `unsupported image extension "${ext || '(none)'}" in "${wanted}"; use .png`);
+  } else {
+    planned = chooseVideoFormat(wanted, ext === '.mp4' ? await ffmpegAvailable(ffmpegPath) : false);
+  }
+  const dir = path.dirname(path.resolve(planned.path));
+  try {
+    await access(dir, constants.W_OK);
+  } catch {
+    throw invalidParameter('output', `folder "${dir}" does not exist or is not writable`);
+  }
+  return planned;
+}
+
+/**
+ * Runs one generation on an embedded runtime and writes the file. Nothing is written
+ * unless the generation completes; the file appears atomically (temp file + rename).
+ */
+export async function generate(
+  mesh: Embedded,
+  args: GenerateArgs,
+  progress: Progress,
+  signal: AbortSignal,
+): Promise<GenerateOutcome> {
+  const started = Date.now();
+  const entry = mesh.registry.lookup(args.model); // unknown model → error naming `model`
+  if (!mesh.servable.includes(args.model)) {
+    throw new DiffmeshError(
+      9 /* FAILED_PRECONDITION */,
+      'MODEL_LOAD_FAILED',
+      `model: "${args.model}" has a plan but no model files under ${mesh.catalog.roots.join(', ')} ` +
+        `(servable here: ${mesh.servable.join(', ')})`,
+      { metadata: { field: 'model' } },
+    );
+  }
+  const out = await planOutput(args.output, args.params.numFrames ?? entry.defaults.numFrames, args.ffmpegPath);
+  const state = mesh.scheduler.submit({
+    model: args.model,
+    params: { ...args.params, prompt: args.prompt },
+    priority: args.priority,
+  });
+  const params = state.context.params;
+  const reqId = state.context.reqId;
+  const onAbort = (): void => {
+    try {
+      mesh.scheduler.cancel(reqId);
+    } catch {
+      // already gone
+    }
+  };
+  signal.addEventListener('abort', onAbort, { once: true });
+  let outputs: Record<string, ObjectRef> | undefined;
+  try {
+    for await (const e of mesh.scheduler.watch(reqId)) {
+      progress.update(e);
+      outputs = terminal(e) ?? outputs;
+    }
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+    progress.stop();
+  }
+  if (!outputs?.pixels) throw new DiffmeshError(13, 'INTERNAL', 'generation finished without pixels');
+  try {
+    const file = await writeResult(mesh.store, outputs.pixels, out, params.fps, args.ffmpegPath, signal);
+    return { ...file, params, ms: Date.now() - started };
+  } finally {
+    await mesh.store.deleteRequest(reqId);
+  }
+}
+
+function terminal(e: RequestEvent): Record<string, ObjectRef> | undefined {
+  if (e.type === 'completed') return e.outputs;
+  if (e.type === 'failed') {
+    throw new DiffmeshError(e.error.code, e.error.reason as DiffmeshError['reason'], e.error.message, {
+      metadata: e.error.field ? { field: e.error.field } : {},
+    });
+  }
+  if (e.type === 'cancelled') throw new DiffmeshError(1, 'CANCELLED', 'generation cancelled');
+  return undefined;
+}
+
+async function writeResult(
+  store: TensorStore,
+  ref: ObjectRef,
+  out: OutputPlan,
+  fps: number,
+  ffmpegPath: string,
+  signal: AbortSignal,
+): Promise<Omit<GenerateOutcome, 'params' | 'ms'>> {
+  const { data } = await store.get(ref);
+  const [frames, height, width] = ref.shape;
+  const frameBytes = width * height * 3;
+  const list = Array.from({ length: frames }, (_, f) => data.subarray(f * frameBytes, (f + 1) * frameBytes));
+  let bytes: Uint8Array;
+  if (out.format === 'png') {
+    bytes = encodePng(list[0], width, height);
+  } else {
+    bytes = (await encodeVideo(list, { width, height, fps, format: out.format, ffmpegPath, signal })).bytes;
+  }
+  const target = path.resolve(out.path);
+  const tmpDir = await mkdtemp(path.join(path.dirname(target), '.diffmesh-'));
+  try {
+    const tmp = path.join(tmpDir, path.basename(target));
+    await writeFile(tmp, bytes);
+    await rename(tmp, target);
+  } finally {
+    await rm(tmpDir, { recursive: true, force: true });
+  }
+  return { path: out.path, ...(out.note ? { note: out.note } : {}), width, height, frames, format: out.format };
+}

@@ -1,0 +1,188 @@
+import { Command, CommanderError, Option } from 'commander';
+import { createLogger, DiffmeshError, invalidParameter, type GenerationParams } from '@diffmesh/runtime';
+import { defaultModelsRoot } from '@diffmesh/models';
+import { startEmbedded } from './embedded.js';
+import { generate } from './generate.js';
+import { createProgress } from './progress.js';
+
+/** Flags whose names differ from the API field they set (for error messages). */
+const FLAG_OF_FIELD: Record<string, string> = {
+  num_inference_steps: '--steps',
+  guidance_scale: '--guidance',
+  negative_prompt: '--negative',
+  num_frames: '--frames',
+  width: '--width',
+  height: '--height',
+  seed: '--seed',
+  fps: '--fps',
+  model: '--model',
+  output: '--output',
+  prompt: 'PROMPT',
+};
+
+/** Exit codes: 0 done, 1 failed, 2 bad input, 130 interrupted. */
+export const EXIT = { ok: 0, failed: 1, usage: 2, interrupted: 130 } as const;
+
+interface GenerateFlags {
+  output?: string;
+  model: string;
+  seed?: string;
+  steps?: string;
+  guidance?: string;
+  negative?: string;
+  width?: string;
+  height?: string;
+  frames?: string;
+  fps?: string;
+  priority: string;
+  modelsDir: string[];
+  plans?: string;
+  threads: string;
+  progress: boolean;
+  json: boolean;
+  ffmpeg: string;
+}
+
+/** Runs the `diffmesh` command with `argv` (without node and script); returns the exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const program = new Command('diffmesh')
+    .description('diffmesh: serve diffusion models as a mesh of gRPC services')
+    .exitOverride()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+
+  let code: number = EXIT.ok;
+  program
+    .command('generate')
+    .description('generate an image or video in this process (embedded runtime, nothing external)')
+    .argument('<prompt>', 'what to generate, e.g. "a red circle on a blue background"')
+    .option('-o, --output <file>', 'output file: .png for an image; .mp4 (ffmpeg), .gif or .apng for a video')
+    .option('-m, --model <name>', 'model name', 'diffmesh/tiny-shapes')
+    .option('--seed <n>', 'unsigned 64-bit seed (default: random, printed)')
+    .option('--steps <n>', 'denoising steps, 1–200 (default: the model’s)')
+    .option('--guidance <x>', 'classifier-free guidance scale ≥ 0 (default: the model’s)')
+    .option('--negative <text>', 'negative prompt', '')
+    .option('--width <px>', 'width in pixels, a multiple of the model’s factor')
+    .option('--height <px>', 'height in pixels, a multiple of the model’s factor')
+    .option('--frames <n>', 'frames; more than 1 makes a video')
+    .option('--fps <n>', 'frames per second of a video')
+    .option('--priority <n>', 'scheduling priority (larger first)', '0')
+    .addOption(
+      new Option('--models-dir <dir...>', 'folders holding <org>/<name>/model.json')
+        .env('DIFFMESH_MODELS_DIR')
+        .default([defaultModelsRoot()]),
+    )
+    .addOption(new Option('--plans <file>', 'ExecutionPlan registry file').env('DIFFMESH_PLANS_FILE'))
+    .addOption(new Option('--threads <n>', 'onnxruntime threads per model run (0 = auto)').env('DIFFMESH_THREADS').default('0'))
+    .addOption(new Option('--ffmpeg <path>', 'ffmpeg binary for .mp4').env('DIFFMESH_FFMPEG').default('ffmpeg'))
+    .option('--no-progress', 'no progress bar')
+    .option('--json', 'print the result as JSON on stdout')
+    .action(async (prompt: string, flags: GenerateFlags) => {
+      code = await runGenerate(prompt, flags);
+    });
+
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    }
+    throw err;
+  }
+  return code;
+}
+
+async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number> {
+  const log = createLogger({ name: 'diffmesh', level: (process.env.DIFFMESH_LOG_LEVEL as 'warn') ?? 'warn' });
+  const controller = new AbortController();
+  const onSigint = (): void => controller.abort();
+  process.once('SIGINT', onSigint);
+  let mesh: Awaited<ReturnType<typeof startEmbedded>> | undefined;
+  try {
+    const params = parseParams(flags);
+    const threads = parseInteger(flags.threads, 'threads', 0, 256);
+    mesh = await startEmbedded({
+      modelRoots: flags.modelsDir,
+      ...(flags.plans ? { plansFile: flags.plans } : {}),
+      intraOpThreads: threads,
+      maxBatch: 8,
+      log,
+    });
+    const progress = createProgress(process.stderr, flags.progress && !flags.json);
+    const result = await generate(
+      mesh,
+      {
+        prompt,
+        model: flags.model,
+        output: flags.output,
+        params,
+        priority: parseInteger(flags.priority, 'priority', -1_000_000, 1_000_000),
+        ffmpegPath: flags.ffmpeg,
+      },
+      progress,
+      controller.signal,
+    );
+    if (flags.json) {
+      process.stdout.write(`${JSON.stringify(result)}\n`);
+    } else {
+      if (result.note) process.stderr.write(`note: ${result.note}\n`);
+      const what = result.frames > 1 ? `${result.frames} frames, ${result.format}` : result.format;
+      process.stdout.write(
+        `wrote ${result.path} (${result.width}×${result.height}, ${what}; model ${flags.model}, ` +
+          `seed ${result.params.seed}, ${result.params.numInferenceSteps} steps, ` +
+          `guidance ${result.params.guidanceScale}; ${(result.ms / 1000).toFixed(2)} s)\n`,
+      );
+    }
+    return EXIT.ok;
+  } catch (err) {
+    return reportError(err, controller.signal.aborted);
+  } finally {
+    process.off('SIGINT', onSigint);
+    await mesh?.close();
+  }
+}
+
+function reportError(err: unknown, interrupted: boolean): number {
+  if (interrupted) {
+    process.stderr.write('diffmesh: interrupted; nothing written\n');
+    return EXIT.interrupted;
+  }
+  if (err instanceof DiffmeshError) {
+    const field = err.field;
+    const flag = field ? FLAG_OF_FIELD[field] : undefined;
+    const where = flag && flag !== field ? ` (${flag})` : '';
+    process.stderr.write(`diffmesh: ${err.message}${where}\n`);
+    return err.code === 3 || err.code === 5 || err.code === 9 ? EXIT.usage : EXIT.failed;
+  }
+  process.stderr.write(`diffmesh: ${err instanceof Error ? err.message : String(err)}\n`);
+  return EXIT.failed;
+}
+
+function parseParams(f: GenerateFlags): Partial<GenerationParams> {
+  const p: Partial<GenerationParams> = { negativePrompt: f.negative ?? '' };
+  if (f.seed !== undefined) {
+    if (!/^\d+$/.test(f.seed) || BigInt(f.seed) >= 2n ** 64n) {
+      throw invalidParameter('seed', `expected an unsigned 64-bit integer, got "${f.seed}"`);
+    }
+    p.seed = f.seed;
+  }
+  if (f.steps !== undefined) p.numInferenceSteps = parseInteger(f.steps, 'num_inference_steps');
+  if (f.guidance !== undefined) p.guidanceScale = parseNumber(f.guidance, 'guidance_scale');
+  if (f.width !== undefined) p.width = parseInteger(f.width, 'width');
+  if (f.height !== undefined) p.height = parseInteger(f.height, 'height');
+  if (f.frames !== undefined) p.numFrames = parseInteger(f.frames, 'num_frames');
+  if (f.fps !== undefined) p.fps = parseInteger(f.fps, 'fps');
+  return p;
+}
+
+function parseInteger(raw: string, field: string, min = -Infinity, max = Infinity): number {
+  if (!/^-?\d+$/.test(raw.trim())) throw invalidParameter(field, `expected an integer, got "${raw}"`);
+  const n = Number(raw);
+  if (n < min || n > max) throw invalidParameter(field, `must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+function parseNumber(raw: string, field: string): number {
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(n)) throw invalidParameter(field, `expected a number, got "${raw}"`);
+  return n;
+}

@@ -1,0 +1,69 @@
+import cliProgress from 'cli-progress';
+import type { RequestEvent } from '@diffmesh/scheduler';
+
+/** Shows a request's progress to a person. */
+export interface Progress {
+  update(e: RequestEvent): void;
+  stop(): void;
+}
+
+/** A progress bar on a terminal; one line per stage when stderr is not a terminal. */
+export function createProgress(stream: NodeJS.WriteStream, enabled: boolean): Progress {
+  if (!enabled) return { update() {}, stop() {} };
+  if (!stream.isTTY) return new LineProgress(stream);
+  return new BarProgress(stream);
+}
+
+class BarProgress implements Progress {
+  private readonly bar: cliProgress.SingleBar;
+  private started = false;
+
+  constructor(stream: NodeJS.WriteStream) {
+    this.bar = new cliProgress.SingleBar(
+      {
+        stream,
+        format: ' {stage} |{bar}| {value}/{total} {unit} | {duration_formatted}',
+        hideCursor: true,
+        clearOnComplete: false,
+      },
+      cliProgress.Presets.shades_classic,
+    );
+  }
+
+  update(e: RequestEvent): void {
+    if (e.type === 'stage_started') {
+      const payload = { stage: e.stage.padEnd(13), unit: e.stage === 'denoising' ? 'steps' : '' };
+      if (!this.started) {
+        this.bar.start(1, 0, payload);
+        this.started = true;
+      } else {
+        this.bar.setTotal(1);
+        this.bar.update(0, payload);
+      }
+    } else if (e.type === 'progress' && this.started) {
+      this.bar.setTotal(e.totalSteps);
+      this.bar.update(e.step);
+    }
+  }
+
+  stop(): void {
+    if (this.started) this.bar.stop();
+  }
+}
+
+class LineProgress implements Progress {
+  constructor(private readonly stream: NodeJS.WriteStream) {}
+
+  update(e: RequestEvent): void {
+    if (e.type === 'stage_finished') {
+      this.stream.write(`${e.stage}: done in ${e.runMs} ms\n`);
+    } else if (e.type === 'progress' && e.stage === 'denoising') {
+      const quarter = Math.max(1, Math.round(e.totalSteps / 4));
+      if (e.step % quarter === 0 || e.step === e.totalSteps) {
+        this.stream.write(`denoising: step ${e.step}/${e.totalSteps}\n`);
+      }
+    }
+  }
+
+  stop(): void {}
+}

@@ -1,0 +1,141 @@
+import {
+  MicroBatcher,
+  ModelCatalog,
+  NoiseRng,
+  SessionCache,
+  float32View,
+  invalidParameter,
+  latentFrames,
+  ort,
+  toBytes,
+  type StageContext,
+  type StageHandler,
+  type StageResult,
+  type StageTask,
+  type TensorStore,
+} from '@diffmesh/runtime';
+import { applyGuidance, samplerFor } from './samplers.js';
+
+export interface DenoisingStageOptions {
+  catalog: ModelCatalog;
+  sessions: SessionCache;
+  store: TensorStore;
+  /** Models this instance serves; empty = every model in the catalog. */
+  models: string[];
+  /** Most latents in one denoiser run (a CFG request counts two). */
+  maxBatch: number;
+}
+
+interface StepItem {
+  file: string;
+  sample: Float32Array;
+  sampleShape: number[];
+  timestep: number;
+  text: Float32Array;
+  textShape: number[];
+}
+
+/**
+ * The `denoising` stage: starts from seeded noise and runs the model's sampler for
+ * `num_inference_steps`, with classifier-free guidance against the negative prompt.
+ * Every step goes through a batcher, so concurrent requests of the same shape share one
+ * denoiser run, whatever step each is at.
+ */
+export class DenoisingStage implements StageHandler {
+  readonly stage = 'denoising' as const;
+  private readonly batcher: MicroBatcher<StepItem, Float32Array>;
+
+  constructor(private readonly opts: DenoisingStageOptions) {
+    this.batcher = new MicroBatcher((_key, items) => this.runBatch(items), opts.maxBatch);
+  }
+
+  models(): string[] {
+    return this.opts.models;
+  }
+
+  async warm(model: string): Promise<void> {
+    const m = await this.opts.catalog.get(model);
+    await this.opts.sessions.get(m.file('denoiser'));
+  }
+
+  async execute(task: StageTask, ctx: StageContext): Promise<StageResult> {
+    const { manifest, file } = await this.opts.catalog.get(task.model);
+    const p = task.params;
+    const f = manifest.latent.spatialFactor;
+    if (p.width % f !== 0) throw invalidParameter('width', `must be a multiple of ${f}`);
+    if (p.height % f !== 0) throw invalidParameter('height', `must be a multiple of ${f}`);
+    const shape = [
+      1,
+      manifest.latent.channels,
+      latentFrames(p.numFrames, manifest.latent.temporalFactor),
+      p.height / f,
+      p.width / f,
+    ];
+    const cond = await this.embeds(task, 'prompt_embeds');
+    const guided = p.guidanceScale !== 1;
+    const uncond = guided ? await this.embeds(task, 'negative_prompt_embeds') : undefined;
+
+    const x = new NoiseRng(p.seed).normals(shape.reduce((a, b) => a * b, 1));
+    const sampler = samplerFor(manifest, p.numInferenceSteps);
+    const denoiser = file('denoiser');
+    const key = `${denoiser}|${shape.join('x')}|${cond.shape.join('x')}`;
+    const total = sampler.timesteps.length;
+    for (let i = 0; i < total; i += 1) {
+      ctx.signal.throwIfAborted();
+      const item = (text: { data: Float32Array; shape: number[] }): StepItem => ({
+        file: denoiser,
+        sample: x,
+        sampleShape: shape,
+        timestep: sampler.timesteps[i],
+        text: text.data,
+        textShape: text.shape,
+      });
+      const [outCond, outUncond] = await Promise.all([
+        this.batcher.submit(key, item(cond), ctx.signal),
+        uncond ? this.batcher.submit(key, item(uncond), ctx.signal) : undefined,
+      ]);
+      const out = outUncond ? applyGuidance(outUncond, outCond, p.guidanceScale) : outCond;
+      sampler.step(x, out, i);
+      ctx.onProgress({ step: i + 1, totalSteps: total });
+    }
+    const latents = await this.opts.store.put({
+      requestId: task.reqId,
+      name: 'latents',
+      data: toBytes(x),
+      shape,
+      dtype: 'float32',
+    });
+    return { outputs: { latents } };
+  }
+
+  private async embeds(task: StageTask, name: string): Promise<{ data: Float32Array; shape: number[] }> {
+    const ref = task.inputs[name];
+    if (!ref) throw invalidParameter(name, 'missing input from the text encoding stage');
+    const { data } = await this.opts.store.get(ref);
+    return { data: float32View(data), shape: ref.shape };
+  }
+
+  /** Stacks items along the batch axis, runs the denoiser once, splits the output. */
+  private async runBatch(items: StepItem[]): Promise<Float32Array[]> {
+    const first = items[0];
+    const session = await this.opts.sessions.get(first.file);
+    const n = items.length;
+    const sampleSize = first.sample.length;
+    const textSize = first.text.length;
+    const sample = new Float32Array(n * sampleSize);
+    const text = new Float32Array(n * textSize);
+    const timestep = new Float32Array(n);
+    items.forEach((it, b) => {
+      sample.set(it.sample, b * sampleSize);
+      text.set(it.text, b * textSize);
+      timestep[b] = it.timestep;
+    });
+    const result = await session.run({
+      sample: new ort.Tensor('float32', sample, [n, ...first.sampleShape.slice(1)]),
+      timestep: new ort.Tensor('float32', timestep, [n]),
+      encoder_hidden_states: new ort.Tensor('float32', text, [n, ...first.textShape.slice(1)]),
+    });
+    const out = result.out.data as Float32Array;
+    return items.map((_, b) => out.slice(b * sampleSize, (b + 1) * sampleSize));
+  }
+}

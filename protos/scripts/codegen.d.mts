@@ -1,0 +1,28 @@
+// Types of codegen.mjs, for the tests in src/.
+
+/** The protos package directory. */
+export declare const PKG_DIR: string;
+/** Where the generated types are committed, relative to the package directory. */
+export declare const GENERATED_DIR: string;
+/** Options passed to proto-loader-gen-types. */
+export declare const GEN_TYPES_ARGS: readonly string[];
+
+export interface TreeDiff {
+  /** Files only in the freshly generated tree. */
+  missing: string[];
+  /** Files only in the committed tree. */
+  extra: string[];
+  /** Files whose bytes differ. */
+  changed: string[];
+}
+
+export interface CheckResult extends TreeDiff {
+  ok: boolean;
+}
+
+export declare function listProtoFiles(pkgDir?: string): string[];
+export declare function generateInto(outDir: string, pkgDir?: string): void;
+export declare function generate(pkgDir?: string): void;
+export declare function diffTrees(expectedDir: string, actualDir: string): TreeDiff;
+export declare function checkGenerated(opts?: { pkgDir?: string; generatedDir?: string }): CheckResult;
+export declare function formatDrift(result: TreeDiff): string;

@@ -1,0 +1,162 @@
+#!/usr/bin/env node
+// Generates the TypeScript types of diffmesh's protos (`gen`) and checks that the
+// committed ones are up to date (`check`). Plain JavaScript so it runs before anything
+// is compiled: the generated files are themselves inputs of the TypeScript build.
+//
+//   node scripts/codegen.mjs gen     # rewrite src/generated/
+//   node scripts/codegen.mjs check   # regenerate into a temp dir, fail on any difference
+
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The protos package directory (the parent of scripts/). */
+export const PKG_DIR = fileURLToPath(new URL('..', import.meta.url));
+
+/** Where the generated types are committed, relative to the package directory. */
+export const GENERATED_DIR = 'src/generated';
+
+/**
+ * Options of proto-loader-gen-types. They must match the loader options in src/index.ts
+ * (camelCase fields, longs and enums as strings, defaults, virtual oneof fields).
+ */
+export const GEN_TYPES_ARGS = [
+  '--longs=String',
+  '--enums=String',
+  '--defaults',
+  '--oneofs',
+  '--grpcLib=@grpc/grpc-js',
+  '--importFileExtension=.js',
+  '--includeComments',
+  '-I',
+  'proto',
+  '-I',
+  'proto/third_party',
+];
+
+/** Upstream files whose types runtime needs beyond what our files import. */
+const EXTRA_FILES = ['google/rpc/status.proto', 'google/rpc/error_details.proto'];
+
+function walk(dir) {
+  const out = [];
+  for (const name of readdirSync(dir).sort()) {
+    const full = join(dir, name);
+    if (statSync(full).isDirectory()) out.push(...walk(full));
+    else out.push(full);
+  }
+  return out;
+}
+
+/** Every .proto file to load and generate, relative to proto/ (posix separators). */
+export function listProtoFiles(pkgDir = PKG_DIR) {
+  const protoDir = join(pkgDir, 'proto');
+  const ours = walk(join(protoDir, 'diffmesh'))
+    .filter((f) => f.endsWith('.proto'))
+    .map((f) => relative(protoDir, f).split(sep).join('/'));
+  return [...ours, ...EXTRA_FILES];
+}
+
+/** Runs proto-loader-gen-types into `outDir` (created; must not exist or be empty). */
+export function generateInto(outDir, pkgDir = PKG_DIR) {
+  const require = createRequire(join(pkgDir, 'package.json'));
+  const loaderDir = dirname(require.resolve('@grpc/proto-loader/package.json'));
+  const bin = join(loaderDir, 'build', 'bin', 'proto-loader-gen-types.js');
+  execFileSync(process.execPath, [bin, ...GEN_TYPES_ARGS, '-O', outDir, ...listProtoFiles(pkgDir)], {
+    cwd: pkgDir,
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+}
+
+/** Regenerates `src/generated/` in place. */
+export function generate(pkgDir = PKG_DIR) {
+  const target = join(pkgDir, GENERATED_DIR);
+  const staging = mkdtempSync(join(pkgDir, '.generated-'));
+  try {
+    generateInto(staging, pkgDir);
+    rmSync(target, { recursive: true, force: true });
+    renameSync(staging, target);
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+}
+
+function filesUnder(dir) {
+  try {
+    return walk(dir).map((f) => relative(dir, f).split(sep).join('/'));
+  } catch (err) {
+    if (err && err.code === 'ENOENT') return [];
+    throw err;
+  }
+}
+
+/**
+ * Compares two directory trees file by file.
+ * @returns {{ missing: string[], extra: string[], changed: string[] }} paths relative to
+ *   the trees: `missing` exist only in `expectedDir`, `extra` only in `actualDir`.
+ */
+export function diffTrees(expectedDir, actualDir) {
+  const expected = filesUnder(expectedDir);
+  const actual = new Set(filesUnder(actualDir));
+  const missing = [];
+  const changed = [];
+  for (const file of expected) {
+    if (!actual.has(file)) missing.push(file);
+    else if (!readFileSync(join(expectedDir, file)).equals(readFileSync(join(actualDir, file)))) changed.push(file);
+    actual.delete(file);
+  }
+  return { missing, extra: [...actual].sort(), changed };
+}
+
+/**
+ * Regenerates into a temp dir and compares with the committed files.
+ * @param {{ pkgDir?: string, generatedDir?: string }} [opts] `generatedDir` (absolute)
+ *   defaults to `<pkgDir>/src/generated`.
+ */
+export function checkGenerated(opts = {}) {
+  const pkgDir = opts.pkgDir ?? PKG_DIR;
+  const committed = opts.generatedDir ?? join(pkgDir, GENERATED_DIR);
+  const temp = mkdtempSync(join(tmpdir(), 'diffmesh-protos-'));
+  try {
+    generateInto(temp, pkgDir);
+    const diff = diffTrees(temp, committed);
+    return { ok: diff.missing.length + diff.extra.length + diff.changed.length === 0, ...diff };
+  } finally {
+    rmSync(temp, { recursive: true, force: true });
+  }
+}
+
+/** A human-readable report of a failed check. */
+export function formatDrift(result) {
+  const lines = [`protos: ${GENERATED_DIR}/ is out of date with proto/ (run \`npm run gen -w @diffmesh/protos\`):`];
+  for (const f of result.changed) lines.push(`  changed:  ${f}`);
+  for (const f of result.missing) lines.push(`  missing:  ${f}`);
+  for (const f of result.extra) lines.push(`  stale:    ${f}`);
+  return lines.join('\n');
+}
+
+function main(argv) {
+  const [command] = argv;
+  if (command === 'gen') {
+    generate();
+    console.log(`protos: generated ${GENERATED_DIR}/ from ${listProtoFiles().length} files`);
+    return 0;
+  }
+  if (command === 'check') {
+    const result = checkGenerated();
+    if (result.ok) {
+      console.log(`protos: ${GENERATED_DIR}/ is up to date`);
+      return 0;
+    }
+    console.error(formatDrift(result));
+    return 1;
+  }
+  console.error('usage: node scripts/codegen.mjs gen|check');
+  return 2;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === resolve(process.argv[1])) {
+  process.exitCode = main(process.argv.slice(2));
+}

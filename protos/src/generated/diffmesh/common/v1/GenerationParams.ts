@@ -1,0 +1,78 @@
+// Original file: proto/diffmesh/common/v1/request.proto
+
+import type { InputImage as _diffmesh_common_v1_InputImage, InputImage__Output as _diffmesh_common_v1_InputImage__Output } from '../../../diffmesh/common/v1/InputImage.js';
+import type { Long } from '@grpc/proto-loader';
+
+/**
+ * Parameters of one generation request. Unset optional fields take the
+ * model's defaults.
+ */
+export interface GenerationParams {
+  'prompt'?: (string);
+  'negativePrompt'?: (string);
+  /**
+   * Output size in pixels.
+   */
+  'width'?: (number);
+  'height'?: (number);
+  /**
+   * 1 for an image.
+   */
+  'numFrames'?: (number);
+  'numInferenceSteps'?: (number);
+  'guidanceScale'?: (number | string);
+  'seed'?: (number | string | Long);
+  /**
+   * Frames per second of a video result.
+   */
+  'fps'?: (number | string);
+  /**
+   * For image-to-video models.
+   */
+  'inputImage'?: (_diffmesh_common_v1_InputImage | null);
+  '_negativePrompt'?: "negativePrompt";
+  '_width'?: "width";
+  '_height'?: "height";
+  '_numFrames'?: "numFrames";
+  '_numInferenceSteps'?: "numInferenceSteps";
+  '_guidanceScale'?: "guidanceScale";
+  '_seed'?: "seed";
+  '_fps'?: "fps";
+}
+
+/**
+ * Parameters of one generation request. Unset optional fields take the
+ * model's defaults.
+ */
+export interface GenerationParams__Output {
+  'prompt': (string);
+  'negativePrompt'?: (string);
+  /**
+   * Output size in pixels.
+   */
+  'width'?: (number);
+  'height'?: (number);
+  /**
+   * 1 for an image.
+   */
+  'numFrames'?: (number);
+  'numInferenceSteps'?: (number);
+  'guidanceScale'?: (number);
+  'seed'?: (string);
+  /**
+   * Frames per second of a video result.
+   */
+  'fps'?: (number);
+  /**
+   * For image-to-video models.
+   */
+  'inputImage': (_diffmesh_common_v1_InputImage__Output | null);
+  '_negativePrompt'?: "negativePrompt";
+  '_width'?: "width";
+  '_height'?: "height";
+  '_numFrames'?: "numFrames";
+  '_numInferenceSteps'?: "numInferenceSteps";
+  '_guidanceScale'?: "guidanceScale";
+  '_seed'?: "seed";
+  '_fps'?: "fps";
+}

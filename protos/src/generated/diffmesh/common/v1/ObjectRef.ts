@@ -1,0 +1,91 @@
+// Original file: proto/diffmesh/common/v1/object.proto
+
+import type { Dtype as _diffmesh_common_v1_Dtype, Dtype__Output as _diffmesh_common_v1_Dtype__Output } from '../../../diffmesh/common/v1/Dtype.js';
+import type { Timestamp as _google_protobuf_Timestamp, Timestamp__Output as _google_protobuf_Timestamp__Output } from '../../../google/protobuf/Timestamp.js';
+import type { Long } from '@grpc/proto-loader';
+
+/**
+ * A handle on a tensor held by a tensor service. Stages hand each other refs;
+ * the bytes flow point to point from the owning tensor service.
+ */
+export interface ObjectRef {
+  /**
+   * `{request_id}:{name}:{unique}`. Contains ':' characters: percent-encode it
+   * in URL paths.
+   */
+  'objectId'?: (string);
+  /**
+   * gRPC address (`host:port`) of the tensor service that owns the bytes;
+   * empty for the in-process store.
+   */
+  'ownerAddress'?: (string);
+  /**
+   * Node the owning tensor service runs on (same node: shared-memory fast path).
+   */
+  'ownerNodeId'?: (string);
+  /**
+   * Dimensions, outermost first.
+   */
+  'shape'?: (number | string | Long)[];
+  'dtype'?: (_diffmesh_common_v1_Dtype);
+  /**
+   * Length of the tensor's bytes.
+   */
+  'sizeBytes'?: (number | string | Long);
+  'createdAt'?: (_google_protobuf_Timestamp | null);
+  /**
+   * Logical name within the request, e.g. `prompt_embeds`, `latents`.
+   */
+  'name'?: (string);
+  /**
+   * Time to live in milliseconds from the last touch; 0 = the store's default.
+   */
+  'ttlMs'?: (number);
+  /**
+   * `crc32c:<hex>` of the bytes.
+   */
+  'checksum'?: (string);
+}
+
+/**
+ * A handle on a tensor held by a tensor service. Stages hand each other refs;
+ * the bytes flow point to point from the owning tensor service.
+ */
+export interface ObjectRef__Output {
+  /**
+   * `{request_id}:{name}:{unique}`. Contains ':' characters: percent-encode it
+   * in URL paths.
+   */
+  'objectId': (string);
+  /**
+   * gRPC address (`host:port`) of the tensor service that owns the bytes;
+   * empty for the in-process store.
+   */
+  'ownerAddress': (string);
+  /**
+   * Node the owning tensor service runs on (same node: shared-memory fast path).
+   */
+  'ownerNodeId': (string);
+  /**
+   * Dimensions, outermost first.
+   */
+  'shape': (string)[];
+  'dtype': (_diffmesh_common_v1_Dtype__Output);
+  /**
+   * Length of the tensor's bytes.
+   */
+  'sizeBytes': (string);
+  'createdAt': (_google_protobuf_Timestamp__Output | null);
+  /**
+   * Logical name within the request, e.g. `prompt_embeds`, `latents`.
+   */
+  'name': (string);
+  /**
+   * Time to live in milliseconds from the last touch; 0 = the store's default.
+   */
+  'ttlMs': (number);
+  /**
+   * `crc32c:<hex>` of the bytes.
+   */
+  'checksum': (string);
+}

@@ -1,0 +1,169 @@
+// Original file: proto/diffmesh/scheduler/v1/scheduler.proto
+
+import type * as grpc from '@grpc/grpc-js'
+import type { MethodDefinition } from '@grpc/proto-loader'
+import type { CancelRequest as _diffmesh_scheduler_v1_CancelRequest, CancelRequest__Output as _diffmesh_scheduler_v1_CancelRequest__Output } from '../../../diffmesh/scheduler/v1/CancelRequest.js';
+import type { CancelResponse as _diffmesh_scheduler_v1_CancelResponse, CancelResponse__Output as _diffmesh_scheduler_v1_CancelResponse__Output } from '../../../diffmesh/scheduler/v1/CancelResponse.js';
+import type { GenerateRequest as _diffmesh_scheduler_v1_GenerateRequest, GenerateRequest__Output as _diffmesh_scheduler_v1_GenerateRequest__Output } from '../../../diffmesh/scheduler/v1/GenerateRequest.js';
+import type { GenerateResponse as _diffmesh_scheduler_v1_GenerateResponse, GenerateResponse__Output as _diffmesh_scheduler_v1_GenerateResponse__Output } from '../../../diffmesh/scheduler/v1/GenerateResponse.js';
+import type { GetRequest as _diffmesh_scheduler_v1_GetRequest, GetRequest__Output as _diffmesh_scheduler_v1_GetRequest__Output } from '../../../diffmesh/scheduler/v1/GetRequest.js';
+import type { GetResponse as _diffmesh_scheduler_v1_GetResponse, GetResponse__Output as _diffmesh_scheduler_v1_GetResponse__Output } from '../../../diffmesh/scheduler/v1/GetResponse.js';
+import type { ListModelsRequest as _diffmesh_scheduler_v1_ListModelsRequest, ListModelsRequest__Output as _diffmesh_scheduler_v1_ListModelsRequest__Output } from '../../../diffmesh/scheduler/v1/ListModelsRequest.js';
+import type { ListModelsResponse as _diffmesh_scheduler_v1_ListModelsResponse, ListModelsResponse__Output as _diffmesh_scheduler_v1_ListModelsResponse__Output } from '../../../diffmesh/scheduler/v1/ListModelsResponse.js';
+import type { SubmitRequest as _diffmesh_scheduler_v1_SubmitRequest, SubmitRequest__Output as _diffmesh_scheduler_v1_SubmitRequest__Output } from '../../../diffmesh/scheduler/v1/SubmitRequest.js';
+import type { SubmitResponse as _diffmesh_scheduler_v1_SubmitResponse, SubmitResponse__Output as _diffmesh_scheduler_v1_SubmitResponse__Output } from '../../../diffmesh/scheduler/v1/SubmitResponse.js';
+import type { WatchRequest as _diffmesh_scheduler_v1_WatchRequest, WatchRequest__Output as _diffmesh_scheduler_v1_WatchRequest__Output } from '../../../diffmesh/scheduler/v1/WatchRequest.js';
+import type { WatchResponse as _diffmesh_scheduler_v1_WatchResponse, WatchResponse__Output as _diffmesh_scheduler_v1_WatchResponse__Output } from '../../../diffmesh/scheduler/v1/WatchResponse.js';
+
+/**
+ * The public entry point of diffmesh: accepts generation requests, runs them
+ * through their model's execution plan and reports their progress.
+ * 
+ * HTTP paths live under `/api/v1/`; `/v1/` is left to the OpenAI-compatible
+ * endpoints of the gateway.
+ */
+export interface SchedulerServiceClient extends grpc.Client {
+  /**
+   * Cancels a request; cancelling a finished request changes nothing.
+   */
+  Cancel(argument: _diffmesh_scheduler_v1_CancelRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_CancelResponse__Output>): grpc.ClientUnaryCall;
+  Cancel(argument: _diffmesh_scheduler_v1_CancelRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_diffmesh_scheduler_v1_CancelResponse__Output>): grpc.ClientUnaryCall;
+  Cancel(argument: _diffmesh_scheduler_v1_CancelRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_CancelResponse__Output>): grpc.ClientUnaryCall;
+  Cancel(argument: _diffmesh_scheduler_v1_CancelRequest, callback: grpc.requestCallback<_diffmesh_scheduler_v1_CancelResponse__Output>): grpc.ClientUnaryCall;
+  /**
+   * Cancels a request; cancelling a finished request changes nothing.
+   */
+  cancel(argument: _diffmesh_scheduler_v1_CancelRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_CancelResponse__Output>): grpc.ClientUnaryCall;
+  cancel(argument: _diffmesh_scheduler_v1_CancelRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_diffmesh_scheduler_v1_CancelResponse__Output>): grpc.ClientUnaryCall;
+  cancel(argument: _diffmesh_scheduler_v1_CancelRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_CancelResponse__Output>): grpc.ClientUnaryCall;
+  cancel(argument: _diffmesh_scheduler_v1_CancelRequest, callback: grpc.requestCallback<_diffmesh_scheduler_v1_CancelResponse__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * Submits a request and streams its events until it completes, fails or is
+   * cancelled. Cancelling the call cancels the request.
+   */
+  Generate(argument: _diffmesh_scheduler_v1_GenerateRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_GenerateResponse__Output>;
+  Generate(argument: _diffmesh_scheduler_v1_GenerateRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_GenerateResponse__Output>;
+  /**
+   * Submits a request and streams its events until it completes, fails or is
+   * cancelled. Cancelling the call cancels the request.
+   */
+  generate(argument: _diffmesh_scheduler_v1_GenerateRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_GenerateResponse__Output>;
+  generate(argument: _diffmesh_scheduler_v1_GenerateRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_GenerateResponse__Output>;
+  
+  /**
+   * Returns the state of a request.
+   */
+  Get(argument: _diffmesh_scheduler_v1_GetRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetResponse__Output>): grpc.ClientUnaryCall;
+  Get(argument: _diffmesh_scheduler_v1_GetRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetResponse__Output>): grpc.ClientUnaryCall;
+  Get(argument: _diffmesh_scheduler_v1_GetRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetResponse__Output>): grpc.ClientUnaryCall;
+  Get(argument: _diffmesh_scheduler_v1_GetRequest, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetResponse__Output>): grpc.ClientUnaryCall;
+  /**
+   * Returns the state of a request.
+   */
+  get(argument: _diffmesh_scheduler_v1_GetRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetResponse__Output>): grpc.ClientUnaryCall;
+  get(argument: _diffmesh_scheduler_v1_GetRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetResponse__Output>): grpc.ClientUnaryCall;
+  get(argument: _diffmesh_scheduler_v1_GetRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetResponse__Output>): grpc.ClientUnaryCall;
+  get(argument: _diffmesh_scheduler_v1_GetRequest, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetResponse__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * Lists the models this scheduler can serve.
+   */
+  ListModels(argument: _diffmesh_scheduler_v1_ListModelsRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_ListModelsResponse__Output>): grpc.ClientUnaryCall;
+  ListModels(argument: _diffmesh_scheduler_v1_ListModelsRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_diffmesh_scheduler_v1_ListModelsResponse__Output>): grpc.ClientUnaryCall;
+  ListModels(argument: _diffmesh_scheduler_v1_ListModelsRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_ListModelsResponse__Output>): grpc.ClientUnaryCall;
+  ListModels(argument: _diffmesh_scheduler_v1_ListModelsRequest, callback: grpc.requestCallback<_diffmesh_scheduler_v1_ListModelsResponse__Output>): grpc.ClientUnaryCall;
+  /**
+   * Lists the models this scheduler can serve.
+   */
+  listModels(argument: _diffmesh_scheduler_v1_ListModelsRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_ListModelsResponse__Output>): grpc.ClientUnaryCall;
+  listModels(argument: _diffmesh_scheduler_v1_ListModelsRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_diffmesh_scheduler_v1_ListModelsResponse__Output>): grpc.ClientUnaryCall;
+  listModels(argument: _diffmesh_scheduler_v1_ListModelsRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_ListModelsResponse__Output>): grpc.ClientUnaryCall;
+  listModels(argument: _diffmesh_scheduler_v1_ListModelsRequest, callback: grpc.requestCallback<_diffmesh_scheduler_v1_ListModelsResponse__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * Submits a request and returns its id at once. A full queue or an
+   * unavailable pool answers RESOURCE_EXHAUSTED / UNAVAILABLE; nothing is
+   * half-accepted.
+   */
+  Submit(argument: _diffmesh_scheduler_v1_SubmitRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_SubmitResponse__Output>): grpc.ClientUnaryCall;
+  Submit(argument: _diffmesh_scheduler_v1_SubmitRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_diffmesh_scheduler_v1_SubmitResponse__Output>): grpc.ClientUnaryCall;
+  Submit(argument: _diffmesh_scheduler_v1_SubmitRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_SubmitResponse__Output>): grpc.ClientUnaryCall;
+  Submit(argument: _diffmesh_scheduler_v1_SubmitRequest, callback: grpc.requestCallback<_diffmesh_scheduler_v1_SubmitResponse__Output>): grpc.ClientUnaryCall;
+  /**
+   * Submits a request and returns its id at once. A full queue or an
+   * unavailable pool answers RESOURCE_EXHAUSTED / UNAVAILABLE; nothing is
+   * half-accepted.
+   */
+  submit(argument: _diffmesh_scheduler_v1_SubmitRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_SubmitResponse__Output>): grpc.ClientUnaryCall;
+  submit(argument: _diffmesh_scheduler_v1_SubmitRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_diffmesh_scheduler_v1_SubmitResponse__Output>): grpc.ClientUnaryCall;
+  submit(argument: _diffmesh_scheduler_v1_SubmitRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_SubmitResponse__Output>): grpc.ClientUnaryCall;
+  submit(argument: _diffmesh_scheduler_v1_SubmitRequest, callback: grpc.requestCallback<_diffmesh_scheduler_v1_SubmitResponse__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * Streams the events of an existing request from now on, until it ends.
+   * For a finished request it sends the final event and ends.
+   */
+  Watch(argument: _diffmesh_scheduler_v1_WatchRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_WatchResponse__Output>;
+  Watch(argument: _diffmesh_scheduler_v1_WatchRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_WatchResponse__Output>;
+  /**
+   * Streams the events of an existing request from now on, until it ends.
+   * For a finished request it sends the final event and ends.
+   */
+  watch(argument: _diffmesh_scheduler_v1_WatchRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_WatchResponse__Output>;
+  watch(argument: _diffmesh_scheduler_v1_WatchRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_WatchResponse__Output>;
+  
+}
+
+/**
+ * The public entry point of diffmesh: accepts generation requests, runs them
+ * through their model's execution plan and reports their progress.
+ * 
+ * HTTP paths live under `/api/v1/`; `/v1/` is left to the OpenAI-compatible
+ * endpoints of the gateway.
+ */
+export interface SchedulerServiceHandlers extends grpc.UntypedServiceImplementation {
+  /**
+   * Cancels a request; cancelling a finished request changes nothing.
+   */
+  Cancel: grpc.handleUnaryCall<_diffmesh_scheduler_v1_CancelRequest__Output, _diffmesh_scheduler_v1_CancelResponse>;
+  
+  /**
+   * Submits a request and streams its events until it completes, fails or is
+   * cancelled. Cancelling the call cancels the request.
+   */
+  Generate: grpc.handleServerStreamingCall<_diffmesh_scheduler_v1_GenerateRequest__Output, _diffmesh_scheduler_v1_GenerateResponse>;
+  
+  /**
+   * Returns the state of a request.
+   */
+  Get: grpc.handleUnaryCall<_diffmesh_scheduler_v1_GetRequest__Output, _diffmesh_scheduler_v1_GetResponse>;
+  
+  /**
+   * Lists the models this scheduler can serve.
+   */
+  ListModels: grpc.handleUnaryCall<_diffmesh_scheduler_v1_ListModelsRequest__Output, _diffmesh_scheduler_v1_ListModelsResponse>;
+  
+  /**
+   * Submits a request and returns its id at once. A full queue or an
+   * unavailable pool answers RESOURCE_EXHAUSTED / UNAVAILABLE; nothing is
+   * half-accepted.
+   */
+  Submit: grpc.handleUnaryCall<_diffmesh_scheduler_v1_SubmitRequest__Output, _diffmesh_scheduler_v1_SubmitResponse>;
+  
+  /**
+   * Streams the events of an existing request from now on, until it ends.
+   * For a finished request it sends the final event and ends.
+   */
+  Watch: grpc.handleServerStreamingCall<_diffmesh_scheduler_v1_WatchRequest__Output, _diffmesh_scheduler_v1_WatchResponse>;
+  
+}
+
+export interface SchedulerServiceDefinition extends grpc.ServiceDefinition {
+  Cancel: MethodDefinition<_diffmesh_scheduler_v1_CancelRequest, _diffmesh_scheduler_v1_CancelResponse, _diffmesh_scheduler_v1_CancelRequest__Output, _diffmesh_scheduler_v1_CancelResponse__Output>
+  Generate: MethodDefinition<_diffmesh_scheduler_v1_GenerateRequest, _diffmesh_scheduler_v1_GenerateResponse, _diffmesh_scheduler_v1_GenerateRequest__Output, _diffmesh_scheduler_v1_GenerateResponse__Output>
+  Get: MethodDefinition<_diffmesh_scheduler_v1_GetRequest, _diffmesh_scheduler_v1_GetResponse, _diffmesh_scheduler_v1_GetRequest__Output, _diffmesh_scheduler_v1_GetResponse__Output>
+  ListModels: MethodDefinition<_diffmesh_scheduler_v1_ListModelsRequest, _diffmesh_scheduler_v1_ListModelsResponse, _diffmesh_scheduler_v1_ListModelsRequest__Output, _diffmesh_scheduler_v1_ListModelsResponse__Output>
+  Submit: MethodDefinition<_diffmesh_scheduler_v1_SubmitRequest, _diffmesh_scheduler_v1_SubmitResponse, _diffmesh_scheduler_v1_SubmitRequest__Output, _diffmesh_scheduler_v1_SubmitResponse__Output>
+  Watch: MethodDefinition<_diffmesh_scheduler_v1_WatchRequest, _diffmesh_scheduler_v1_WatchResponse, _diffmesh_scheduler_v1_WatchRequest__Output, _diffmesh_scheduler_v1_WatchResponse__Output>
+}

@@ -1,0 +1,17 @@
+// Original file: proto/diffmesh/stage/v1/stage.proto
+
+import type { Task as _diffmesh_stage_v1_Task, Task__Output as _diffmesh_stage_v1_Task__Output } from '../../../diffmesh/stage/v1/Task.js';
+
+/**
+ * Scheduler -> instance: run this task.
+ */
+export interface TaskAssignment {
+  'task'?: (_diffmesh_stage_v1_Task | null);
+}
+
+/**
+ * Scheduler -> instance: run this task.
+ */
+export interface TaskAssignment__Output {
+  'task': (_diffmesh_stage_v1_Task__Output | null);
+}

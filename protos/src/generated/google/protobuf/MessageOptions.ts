@@ -1,0 +1,30 @@
+// Original file: null
+
+import type { FeatureSet as _google_protobuf_FeatureSet, FeatureSet__Output as _google_protobuf_FeatureSet__Output } from '../../google/protobuf/FeatureSet.js';
+import type { UninterpretedOption as _google_protobuf_UninterpretedOption, UninterpretedOption__Output as _google_protobuf_UninterpretedOption__Output } from '../../google/protobuf/UninterpretedOption.js';
+
+export interface MessageOptions {
+  'messageSetWireFormat'?: (boolean);
+  'noStandardDescriptorAccessor'?: (boolean);
+  'deprecated'?: (boolean);
+  'mapEntry'?: (boolean);
+  /**
+   * @deprecated
+   */
+  'deprecatedLegacyJsonFieldConflicts'?: (boolean);
+  'features'?: (_google_protobuf_FeatureSet | null);
+  'uninterpretedOption'?: (_google_protobuf_UninterpretedOption)[];
+}
+
+export interface MessageOptions__Output {
+  'messageSetWireFormat': (boolean);
+  'noStandardDescriptorAccessor': (boolean);
+  'deprecated': (boolean);
+  'mapEntry': (boolean);
+  /**
+   * @deprecated
+   */
+  'deprecatedLegacyJsonFieldConflicts': (boolean);
+  'features': (_google_protobuf_FeatureSet__Output | null);
+  'uninterpretedOption': (_google_protobuf_UninterpretedOption__Output)[];
+}

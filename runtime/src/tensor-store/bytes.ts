@@ -1,0 +1,89 @@
+import { crc32c } from '@node-rs/crc32';
+import type { Dtype } from '../domain.js';
+
+/**
+ * Tensor bytes are little-endian element data, the layout of typed arrays on every platform
+ * diffmesh runs on. These helpers convert without copying whenever alignment allows.
+ */
+
+/** Bytes per element of each dtype. */
+export const DTYPE_BYTES: Readonly<Record<Dtype, number>> = Object.freeze({
+  float32: 4,
+  float16: 2,
+  int64: 8,
+  int32: 4,
+  uint8: 1,
+});
+
+/** Number of elements of a shape (1 for a scalar `[]`). */
+export function elementCount(shape: readonly number[]): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+/** Bytes a tensor of `shape` and `dtype` occupies. */
+export function byteLengthOf(shape: readonly number[], dtype: Dtype): number {
+  return elementCount(shape) * DTYPE_BYTES[dtype];
+}
+
+/** `crc32c:<8 hex digits>` of the bytes (CRC-32C, Castagnoli). */
+export function checksumOf(data: Uint8Array): string {
+  return `crc32c:${(crc32c(data) >>> 0).toString(16).padStart(8, '0')}`;
+}
+
+/** A byte view of any typed array or DataView, sharing its memory. */
+export function toBytes(view: ArrayBufferView): Uint8Array {
+  return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+}
+
+/**
+ * The bytes as a Float32Array: a view of the same memory when the offset is 4-byte aligned,
+ * an aligned copy otherwise. Throws when the length is not a multiple of 4.
+ */
+export function float32View(data: Uint8Array): Float32Array {
+  return typedView(data, 4, Float32Array, 'float32');
+}
+
+/** Typed array matching each dtype (float16 as raw 16-bit words). */
+export interface DtypeArrays {
+  float32: Float32Array;
+  float16: Uint16Array;
+  int64: BigInt64Array;
+  int32: Int32Array;
+  uint8: Uint8Array;
+}
+
+/** The bytes as the typed array of `dtype`, sharing memory when alignment allows (see {@link float32View}). */
+export function tensorView<D extends Dtype>(data: Uint8Array, dtype: D): DtypeArrays[D] {
+  switch (dtype) {
+    case 'float32':
+      return float32View(data) as DtypeArrays[D];
+    case 'float16':
+      return typedView(data, 2, Uint16Array, dtype) as DtypeArrays[D];
+    case 'int64':
+      return typedView(data, 8, BigInt64Array, dtype) as DtypeArrays[D];
+    case 'int32':
+      return typedView(data, 4, Int32Array, dtype) as DtypeArrays[D];
+    case 'uint8':
+      return data as DtypeArrays[D];
+    default:
+      throw new TypeError(`unknown dtype ${String(dtype)}`);
+  }
+}
+
+interface TypedCtor<A> {
+  new (buffer: ArrayBufferLike, byteOffset: number, length: number): A;
+  new (length: number): A;
+}
+
+function typedView<A extends ArrayBufferView>(data: Uint8Array, size: number, Ctor: TypedCtor<A>, dtype: string): A {
+  if (data.byteLength % size !== 0) {
+    throw new RangeError(`${data.byteLength} bytes is not a whole number of ${dtype} elements`);
+  }
+  const length = data.byteLength / size;
+  if (data.byteOffset % size === 0) return new Ctor(data.buffer, data.byteOffset, length);
+  const copy = new Ctor(length);
+  toBytes(copy).set(data);
+  return copy;
+}

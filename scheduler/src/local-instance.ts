@@ -1,0 +1,32 @@
+import type { Logger, StageHandler, StageResult, StageTask } from '@diffmesh/runtime';
+import type { ExecuteHooks, StageInstance } from './types.js';
+
+/** A stage handler running in this process, as a dispatch target (the embedded runtime). */
+export class LocalInstance implements StageInstance {
+  readonly stage;
+  readonly nodeId;
+  readonly version;
+  readonly models: readonly string[];
+
+  constructor(
+    readonly id: string,
+    readonly pool: string,
+    private readonly handler: StageHandler,
+    readonly capacity: number,
+    private readonly log: Logger,
+    opts: { nodeId?: string; version?: string } = {},
+  ) {
+    this.stage = handler.stage;
+    this.nodeId = opts.nodeId ?? 'local';
+    this.version = opts.version ?? '0.0.0';
+    this.models = handler.models();
+  }
+
+  execute(task: StageTask, hooks: ExecuteHooks): Promise<StageResult> {
+    return this.handler.execute(task, {
+      signal: hooks.signal,
+      onProgress: hooks.onProgress,
+      log: this.log.child({ reqId: task.reqId, stage: task.stage }),
+    });
+  }
+}

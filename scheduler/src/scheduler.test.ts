@@ -1,0 +1,280 @@
+import { describe, expect, it } from 'vitest';
+import {
+  Code,
+  DiffmeshError,
+  PlanRegistry,
+  createTaskQueue,
+  createTensorStore,
+  silentLogger,
+  type StageHandler,
+  type StageName,
+  type StageTask,
+  type TensorStore,
+} from '@diffmesh/runtime';
+import { LocalInstance } from './local-instance.js';
+import { Scheduler, type SchedulerLimits } from './scheduler.js';
+import type { RequestEvent } from './types.js';
+
+const registry = PlanRegistry.fromEntries([
+  {
+    model: 'test/model',
+    modalities: ['text-to-image'],
+    stages: [
+      { name: 'text_encoding', pool: 'enc' },
+      { name: 'denoising', pool: 'dit' },
+      { name: 'vae_decoding', pool: 'vae' },
+    ],
+    defaults: { width: 64, height: 64, numFrames: 1, steps: 4, guidanceScale: 1, fps: 8 },
+    constraints: { sizeMultiple: 8, maxWidth: 512, maxHeight: 512, maxFrames: 1 },
+  },
+]);
+
+const limits: SchedulerLimits = {
+  maxQueueLength: 100,
+  maxInFlight: 100,
+  maxAttempts: 3,
+  retryBackoffMs: 1,
+  defaultTimeoutMs: 0,
+  stageTimeoutMs: 0,
+  retentionMs: 60_000,
+};
+
+/** A stage that stores a small object and can be held, failed or observed per call. */
+class TestStage implements StageHandler {
+  calls: StageTask[] = [];
+  gate: Promise<void> = Promise.resolve();
+  failures: DiffmeshError[] = [];
+  constructor(
+    readonly stage: StageName,
+    private readonly store: TensorStore,
+    private readonly steps = 1,
+  ) {}
+  models(): string[] {
+    return [];
+  }
+  async execute(task: StageTask, ctx: Parameters<StageHandler['execute']>[1]) {
+    this.calls.push(task);
+    const failure = this.failures.shift();
+    if (failure) throw failure;
+    for (let i = 1; i <= this.steps; i += 1) {
+      await this.gate;
+      ctx.signal.throwIfAborted();
+      ctx.onProgress({ step: i, totalSteps: this.steps });
+    }
+    const ref = await this.store.put({
+      requestId: task.reqId,
+      name: this.stage,
+      data: new Uint8Array([task.stageIndex]),
+      shape: [1],
+      dtype: 'uint8',
+    });
+    return { outputs: { [this.stage]: ref } };
+  }
+}
+
+function setup(opts: { capacity?: number; limits?: Partial<SchedulerLimits>; pools?: StageName[] } = {}) {
+  const store = createTensorStore({ backend: 'memory' });
+  const log = silentLogger();
+  const scheduler = new Scheduler({
+    registry,
+    store,
+    log,
+    limits: { ...limits, ...opts.limits },
+    createQueue: (_pool, maxLength) => createTaskQueue({ backend: 'memory', maxLength }),
+  });
+  const stages = {
+    text_encoding: new TestStage('text_encoding', store),
+    denoising: new TestStage('denoising', store, 3),
+    vae_decoding: new TestStage('vae_decoding', store),
+  };
+  const pools: Record<string, StageName> = { enc: 'text_encoding', dit: 'denoising', vae: 'vae_decoding' };
+  for (const [pool, stage] of Object.entries(pools)) {
+    if (opts.pools && !opts.pools.includes(stage)) continue;
+    scheduler.addInstance(
+      new LocalInstance(`${pool}-1`, pool, stages[stage as keyof typeof stages], opts.capacity ?? 1, log),
+    );
+  }
+  return { scheduler, store, stages };
+}
+
+async function events(scheduler: Scheduler, reqId: string): Promise<RequestEvent[]> {
+  const out: RequestEvent[] = [];
+  for await (const e of scheduler.watch(reqId)) out.push(e);
+  return out;
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+describe('Scheduler', () => {
+  it('walks a request through its plan and reports every stage', async () => {
+    const { scheduler, store } = setup();
+    const { context } = scheduler.submit({ model: 'test/model', params: { prompt: 'hi' } });
+    const evs = await events(scheduler, context.reqId);
+    expect(evs.map((e) => e.type)).toEqual([
+      'queued', 'stage_started', 'progress', 'stage_finished',
+      'queued', 'stage_started', 'progress', 'progress', 'progress', 'stage_finished',
+      'queued', 'stage_started', 'progress', 'stage_finished',
+      'completed',
+    ]);
+    const state = scheduler.get(context.reqId);
+    expect(state.context.status).toBe('completed');
+    expect(state.timings.map((t) => t.stage)).toEqual(['text_encoding', 'denoising', 'vae_decoding']);
+    expect(state.timings.every((t) => t.finishedAt >= t.startedAt && t.startedAt >= t.queuedAt)).toBe(true);
+    // Intermediates are deleted; the final output stays for the client.
+    await expect(store.stat(state.context.refs.text_encoding.objectId)).rejects.toMatchObject({ code: Code.NOT_FOUND });
+    await expect(store.stat(state.result.vae_decoding.objectId)).resolves.toBeDefined();
+  });
+
+  it('passes earlier outputs to later stages as refs', async () => {
+    const { scheduler, stages } = setup();
+    const { context } = scheduler.submit({ model: 'test/model', params: { prompt: 'hi' } });
+    await events(scheduler, context.reqId);
+    expect(Object.keys(stages.vae_decoding.calls[0].inputs).sort()).toEqual(['denoising', 'text_encoding']);
+  });
+
+  it('runs larger priorities first and FIFO within a priority on a one-slot pool', async () => {
+    const { scheduler, stages } = setup({ pools: ['text_encoding', 'denoising', 'vae_decoding'] });
+    const hold = deferred();
+    stages.text_encoding.gate = hold.promise;
+    const first = scheduler.submit({ model: 'test/model', params: { prompt: 'first' } });
+    const order: Array<[string, number]> = [
+      ['p0-a', 0], ['p5-a', 5], ['p0-b', 0], ['p9', 9], ['p5-b', 5], ['neg', -1],
+    ];
+    const ids = new Map<string, string>();
+    for (const [name, priority] of order) {
+      ids.set(scheduler.submit({ model: 'test/model', params: { prompt: name }, priority }).context.reqId, name);
+    }
+    hold.resolve();
+    await Promise.all([first.context.reqId, ...ids.keys()].map((id) => events(scheduler, id)));
+    const ran = stages.text_encoding.calls.map((t) => t.params.prompt);
+    expect(ran).toEqual(['first', 'p9', 'p5-a', 'p5-b', 'p0-a', 'p0-b', 'neg']);
+  });
+
+  it('rejects a request at once when a pool has no instance, naming the pool', () => {
+    const { scheduler } = setup({ pools: ['text_encoding', 'vae_decoding'] });
+    expect(() => scheduler.submit({ model: 'test/model', params: { prompt: 'x' } })).toThrow(
+      expect.objectContaining({ code: Code.UNAVAILABLE, reason: 'POOL_UNAVAILABLE', message: expect.stringContaining('"dit"') }),
+    );
+  });
+
+  it('answers QUEUE_FULL with a retry hint and accepts nothing half-way', async () => {
+    const { scheduler, stages } = setup({ limits: { maxQueueLength: 2 } });
+    const hold = deferred();
+    stages.text_encoding.gate = hold.promise;
+    const accepted = [0, 1, 2].map((i) => scheduler.submit({ model: 'test/model', params: { prompt: `r${i}` } }));
+    let err: unknown;
+    try {
+      scheduler.submit({ model: 'test/model', params: { prompt: 'one too many' } });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toMatchObject({ code: Code.RESOURCE_EXHAUSTED, reason: 'QUEUE_FULL' });
+    expect((err as DiffmeshError).retryAfterMs).toBeGreaterThan(0);
+    hold.resolve();
+    for (const a of accepted) await events(scheduler, a.context.reqId);
+    expect(stages.text_encoding.calls.map((t) => t.params.prompt)).toEqual(['r0', 'r1', 'r2']);
+  });
+
+  it('rejects invalid parameters and unknown models with the field named', () => {
+    const { scheduler } = setup();
+    expect(() => scheduler.submit({ model: 'nope/none', params: { prompt: 'x' } })).toThrow(
+      expect.objectContaining({ code: Code.NOT_FOUND, reason: 'UNKNOWN_MODEL' }),
+    );
+    expect(() => scheduler.submit({ model: 'test/model', params: { prompt: '  ' } })).toThrow(
+      expect.objectContaining({ code: Code.INVALID_ARGUMENT, field: 'prompt' }),
+    );
+    expect(() => scheduler.submit({ model: 'test/model', params: { prompt: 'x', width: 65 } })).toThrow(
+      expect.objectContaining({ field: 'width' }),
+    );
+  });
+
+  it('cancels a running stage between steps and deletes the request objects', async () => {
+    const { scheduler, stages, store } = setup();
+    const hold = deferred();
+    stages.denoising.gate = hold.promise;
+    const { context } = scheduler.submit({ model: 'test/model', params: { prompt: 'x' } });
+    const seen: RequestEvent[] = [];
+    const watching = (async () => {
+      for await (const e of scheduler.watch(context.reqId)) {
+        seen.push(e);
+        if (e.type === 'stage_started' && e.stage === 'denoising') {
+          scheduler.cancel(context.reqId);
+          hold.resolve();
+        }
+      }
+    })();
+    await watching;
+    expect(seen.at(-1)?.type).toBe('cancelled');
+    expect(seen.some((e) => e.type === 'progress' && e.stage === 'denoising')).toBe(false);
+    expect(scheduler.get(context.reqId).context.status).toBe('cancelled');
+    await new Promise((r) => setImmediate(r));
+    await expect(store.stat(scheduler.get(context.reqId).context.refs.text_encoding.objectId)).rejects.toMatchObject({
+      code: Code.NOT_FOUND,
+    });
+    expect(stages.vae_decoding.calls).toHaveLength(0);
+  });
+
+  it('removes a cancelled request from its queue', async () => {
+    const { scheduler, stages } = setup();
+    const hold = deferred();
+    stages.text_encoding.gate = hold.promise;
+    const a = scheduler.submit({ model: 'test/model', params: { prompt: 'a' } });
+    const b = scheduler.submit({ model: 'test/model', params: { prompt: 'b' } });
+    expect(scheduler.queueSizes().enc).toBe(1);
+    scheduler.cancel(b.context.reqId);
+    expect(scheduler.queueSizes().enc).toBe(0);
+    hold.resolve();
+    await events(scheduler, a.context.reqId);
+    expect(stages.text_encoding.calls.map((t) => t.params.prompt)).toEqual(['a']);
+  });
+
+  it('retries a retryable failure with the same task identity, then succeeds', async () => {
+    const { scheduler, stages } = setup();
+    stages.denoising.failures.push(new DiffmeshError(Code.UNAVAILABLE, 'POOL_UNAVAILABLE', 'instance went away'));
+    const { context } = scheduler.submit({ model: 'test/model', params: { prompt: 'x' } });
+    const evs = await events(scheduler, context.reqId);
+    expect(evs.at(-1)?.type).toBe('completed');
+    const attempts = stages.denoising.calls.map((t) => [t.reqId, t.stageIndex, t.attempt]);
+    expect(attempts).toEqual([
+      [context.reqId, 1, 1],
+      [context.reqId, 1, 2],
+    ]);
+    expect(scheduler.get(context.reqId).context.retryCount).toBe(1);
+  });
+
+  it('fails without retry on a non-retryable error and stops after maxAttempts', async () => {
+    const { scheduler, stages } = setup({ limits: { maxAttempts: 2 } });
+    stages.text_encoding.failures.push(new DiffmeshError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'bad'));
+    const a = scheduler.submit({ model: 'test/model', params: { prompt: 'x' } });
+    const evA = await events(scheduler, a.context.reqId);
+    expect(evA.at(-1)).toMatchObject({ type: 'failed', error: { reason: 'INVALID_PARAMETER' } });
+    expect(stages.text_encoding.calls).toHaveLength(1);
+
+    const err = new DiffmeshError(Code.UNAVAILABLE, 'POOL_UNAVAILABLE', 'down');
+    stages.denoising.failures.push(err, err, err);
+    const b = scheduler.submit({ model: 'test/model', params: { prompt: 'y' } });
+    const evB = await events(scheduler, b.context.reqId);
+    expect(evB.at(-1)).toMatchObject({ type: 'failed', error: { code: Code.UNAVAILABLE } });
+    expect(stages.denoising.calls.filter((t) => t.reqId === b.context.reqId)).toHaveLength(2);
+  });
+
+  it('times a request out and reports DEADLINE_EXCEEDED', async () => {
+    const { scheduler, stages } = setup();
+    stages.denoising.gate = new Promise(() => {}); // never finishes on its own
+    const { context } = scheduler.submit({ model: 'test/model', params: { prompt: 'x' }, timeoutMs: 50 });
+    const evs = await events(scheduler, context.reqId);
+    expect(evs.at(-1)).toMatchObject({ type: 'failed', error: { code: Code.DEADLINE_EXCEEDED, reason: 'TIMEOUT' } });
+  });
+
+  it('returns the existing request for a repeated client request id', () => {
+    const { scheduler } = setup();
+    const a = scheduler.submit({ model: 'test/model', params: { prompt: 'x' }, requestId: 'client-1' });
+    const b = scheduler.submit({ model: 'test/model', params: { prompt: 'x' }, requestId: 'client-1' });
+    expect(b.context.reqId).toBe('client-1');
+    expect(b).toBe(a);
+  });
+});

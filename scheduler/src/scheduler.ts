@@ -1,0 +1,492 @@
+import { randomUUID } from 'node:crypto';
+import {
+  Code,
+  DiffmeshError,
+  asDiffmeshError,
+  isRetryableCode,
+  resolveParams,
+  toExecutionPlan,
+  type ExecutionPlan,
+  type ObjectRef,
+  type Logger,
+  type PlanRegistry,
+  type RequestContext,
+  type StageTask,
+  type TaskQueue,
+  type TensorStore,
+} from '@diffmesh/runtime';
+import { EventLog } from './event-log.js';
+import type {
+  GenerateRequest,
+  RequestEvent,
+  RequestState,
+  StageInstance,
+  StageTiming,
+} from './types.js';
+
+/** Limits and policies of a scheduler; every field has a documented default in config.ts. */
+export interface SchedulerLimits {
+  /** Most tasks waiting in one pool's queue. */
+  maxQueueLength: number;
+  /** Most requests accepted and not yet finished, across all pools. */
+  maxInFlight: number;
+  /** Tries per stage task before the request fails (1 = no retry). */
+  maxAttempts: number;
+  /** First retry back-off; doubles per attempt. */
+  retryBackoffMs: number;
+  /** Request timeout when the request gives none; 0 = none. */
+  defaultTimeoutMs: number;
+  /** Deadline of one stage dispatch; 0 = none. */
+  stageTimeoutMs: number;
+  /** How long a finished request stays visible to Get/Watch. */
+  retentionMs: number;
+}
+
+export interface SchedulerOptions {
+  registry: PlanRegistry;
+  store: TensorStore;
+  log: Logger;
+  limits: SchedulerLimits;
+  /** Makes the queue for one pool (memory by default; durable backends later). */
+  createQueue(pool: string, maxLength: number): TaskQueue<QueuedTask>;
+}
+
+/** A stage task waiting in a pool queue. */
+export interface QueuedTask {
+  task: StageTask;
+  queuedAt: number;
+}
+
+interface InstanceSlot {
+  instance: StageInstance;
+  active: number;
+}
+
+interface Running {
+  state: RequestState;
+  events: EventLog<RequestEvent>;
+  abort: AbortController;
+  timer?: NodeJS.Timeout;
+  /** Pool and task id while queued. */
+  queuedIn?: { pool: string; taskId: string };
+  done: boolean;
+}
+
+/**
+ * The scheduler owns every request's RequestContext and walks it through its model's
+ * ExecutionPlan: one queue per pool (larger priority first, FIFO within a priority), and a
+ * task leaves its queue only when an instance of the pool has a free slot. It retries
+ * retryable failures with back-off, enforces timeouts, cancels in-flight work, and deletes
+ * a request's intermediate objects when it ends.
+ */
+export class Scheduler {
+  private readonly requests = new Map<string, Running>();
+  private readonly queues = new Map<string, TaskQueue<QueuedTask>>();
+  private readonly slots = new Map<string, Map<string, InstanceSlot>>();
+  private inFlight = 0;
+  private stopped = false;
+
+  constructor(private readonly opts: SchedulerOptions) {}
+
+  // ---- instances -------------------------------------------------------------------------
+
+  /** Makes an instance available for dispatch in its pool. */
+  addInstance(instance: StageInstance): void {
+    const pool = this.poolSlots(instance.pool);
+    pool.set(instance.id, { instance, active: pool.get(instance.id)?.active ?? 0 });
+    this.pump(instance.pool);
+  }
+
+  /** Stops dispatching to an instance (tasks running on it fail and are retried). */
+  removeInstance(id: string): void {
+    for (const pool of this.slots.values()) pool.delete(id);
+  }
+
+  /** Instances of a pool with their current load. */
+  instances(pool?: string): Array<{ instance: StageInstance; active: number }> {
+    const pools = pool ? [this.slots.get(pool)].filter((p) => p !== undefined) : [...this.slots.values()];
+    return pools.flatMap((p) => [...p.values()].map((s) => ({ instance: s.instance, active: s.active })));
+  }
+
+  /** Queue length per pool. */
+  queueSizes(): Record<string, number> {
+    return Object.fromEntries([...this.queues].map(([pool, q]) => [pool, q.size]));
+  }
+
+  // ---- requests --------------------------------------------------------------------------
+
+  /**
+   * Validates and accepts a request, or rejects it at once: unknown model, bad parameter,
+   * a pool with no instance (UNAVAILABLE), too many requests or a full queue
+   * (RESOURCE_EXHAUSTED). Nothing is half-accepted.
+   */
+  submit(req: GenerateRequest): RequestState {
+    if (this.stopped) {
+      throw new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'scheduler is shutting down', { retryAfterMs: 1000 });
+    }
+    if (req.requestId) {
+      const existing = this.requests.get(req.requestId);
+      if (existing) return existing.state;
+    }
+    const entry = this.opts.registry.lookup(req.model);
+    const params = resolveParams(entry, { ...req.params });
+    const plan: ExecutionPlan = toExecutionPlan(entry, req.model);
+    for (const stage of plan.stages) {
+      if (this.poolSlots(stage.pool).size === 0) {
+        throw new DiffmeshError(
+          Code.UNAVAILABLE,
+          'POOL_UNAVAILABLE',
+          `pool "${stage.pool}" (stage ${stage.name}) has no healthy instance`,
+          { metadata: { pool: stage.pool, stage: stage.name }, retryAfterMs: 1000 },
+        );
+      }
+    }
+    if (this.inFlight >= this.opts.limits.maxInFlight) {
+      throw new DiffmeshError(
+        Code.RESOURCE_EXHAUSTED,
+        'TOO_MANY_REQUESTS',
+        `too many requests in flight (limit ${this.opts.limits.maxInFlight})`,
+        { retryAfterMs: 1000 },
+      );
+    }
+    const now = Date.now();
+    const reqId = req.requestId ?? randomUUID();
+    const timeoutMs = req.timeoutMs && req.timeoutMs > 0 ? req.timeoutMs : this.opts.limits.defaultTimeoutMs;
+    const context: RequestContext = {
+      reqId,
+      model: req.model,
+      params,
+      executionPlan: plan,
+      currentStageIndex: 0,
+      refs: {},
+      status: 'pending',
+      createdAt: now,
+      updatedAt: now,
+      priority: req.priority ?? 0,
+      timeoutMs,
+      retryCount: 0,
+      traceContext: req.traceContext ?? {},
+    };
+    const run: Running = {
+      state: { context, step: 0, totalSteps: 0, timings: [], result: {} },
+      events: new EventLog<RequestEvent>(),
+      abort: new AbortController(),
+      done: false,
+    };
+    // Enqueue first: a full queue throws before anything is recorded.
+    this.enqueue(run, 0, 1);
+    this.requests.set(reqId, run);
+    this.inFlight += 1;
+    if (timeoutMs > 0) {
+      run.timer = setTimeout(() => {
+        this.finish(run, {
+          type: 'failed',
+          error: new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `request timed out after ${timeoutMs} ms`),
+        });
+      }, timeoutMs);
+      run.timer.unref();
+    }
+    this.pump(plan.stages[0].pool);
+    return run.state;
+  }
+
+  /** The current state of a request; NOT_FOUND when unknown or expired. */
+  get(reqId: string): RequestState {
+    return this.running(reqId).state;
+  }
+
+  /**
+   * Events of a request: everything so far, then live events until the terminal one.
+   * Ends when `signal` aborts.
+   */
+  watch(reqId: string, signal?: AbortSignal): AsyncIterable<RequestEvent> {
+    return this.running(reqId).events.subscribe(signal);
+  }
+
+  /** Cancels a request: removes its queued task, aborts its running stage, deletes its objects. */
+  cancel(reqId: string): RequestState {
+    const run = this.running(reqId);
+    this.finish(run, { type: 'cancelled' });
+    return run.state;
+  }
+
+  /** Stops accepting requests and cancels what is still running. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const run of this.requests.values()) {
+      if (!run.done) this.finish(run, { type: 'cancelled' });
+    }
+    for (const q of this.queues.values()) q.close();
+  }
+
+  // ---- internals -------------------------------------------------------------------------
+
+  private running(reqId: string): Running {
+    const run = this.requests.get(reqId);
+    if (!run) {
+      throw new DiffmeshError(Code.NOT_FOUND, 'REQUEST_NOT_FOUND', `request "${reqId}" not found`, {
+        metadata: { field: 'req_id' },
+      });
+    }
+    return run;
+  }
+
+  private poolSlots(pool: string): Map<string, InstanceSlot> {
+    let p = this.slots.get(pool);
+    if (!p) {
+      p = new Map();
+      this.slots.set(pool, p);
+    }
+    return p;
+  }
+
+  private queue(pool: string): TaskQueue<QueuedTask> {
+    let q = this.queues.get(pool);
+    if (!q) {
+      q = this.opts.createQueue(pool, this.opts.limits.maxQueueLength);
+      this.queues.set(pool, q);
+    }
+    return q;
+  }
+
+  private enqueue(run: Running, stageIndex: number, attempt: number): void {
+    const ctx = run.state.context;
+    const stage = ctx.executionPlan.stages[stageIndex];
+    const taskId = `${ctx.reqId}#${stageIndex}`;
+    const task: StageTask = {
+      reqId: ctx.reqId,
+      stageIndex,
+      stage: stage.name,
+      attempt,
+      model: ctx.model,
+      params: ctx.params,
+      inputs: { ...ctx.refs },
+      deadline: ctx.timeoutMs > 0 ? ctx.createdAt + ctx.timeoutMs : 0,
+      traceContext: ctx.traceContext,
+    };
+    const now = Date.now();
+    this.queue(stage.pool).enqueue({ task, queuedAt: now }, { priority: ctx.priority, id: taskId });
+    run.queuedIn = { pool: stage.pool, taskId };
+    ctx.currentStageIndex = stageIndex;
+    ctx.updatedAt = now;
+    const timing = this.timing(run, stageIndex);
+    timing.queuedAt = timing.queuedAt || now;
+    run.events.push({ type: 'queued', reqId: ctx.reqId, stageIndex, stage: stage.name, pool: stage.pool, at: now });
+  }
+
+  private timing(run: Running, stageIndex: number): StageTiming {
+    const ctx = run.state.context;
+    let t = run.state.timings.find((x) => x.stageIndex === stageIndex);
+    if (!t) {
+      const stage = ctx.executionPlan.stages[stageIndex];
+      t = { stageIndex, stage: stage.name, pool: stage.pool, instanceId: '', attempts: 0, queuedAt: 0, startedAt: 0, finishedAt: 0 };
+      run.state.timings.push(t);
+    }
+    return t;
+  }
+
+  /** Dispatches queued tasks of `pool` while it has free slots. */
+  private pump(pool: string): void {
+    const q = this.queues.get(pool);
+    if (!q) return;
+    for (;;) {
+      const free = [...this.poolSlots(pool).values()].filter((s) => s.active < s.instance.capacity);
+      if (free.length === 0 || q.size === 0) return;
+      const item = q.dequeue();
+      if (!item) return;
+      const run = this.requests.get(item.task.reqId);
+      if (!run || run.done) continue;
+      run.queuedIn = undefined;
+      this.dispatch(run, item, this.choose(free, item.task));
+    }
+  }
+
+  /** Prefers an instance on the node that owns the task's inputs, then the least loaded. */
+  private choose(free: InstanceSlot[], task: StageTask): InstanceSlot {
+    const owners = new Set(Object.values(task.inputs).map((r) => r.ownerNodeId));
+    const compatible = free.filter((s) => s.instance.models.length === 0 || s.instance.models.includes(task.model));
+    const candidates = compatible.length > 0 ? compatible : free;
+    return candidates.reduce((best, s) => {
+      const local = owners.has(s.instance.nodeId) ? 1 : 0;
+      const bestLocal = owners.has(best.instance.nodeId) ? 1 : 0;
+      if (local !== bestLocal) return local > bestLocal ? s : best;
+      return s.active / s.instance.capacity < best.active / best.instance.capacity ? s : best;
+    });
+  }
+
+  private dispatch(run: Running, item: QueuedTask, slot: InstanceSlot): void {
+    const { task } = item;
+    const ctx = run.state.context;
+    const { instance } = slot;
+    slot.active += 1;
+    const started = Date.now();
+    const timing = this.timing(run, task.stageIndex);
+    timing.instanceId = instance.id;
+    timing.attempts = task.attempt;
+    timing.startedAt = started;
+    ctx.status = 'running';
+    ctx.updatedAt = started;
+    run.state.step = 0;
+    run.state.totalSteps = 0;
+    run.events.push({
+      type: 'stage_started',
+      reqId: ctx.reqId,
+      stageIndex: task.stageIndex,
+      stage: task.stage,
+      pool: instance.pool,
+      instanceId: instance.id,
+      attempt: task.attempt,
+      at: started,
+    });
+    const stageTimeout = this.opts.limits.stageTimeoutMs;
+    const signal =
+      stageTimeout > 0 ? AbortSignal.any([run.abort.signal, AbortSignal.timeout(stageTimeout)]) : run.abort.signal;
+    instance
+      .execute(task, {
+        signal,
+        onProgress: (p) => {
+          if (run.done) return;
+          run.state.step = p.step;
+          run.state.totalSteps = p.totalSteps;
+          run.events.push({
+            type: 'progress',
+            reqId: ctx.reqId,
+            stageIndex: task.stageIndex,
+            stage: task.stage,
+            step: p.step,
+            totalSteps: p.totalSteps,
+            at: Date.now(),
+          });
+        },
+      })
+      .then(
+        (result) => this.stageDone(run, item, result.outputs),
+        (err: unknown) => this.stageFailed(run, item, signal, err),
+      )
+      .finally(() => {
+        slot.active -= 1;
+        this.pump(instance.pool);
+      });
+  }
+
+  private stageDone(run: Running, item: QueuedTask, outputs: Record<string, ObjectRef>): void {
+    const { task } = item;
+    if (run.done) {
+      // Cancelled or timed out while running: drop what the stage produced.
+      void this.opts.store.deleteRequest(task.reqId).catch(() => undefined);
+      return;
+    }
+    const ctx = run.state.context;
+    const now = Date.now();
+    Object.assign(ctx.refs, outputs);
+    const timing = this.timing(run, task.stageIndex);
+    timing.finishedAt = now;
+    run.events.push({
+      type: 'stage_finished',
+      reqId: ctx.reqId,
+      stageIndex: task.stageIndex,
+      stage: task.stage,
+      queueMs: timing.startedAt - timing.queuedAt,
+      runMs: now - timing.startedAt,
+      at: now,
+    });
+    const next = task.stageIndex + 1;
+    if (next < ctx.executionPlan.stages.length) {
+      try {
+        this.enqueue(run, next, 1);
+      } catch (err) {
+        this.finish(run, { type: 'failed', error: asDiffmeshError(err) });
+        return;
+      }
+      this.pump(ctx.executionPlan.stages[next].pool);
+      return;
+    }
+    run.state.result = { ...outputs };
+    this.finish(run, { type: 'completed', outputs });
+  }
+
+  private stageFailed(run: Running, item: QueuedTask, signal: AbortSignal, err: unknown): void {
+    if (run.done) {
+      // The stage may have stored objects before it stopped.
+      void this.opts.store.deleteRequest(item.task.reqId).catch(() => undefined);
+      return;
+    }
+    const { task } = item;
+    const timedOut = signal.aborted && !run.abort.signal.aborted;
+    const error = timedOut
+      ? new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `stage ${task.stage} exceeded its deadline`)
+      : asDiffmeshError(err);
+    const ctx = run.state.context;
+    if (isRetryableCode(error.code) && task.attempt < this.opts.limits.maxAttempts) {
+      ctx.retryCount += 1;
+      const delay = this.opts.limits.retryBackoffMs * 2 ** (task.attempt - 1);
+      this.opts.log.warn(
+        { reqId: ctx.reqId, stage: task.stage, attempt: task.attempt, reason: error.reason, delay },
+        'stage failed; retrying',
+      );
+      const t = setTimeout(() => {
+        if (run.done) return;
+        try {
+          this.enqueue(run, task.stageIndex, task.attempt + 1);
+          this.pump(ctx.executionPlan.stages[task.stageIndex].pool);
+        } catch (e) {
+          this.finish(run, { type: 'failed', error: asDiffmeshError(e) });
+        }
+      }, delay);
+      t.unref();
+      return;
+    }
+    if (!(err instanceof DiffmeshError)) this.opts.log.error({ reqId: ctx.reqId, err }, 'stage failed');
+    this.finish(run, { type: 'failed', error });
+  }
+
+  private finish(
+    run: Running,
+    outcome: { type: 'completed'; outputs: Record<string, ObjectRef> } | { type: 'failed'; error: DiffmeshError } | { type: 'cancelled' },
+  ): void {
+    if (run.done) return;
+    run.done = true;
+    this.inFlight -= 1;
+    if (run.timer) clearTimeout(run.timer);
+    const ctx = run.state.context;
+    const now = Date.now();
+    ctx.updatedAt = now;
+    if (run.queuedIn) {
+      this.queues.get(run.queuedIn.pool)?.remove(run.queuedIn.taskId);
+      run.queuedIn = undefined;
+    }
+    if (outcome.type !== 'completed') run.abort.abort(outcome.type === 'failed' ? outcome.error : undefined);
+    // Intermediates go now; on completion the outputs stay for the client (their TTL reaps them).
+    const keep = outcome.type === 'completed' ? new Set(Object.values(outcome.outputs).map((r) => r.objectId)) : new Set<string>();
+    void this.deleteObjects(ctx.reqId, Object.values(ctx.refs).map((r) => r.objectId).filter((id) => !keep.has(id)), outcome.type !== 'completed');
+    if (outcome.type === 'completed') {
+      ctx.status = 'completed';
+      run.events.push({ type: 'completed', reqId: ctx.reqId, outputs: outcome.outputs, at: now });
+    } else if (outcome.type === 'cancelled') {
+      ctx.status = 'cancelled';
+      run.events.push({ type: 'cancelled', reqId: ctx.reqId, at: now });
+    } else {
+      ctx.status = 'failed';
+      const e = outcome.error;
+      ctx.error = { code: Code[e.code] ?? String(e.code), reason: e.reason, message: e.message };
+      run.events.push({
+        type: 'failed',
+        reqId: ctx.reqId,
+        error: { code: e.code, reason: e.reason, message: e.message, ...(e.field ? { field: e.field } : {}) },
+        at: now,
+      });
+    }
+    run.events.close();
+    const t = setTimeout(() => this.requests.delete(ctx.reqId), this.opts.limits.retentionMs);
+    t.unref();
+  }
+
+  private async deleteObjects(reqId: string, ids: string[], all: boolean): Promise<void> {
+    try {
+      if (all) await this.opts.store.deleteRequest(reqId);
+      else await Promise.all(ids.map((id) => this.opts.store.delete(id)));
+    } catch (err) {
+      this.opts.log.warn({ reqId, err }, 'could not delete request objects');
+    }
+  }
+}

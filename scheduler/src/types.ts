@@ -1,0 +1,98 @@
+import type {
+  GenerationParams,
+  ObjectRef,
+  RequestContext,
+  StageName,
+  StageProgress,
+  StageResult,
+  StageTask,
+} from '@diffmesh/runtime';
+
+/**
+ * A stage instance the scheduler can dispatch to: an in-process handler in the embedded
+ * runtime, a remote stage service in the mesh. `capacity` is how many tasks it may run at
+ * once; the scheduler never sends more.
+ */
+export interface StageInstance {
+  readonly id: string;
+  readonly pool: string;
+  readonly stage: StageName;
+  readonly nodeId: string;
+  readonly version: string;
+  readonly capacity: number;
+  /** Models served; empty = any. */
+  readonly models: readonly string[];
+  execute(task: StageTask, hooks: ExecuteHooks): Promise<StageResult>;
+}
+
+export interface ExecuteHooks {
+  signal: AbortSignal;
+  onProgress(progress: StageProgress): void;
+}
+
+/** What a client asks for. Unset params take the model's defaults. */
+export interface GenerateRequest {
+  model: string;
+  params: Partial<GenerationParams> & { prompt: string };
+  /** Larger runs first; default 0. */
+  priority?: number;
+  /** Request timeout in ms; 0/unset = the scheduler's default. */
+  timeoutMs?: number;
+  /** Client-chosen id; a repeated id returns the existing request (idempotent submit). */
+  requestId?: string;
+  traceContext?: Record<string, string>;
+}
+
+/** Timing of one stage of a request. Times are ms since the epoch; 0 = not yet. */
+export interface StageTiming {
+  stageIndex: number;
+  stage: StageName;
+  pool: string;
+  instanceId: string;
+  attempts: number;
+  queuedAt: number;
+  startedAt: number;
+  finishedAt: number;
+}
+
+/** A snapshot of a request, as Get returns it. */
+export interface RequestState {
+  context: RequestContext;
+  /** Steps done and total of the current stage. */
+  step: number;
+  totalSteps: number;
+  timings: StageTiming[];
+  /** Outputs of the last stage once completed. */
+  result: Record<string, ObjectRef>;
+}
+
+/** Events of one request, in order; the last one is `completed`, `failed` or `cancelled`. */
+export type RequestEvent =
+  | { type: 'queued'; reqId: string; stageIndex: number; stage: StageName; pool: string; at: number }
+  | {
+      type: 'stage_started';
+      reqId: string;
+      stageIndex: number;
+      stage: StageName;
+      pool: string;
+      instanceId: string;
+      attempt: number;
+      at: number;
+    }
+  | { type: 'progress'; reqId: string; stageIndex: number; stage: StageName; step: number; totalSteps: number; at: number }
+  | {
+      type: 'stage_finished';
+      reqId: string;
+      stageIndex: number;
+      stage: StageName;
+      queueMs: number;
+      runMs: number;
+      at: number;
+    }
+  | { type: 'completed'; reqId: string; outputs: Record<string, ObjectRef>; at: number }
+  | { type: 'failed'; reqId: string; error: { code: number; reason: string; message: string; field?: string }; at: number }
+  | { type: 'cancelled'; reqId: string; at: number };
+
+export function isTerminal(e: RequestEvent): boolean {
+  return e.type === 'completed' || e.type === 'failed' || e.type === 'cancelled';
+}
