@@ -101,7 +101,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<Embedded> {
     async close() {
       await scheduler.stop();
       await sessions.close();
-      store.close();
+      await store.close();
     },
   };
 }

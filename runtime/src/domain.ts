@@ -89,7 +89,7 @@ export interface RequestContext {
   /** Request timeout in milliseconds; 0 = none. */
   timeoutMs: number;
   retryCount: number;
-  error?: { code: string; reason: string; message: string };
+  error?: { code: string; reason: string; message: string; field?: string };
   /** W3C trace context (`traceparent`, `tracestate`). */
   traceContext: Record<string, string>;
 }

@@ -41,3 +41,7 @@ export { countGifFrames, gifDelays } from './media/gif.js';
 export { ffmpegAvailable, ffprobePathFor } from './media/ffmpeg.js';
 export { VIDEO_FORMATS, chooseVideoFormat, encodeVideo, probeVideo } from './media/video.js';
 export type { EncodeVideoOptions, EncodedVideo, ProbeVideoOptions, VideoFormat, VideoFormatChoice, VideoInfo } from './media/video.js';
+export { DTYPES, REQUEST_STATUSES, dtypeFromWire, dtypeToWire, inputImageFromWire, objectRefFromWire, objectRefToWire, objectRefsFromWire, objectRefsToWire, paramsFromWire, paramsInputFromWire, paramsToWire, planFromWire, planStageFromWire, planStageToWire, planToWire, requestContextFromWire, requestContextToWire, requestStatusFromWire, requestStatusToWire, stageNameFromWire, stageNameToWire, timestampFromWire, timestampToWire } from './wire/convert.js';
+export type { InputImageSource } from './wire/convert.js';
+export { ERROR_DOMAIN, ERROR_HEADERS, STATUS_DETAILS_KEY, TRANSPORT_REASON, codeName, errorDetailFromWire, errorDetailToWire, fromHeaders, fromWire, parseCode, reasonForCode, reasonFromWire, reasonToWire, toHeaders, toWire } from './wire/errors.js';
+export type { HeaderSource } from './wire/errors.js';

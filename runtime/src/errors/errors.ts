@@ -24,6 +24,7 @@ export const REASONS = [
   'MODEL_LOAD_FAILED',
   'UNAUTHENTICATED',
   'RATE_LIMITED',
+  'TRANSPORT',
   'INTERNAL',
 ] as const;
 export type Reason = (typeof REASONS)[number];

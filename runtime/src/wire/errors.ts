@@ -39,7 +39,7 @@ export const STATUS_DETAILS_KEY = 'grpc-status-details-bin';
  * that is not a diffmesh service. The status code tells what happened. Mirrors
  * `ERROR_REASON_TRANSPORT`; not yet part of REASONS in errors.ts.
  */
-export const TRANSPORT_REASON = 'TRANSPORT' as string as Reason;
+export const TRANSPORT_REASON: Reason = 'TRANSPORT';
 
 /** NATS header names of the error fields. */
 export const ERROR_HEADERS = {
