@@ -24,6 +24,8 @@ export interface DenoisingStageOptions {
   models: string[];
   /** Most latents in one denoiser run (a CFG request counts two). */
   maxBatch: number;
+  /** Called after every denoiser run with its batch size (for metrics). */
+  onBatch?: (size: number, ms: number) => void;
 }
 
 interface StepItem {
@@ -130,12 +132,14 @@ export class DenoisingStage implements StageHandler {
       text.set(it.text, b * textSize);
       timestep[b] = it.timestep;
     });
+    const started = performance.now();
     const result = await session.run({
       sample: new ort.Tensor('float32', sample, [n, ...first.sampleShape.slice(1)]),
       timestep: new ort.Tensor('float32', timestep, [n]),
       encoder_hidden_states: new ort.Tensor('float32', text, [n, ...first.textShape.slice(1)]),
     });
     const out = result.out.data as Float32Array;
+    this.opts.onBatch?.(n, performance.now() - started);
     return items.map((_, b) => out.slice(b * sampleSize, (b + 1) * sampleSize));
   }
 }
