@@ -1,5 +1,5 @@
 import { Command, CommanderError, Option } from 'commander';
-import { createLogger, DiffmeshError, invalidParameter, type GenerationParams } from '@diffmesh/runtime';
+import { createLogger, DiffmeshError, invalidParameter, type GenerationParams, type LogLevel } from '@diffmesh/runtime';
 import { defaultModelsRoot } from '@diffmesh/models';
 import { startEmbedded } from './embedded.js';
 import { generate } from './generate.js';
@@ -41,6 +41,7 @@ interface GenerateFlags {
   progress: boolean;
   json: boolean;
   ffmpeg: string;
+  logLevel: string;
 }
 
 /** Runs the `diffmesh` command with `argv` (without node and script); returns the exit code. */
@@ -74,6 +75,12 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(new Option('--plans <file>', 'ExecutionPlan registry file').env('DIFFMESH_PLANS_FILE'))
     .addOption(new Option('--threads <n>', 'onnxruntime threads per model run (0 = auto)').env('DIFFMESH_THREADS').default('0'))
     .addOption(new Option('--ffmpeg <path>', 'ffmpeg binary for .mp4').env('DIFFMESH_FFMPEG').default('ffmpeg'))
+    .addOption(
+      new Option('--log-level <level>', 'log level on stderr')
+        .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+        .env('DIFFMESH_LOG_LEVEL')
+        .default('warn'),
+    )
     .option('--no-progress', 'no progress bar')
     .option('--json', 'print the result as JSON on stdout')
     .action(async (prompt: string, flags: GenerateFlags) => {
@@ -92,7 +99,7 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number> {
-  const log = createLogger({ name: 'diffmesh', level: (process.env.DIFFMESH_LOG_LEVEL as 'warn') ?? 'warn' });
+  const log = createLogger({ name: 'diffmesh', level: flags.logLevel as LogLevel });
   const controller = new AbortController();
   const onSigint = (): void => controller.abort();
   process.once('SIGINT', onSigint);

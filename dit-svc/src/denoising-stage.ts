@@ -1,27 +1,20 @@
 import {
   MicroBatcher,
-  ModelCatalog,
   NoiseRng,
-  SessionCache,
+  OnnxStage,
   float32View,
   invalidParameter,
   latentFrames,
   ort,
   toBytes,
   type StageContext,
-  type StageHandler,
   type StageResult,
   type StageTask,
-  type TensorStore,
+  type OnnxStageDeps,
 } from '@diffmesh/runtime';
 import { applyGuidance, samplerFor } from './samplers.js';
 
-export interface DenoisingStageOptions {
-  catalog: ModelCatalog;
-  sessions: SessionCache;
-  store: TensorStore;
-  /** Models this instance serves; empty = every model in the catalog. */
-  models: string[];
+export interface DenoisingStageOptions extends OnnxStageDeps {
   /** Most latents in one denoiser run (a CFG request counts two). */
   maxBatch: number;
   /** Called after every denoiser run with its batch size (for metrics). */
@@ -43,21 +36,14 @@ interface StepItem {
  * Every step goes through a batcher, so concurrent requests of the same shape share one
  * denoiser run, whatever step each is at.
  */
-export class DenoisingStage implements StageHandler {
+export class DenoisingStage extends OnnxStage {
   readonly stage = 'denoising' as const;
+  protected readonly modelFile = 'denoiser' as const;
   private readonly batcher: MicroBatcher<StepItem, Float32Array>;
 
   constructor(private readonly opts: DenoisingStageOptions) {
+    super(opts);
     this.batcher = new MicroBatcher((_key, items) => this.runBatch(items), opts.maxBatch);
-  }
-
-  models(): string[] {
-    return this.opts.models;
-  }
-
-  async warm(model: string): Promise<void> {
-    const m = await this.opts.catalog.get(model);
-    await this.opts.sessions.get(m.file('denoiser'));
   }
 
   async execute(task: StageTask, ctx: StageContext): Promise<StageResult> {

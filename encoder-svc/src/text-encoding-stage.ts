@@ -1,49 +1,35 @@
 import { readFile } from 'node:fs/promises';
 import { Tokenizer } from '@huggingface/tokenizers';
 import {
-  ModelCatalog,
-  SessionCache,
+  OnnxStage,
   ort,
   toBytes,
   type LoadedManifest,
   type StageContext,
-  type StageHandler,
   type StageResult,
   type StageTask,
-  type TensorStore,
+  type OnnxStageDeps,
 } from '@diffmesh/runtime';
 
-export interface TextEncodingStageOptions {
-  catalog: ModelCatalog;
-  sessions: SessionCache;
-  store: TensorStore;
-  /** Models this instance serves; empty = every model in the catalog. */
-  models: string[];
-}
+export type TextEncodingStageOptions = OnnxStageDeps;
 
 /**
  * The `text_encoding` stage: tokenises the prompt and the negative prompt (padded or cut to
  * the model's text length) and runs the text encoder once for both. Outputs
  * `prompt_embeds` and `negative_prompt_embeds`, each [1, L, D].
  */
-export class TextEncodingStage implements StageHandler {
+export class TextEncodingStage extends OnnxStage {
   readonly stage = 'text_encoding' as const;
+  protected readonly modelFile = 'textEncoder' as const;
   private readonly tokenizers = new Map<string, Promise<Tokenizer>>();
 
-  constructor(private readonly opts: TextEncodingStageOptions) {}
-
-  models(): string[] {
-    return this.opts.models;
-  }
-
-  async warm(model: string): Promise<void> {
-    const m = await this.opts.catalog.get(model);
-    await Promise.all([this.tokenizer(m), this.opts.sessions.get(m.file('textEncoder'))]);
+  override async warm(model: string): Promise<void> {
+    await Promise.all([super.warm(model), this.deps.catalog.get(model).then((m) => this.tokenizer(m))]);
   }
 
   /** Token ids of `text`, padded with the model's pad id or cut to its text length. */
   async tokenize(model: string, text: string): Promise<BigInt64Array> {
-    const m = await this.opts.catalog.get(model);
+    const m = await this.deps.catalog.get(model);
     const tok = await this.tokenizer(m);
     const { maxLength, padId } = m.manifest.text;
     const ids = text.trim() === '' ? [] : tok.encode(text).ids;
@@ -53,19 +39,19 @@ export class TextEncodingStage implements StageHandler {
   }
 
   async execute(task: StageTask, ctx: StageContext): Promise<StageResult> {
-    const m = await this.opts.catalog.get(task.model);
+    const m = await this.deps.catalog.get(task.model);
     const L = m.manifest.text.maxLength;
     const ids = new BigInt64Array(2 * L);
     ids.set(await this.tokenize(task.model, task.params.prompt), 0);
     ids.set(await this.tokenize(task.model, task.params.negativePrompt), L);
     ctx.signal.throwIfAborted();
-    const session = await this.opts.sessions.get(m.file('textEncoder'));
+    const session = await this.deps.sessions.get(m.file('textEncoder'));
     const result = await session.run({ input_ids: new ort.Tensor('int64', ids, [2, L]) });
     const hidden = result.last_hidden_state;
     const data = hidden.data as Float32Array;
     const D = hidden.dims[2];
     const put = (name: string, part: Float32Array) =>
-      this.opts.store.put({ requestId: task.reqId, name, data: toBytes(part), shape: [1, L, D], dtype: 'float32' });
+      this.deps.store.put({ requestId: task.reqId, name, data: toBytes(part), shape: [1, L, D], dtype: 'float32' });
     const [prompt, negative] = await Promise.all([
       put('prompt_embeds', data.subarray(0, L * D)),
       put('negative_prompt_embeds', data.subarray(L * D, 2 * L * D)),

@@ -8,6 +8,8 @@ export type { OrtOptions } from './onnx/sessions.js';
 export { NoiseRng } from './rng.js';
 export { MicroBatcher } from './batching.js';
 export type { StageContext, StageHandler, StageProgress, StageResult, StageTask } from './stage/types.js';
+export { OnnxStage } from './stage/onnx-stage.js';
+export type { OnnxStageDeps } from './stage/onnx-stage.js';
 // The public surface of @diffmesh/runtime: explicit named exports from each module.
 
 export { Code, DiffmeshError, REASONS, asDiffmeshError, cancelled, invalidParameter, isRetryableCode, unknownModel } from './errors/errors.js';

@@ -27,6 +27,48 @@ export function gifDelays(count: number, fps: number): number[] {
   return delays;
 }
 
+// Above this many distinct RGB565 bins, gifenc's quantiser (pairwise nearest neighbour,
+// super-linear in bins) takes seconds per frame: a colourful 832x480 frame takes ~10 s on
+// RGB565 bins and ~0.15 s on RGB444 bins, with the same mean error.
+const MAX_RGB565_BINS = 4096;
+
+/**
+ * A palette of at most 256 colours for one RGBA frame, and each pixel's index into it.
+ * Frames with 256 colours or fewer keep them exactly.
+ */
+function framePalette(rgba: Uint8Array): { palette: number[][]; index: Uint8Array } {
+  const pixels = new Uint32Array(rgba.buffer, rgba.byteOffset, rgba.length / 4);
+  const exact = new Map<number, number>();
+  const index = new Uint8Array(pixels.length);
+  let i = 0;
+  for (; i < pixels.length; i++) {
+    const colour = pixels[i]!;
+    let k = exact.get(colour);
+    if (k === undefined) {
+      if (exact.size === 256) break;
+      k = exact.size;
+      exact.set(colour, k);
+    }
+    index[i] = k;
+  }
+  if (i === pixels.length) {
+    const palette = [...exact.keys()].map((c) => [c & 0xff, (c >>> 8) & 0xff, (c >>> 16) & 0xff]);
+    return { palette, index };
+  }
+  const bins = new Uint8Array(65536);
+  let binCount = 0;
+  for (let p = 0; p < rgba.length && binCount <= MAX_RGB565_BINS; p += 4) {
+    const bin = ((rgba[p]! >> 3) << 11) | ((rgba[p + 1]! >> 2) << 5) | (rgba[p + 2]! >> 3);
+    if (bins[bin] === 0) {
+      bins[bin] = 1;
+      binCount++;
+    }
+  }
+  const palette = gifenc.quantize(rgba, 256, { format: binCount > MAX_RGB565_BINS ? 'rgb444' : 'rgb565' });
+  // Mapping pixels to the palette keeps the finer RGB565 lookup either way.
+  return { palette, index: gifenc.applyPalette(rgba, palette, 'rgb565') };
+}
+
 /**
  * Encodes packed RGB frames as an animated GIF that loops forever, with a 256-colour
  * palette quantised per frame (no dithering). Yields to the event loop between frames and stops with a
@@ -50,11 +92,7 @@ export async function encodeGif(
   for (let i = 0; i < frames.length; i++) {
     if (signal?.aborted) throw cancelled('GIF encoding cancelled');
     rgbToRgba(frames[i]!, rgba);
-    // gifenc's quantiser slows super-linearly with the number of distinct colour bins: on
-    // RGB565 bins a colourful 832x480 frame takes seconds, on RGB444 bins ~0.15 s with the
-    // same mean error. Mapping pixels to the palette keeps the finer RGB565 cache.
-    const palette = gifenc.quantize(rgba, 256, { format: 'rgb444' });
-    const index = gifenc.applyPalette(rgba, palette, 'rgb565');
+    const { palette, index } = framePalette(rgba);
     gif.writeFrame(index, width, height, { palette, delay: delays[i]! * 10, repeat: 0 });
     if (i + 1 < frames.length) await nextTurn();
   }
