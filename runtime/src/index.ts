@@ -47,3 +47,9 @@ export { DTYPES, REQUEST_STATUSES, dtypeFromWire, dtypeToWire, inputImageFromWir
 export type { InputImageSource } from './wire/convert.js';
 export { ERROR_DOMAIN, ERROR_HEADERS, STATUS_DETAILS_KEY, TRANSPORT_REASON, codeName, errorDetailFromWire, errorDetailToWire, fromHeaders, fromWire, parseCode, reasonForCode, reasonFromWire, reasonToWire, toHeaders, toWire } from './wire/errors.js';
 export type { HeaderSource } from './wire/errors.js';
+export { countsForBreaker, createBreaker } from './grpc/breaker.js';
+export type { BreakerOptions, CircuitBreaker } from './grpc/breaker.js';
+export { MAX_MESSAGE_BYTES, channelOptions, clientCredentials, serverCredentials } from './grpc/options.js';
+export type { TlsFiles } from './grpc/options.js';
+export { GrpcServer } from './grpc/server.js';
+export type { GrpcServerOptions, ServiceBinding } from './grpc/server.js';

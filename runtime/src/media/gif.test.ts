@@ -86,9 +86,10 @@ describe('GIF', () => {
     const { frames: decoded } = decodeAll(gif);
     expect(decoded).toHaveLength(8);
     for (let f = 0; f < 8; f++) {
-      // 256 colours without dithering: small errors everywhere, nothing far off.
+      // These frames fill the colour cube; 256 colours spaced over it are ~40 levels apart,
+      // so the best palette (k-means) leaves a mean error near 7. Nothing may be far off.
       const err = channelError(decoded[f]!, frames[f]!);
-      expect(err.mean, `frame ${f}`).toBeLessThan(4);
+      expect(err.mean, `frame ${f}`).toBeLessThan(9);
       expect(err.max, `frame ${f}`).toBeLessThan(40);
     }
   });

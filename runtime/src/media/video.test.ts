@@ -1,9 +1,10 @@
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ffmpegAvailable, ffprobePathFor } from './ffmpeg.js';
+import { ffmpegAvailable, ffprobePathFor, ffprobeVideo } from './ffmpeg.js';
 import { chooseVideoFormat, encodeVideo, probeVideo } from './video.js';
 
 const hasFfmpeg = await ffmpegAvailable();
@@ -113,6 +114,7 @@ describe('encodeVideo mp4', () => {
     const path = join(dir, 'eight.mp4');
     await writeFile(path, mp4.bytes);
     expect(await probeVideo(path)).toEqual({ format: 'mp4', frames: 8, width: 64, height: 48 });
+    if (hasFfprobe) expect((await ffprobeVideo(path)).codec).toBe('h264');
     // Without ffprobe the frame count comes from the container's sample table.
     expect(await probeVideo(mp4.bytes, { ffprobePath: '/nonexistent/diffmesh-test/ffprobe' })).toEqual({
       format: 'mp4', frames: 8, width: 64, height: 48,
@@ -124,5 +126,27 @@ describe('encodeVideo mp4', () => {
     expect(mp4).toMatchObject({ width: 34, height: 18, frames: 3 });
     const info = await probeVideo(mp4.bytes, hasFfprobe ? {} : { ffprobePath: '/nonexistent/diffmesh-test/ffprobe' });
     expect(info).toEqual({ format: 'mp4', frames: 3, width: 34, height: 18 });
+  });
+
+  it.skipIf(!hasFfmpeg)(`keeps colours through an ffmpeg decode (BT.709 tagged)${NO_FFMPEG}`, async () => {
+    const colours = [[255, 0, 0], [0, 255, 0], [0, 0, 255], [128, 128, 128], [200, 150, 50], [30, 60, 200], [255, 255, 255], [0, 0, 0]];
+    const frames = colours.map((c) => {
+      const rgb = new Uint8Array(32 * 32 * 3);
+      for (let p = 0; p < 32 * 32; p++) rgb.set(c, p * 3);
+      return rgb;
+    });
+    const mp4 = await encodeVideo(frames, { width: 32, height: 32, fps: 8, format: 'mp4' });
+    const path = join(dir, 'colours.mp4');
+    await writeFile(path, mp4.bytes);
+    const { stdout } = await promisify(execFile)(
+      'ffmpeg', ['-v', 'error', '-i', path, '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-'],
+      { encoding: 'buffer', maxBuffer: 1 << 24 },
+    );
+    expect(stdout.length).toBe(colours.length * 32 * 32 * 3);
+    colours.forEach((c, i) => {
+      const centre = i * 32 * 32 * 3 + (16 * 32 + 16) * 3;
+      const got = [...stdout.subarray(centre, centre + 3)];
+      got.forEach((v, ch) => expect(Math.abs(v - c[ch]!), `frame ${i} ${JSON.stringify(got)} vs ${JSON.stringify(c)}`).toBeLessThanOrEqual(3));
+    });
   });
 });
