@@ -102,23 +102,33 @@ export async function generate(
     }
   };
   signal.addEventListener('abort', onAbort, { once: true });
-  let outputs: Record<string, ObjectRef> | undefined;
+  let outputs: Record<string, ObjectRef>;
   try {
-    for await (const e of mesh.scheduler.watch(reqId)) {
-      progress.update(e);
-      outputs = terminal(e) ?? outputs;
-    }
+    outputs = await follow(mesh.scheduler.watch(reqId), progress);
   } finally {
     signal.removeEventListener('abort', onAbort);
-    progress.stop();
   }
-  if (!outputs?.pixels) throw new DiffmeshError(13, 'INTERNAL', 'generation finished without pixels');
   try {
     const file = await writeResult(mesh.store, outputs.pixels, out, params.fps, args.ffmpegPath, signal);
     return { ...file, params, ms: Date.now() - started };
   } finally {
     await mesh.store.deleteRequest(reqId);
   }
+}
+
+/** Shows a request's events until the end; returns its outputs or throws its error. */
+export async function follow(events: AsyncIterable<RequestEvent>, progress: Progress): Promise<Record<string, ObjectRef>> {
+  let outputs: Record<string, ObjectRef> | undefined;
+  try {
+    for await (const e of events) {
+      progress.update(e);
+      outputs = terminal(e) ?? outputs;
+    }
+  } finally {
+    progress.stop();
+  }
+  if (!outputs?.pixels) throw new DiffmeshError(13, 'INTERNAL', 'generation finished without pixels');
+  return outputs;
 }
 
 function terminal(e: RequestEvent): Record<string, ObjectRef> | undefined {
@@ -132,7 +142,8 @@ function terminal(e: RequestEvent): Record<string, ObjectRef> | undefined {
   return undefined;
 }
 
-async function writeResult(
+/** Fetches the pixels and writes the file atomically in the planned format. */
+export async function writeResult(
   store: TensorStore,
   ref: ObjectRef,
   out: OutputPlan,

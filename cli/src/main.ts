@@ -2,8 +2,11 @@ import { Command, CommanderError, Option } from 'commander';
 import { createLogger, DiffmeshError, invalidParameter, type GenerationParams, type LogLevel } from '@diffmesh/runtime';
 import { defaultModelsRoot } from '@diffmesh/models';
 import { startEmbedded } from './embedded.js';
-import { generate } from './generate.js';
+import { generate, type GenerateOutcome } from './generate.js';
+import { runStatus, runUp } from './mesh/commands.js';
+import { readState } from './mesh/state.js';
 import { createProgress } from './progress.js';
+import { generateRemote } from './remote.js';
 
 /** Flags whose names differ from the API field they set (for error messages). */
 const FLAG_OF_FIELD: Record<string, string> = {
@@ -42,6 +45,7 @@ interface GenerateFlags {
   json: boolean;
   ffmpeg: string;
   logLevel: string;
+  remote?: string;
 }
 
 /** Runs the `diffmesh` command with `argv` (without node and script); returns the exit code. */
@@ -67,6 +71,7 @@ export async function main(argv: string[]): Promise<number> {
     .option('--frames <n>', 'frames; more than 1 makes a video')
     .option('--fps <n>', 'frames per second of a video')
     .option('--priority <n>', 'scheduling priority (larger first)', '0')
+    .option('--remote <address>', "run through a mesh: the scheduler's gRPC host:port ('local' = the mesh `diffmesh up` started)")
     .addOption(
       new Option('--models-dir <dir...>', 'folders holding <org>/<name>/model.json')
         .env('DIFFMESH_MODELS_DIR')
@@ -85,6 +90,36 @@ export async function main(argv: string[]): Promise<number> {
     .option('--json', 'print the result as JSON on stdout')
     .action(async (prompt: string, flags: GenerateFlags) => {
       code = await runGenerate(prompt, flags);
+    });
+
+  program
+    .command('up')
+    .description('start a local mesh: nats-server and every service as its own process (Ctrl-C stops it)')
+    .option('--nats <url>', 'use this NATS server instead of starting one')
+    .option('--models <names>', 'models to serve (comma-separated)', 'diffmesh/tiny-shapes')
+    .addOption(
+      new Option('--models-dir <dir...>', 'folders holding <org>/<name>/model.json')
+        .env('DIFFMESH_MODELS_DIR')
+        .default([defaultModelsRoot()]),
+    )
+    .addOption(new Option('--threads <n>', 'onnxruntime threads per service').env('DIFFMESH_THREADS').default('1'))
+    .addOption(
+      new Option('--log-level <level>', 'log level on stderr')
+        .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+        .env('DIFFMESH_LOG_LEVEL')
+        .default('warn'),
+    )
+    .action(async (flags: { nats?: string; models: string; modelsDir: string[]; threads: string; logLevel: string }) => {
+      code = await runUp(flags);
+    });
+
+  program
+    .command('status')
+    .description('list the services registered in NATS (name, version, pool, node, load)')
+    .option('--nats <url>', 'NATS server (default: the mesh `diffmesh up` started on this machine)')
+    .option('--json', 'print JSON')
+    .action(async (flags: { nats?: string; json?: boolean }) => {
+      code = await runStatus(flags);
     });
 
   try {
@@ -107,27 +142,34 @@ async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number
   try {
     const params = parseParams(flags);
     const threads = parseInteger(flags.threads, 'threads', 0, 256);
-    mesh = await startEmbedded({
-      modelRoots: flags.modelsDir,
-      ...(flags.plans ? { plansFile: flags.plans } : {}),
-      intraOpThreads: threads,
-      maxBatch: 8,
-      log,
-    });
+    const args = {
+      prompt,
+      model: flags.model,
+      output: flags.output,
+      params,
+      priority: parseInteger(flags.priority, 'priority', -1_000_000, 1_000_000),
+      ffmpegPath: flags.ffmpeg,
+    };
     const progress = createProgress(process.stderr, flags.progress && !flags.json);
-    const result = await generate(
-      mesh,
-      {
-        prompt,
-        model: flags.model,
-        output: flags.output,
-        params,
-        priority: parseInteger(flags.priority, 'priority', -1_000_000, 1_000_000),
-        ffmpegPath: flags.ffmpeg,
-      },
-      progress,
-      controller.signal,
-    );
+    let result: GenerateOutcome;
+    if (flags.remote) {
+      let address = flags.remote;
+      if (address === 'local') {
+        const state = await readState();
+        if (!state) throw new Error('no running mesh found on this machine; start one with `diffmesh up`');
+        address = state.schedulerAddress;
+      }
+      result = await generateRemote(address, args, progress, controller.signal, log);
+    } else {
+      mesh = await startEmbedded({
+        modelRoots: flags.modelsDir,
+        ...(flags.plans ? { plansFile: flags.plans } : {}),
+        intraOpThreads: threads,
+        maxBatch: 8,
+        log,
+      });
+      result = await generate(mesh, args, progress, controller.signal);
+    }
     if (flags.json) {
       process.stdout.write(`${JSON.stringify(result)}\n`);
     } else {

@@ -10,6 +10,10 @@ export { MicroBatcher } from './batching.js';
 export type { StageContext, StageHandler, StageProgress, StageResult, StageTask } from './stage/types.js';
 export { OnnxStage } from './stage/onnx-stage.js';
 export type { OnnxStageDeps } from './stage/onnx-stage.js';
+export { StageService, taskFromWire, taskToWire } from './stage/service.js';
+export type { StageInstanceIdentity } from './stage/service.js';
+export { StageServiceConfigSchema, loadServiceConfig, packageVersion, runProcess, stageServiceConfig, startStageService } from './stage/process.js';
+export type { RunningStageService, StageServiceConfig, StartStageServiceOptions } from './stage/process.js';
 // The public surface of @diffmesh/runtime: explicit named exports from each module.
 
 export { Code, DiffmeshError, REASONS, asDiffmeshError, cancelled, invalidParameter, isRetryableCode, unknownModel } from './errors/errors.js';
@@ -53,3 +57,20 @@ export { MAX_MESSAGE_BYTES, channelOptions, clientCredentials, serverCredentials
 export type { TlsFiles } from './grpc/options.js';
 export { GrpcServer } from './grpc/server.js';
 export type { GrpcServerOptions, ServiceBinding } from './grpc/server.js';
+export { INSTANCE_STAGES } from './discovery/types.js';
+export type { Discovery, DiscoveryEvent, DiscoveryListener, Instance, InstanceFilter, InstanceInfo, InstanceLoad, InstanceRegistration, InstanceStage, LoadFn, Registration, SubscribeOptions } from './discovery/types.js';
+export { RESERVED_METADATA_KEYS, matchesFilter, matchesVersion } from './discovery/instance.js';
+export { MemoryDiscovery } from './discovery/memory.js';
+export type { MemoryDiscoveryOptions } from './discovery/memory.js';
+export { DEFAULT_DISCOVERY_SUBJECT_PREFIX, LOAD_ENDPOINT, NatsDiscovery } from './discovery/nats.js';
+export type { NatsDiscoveryConnectOptions, NatsDiscoveryOptions } from './discovery/nats.js';
+export { DISCOVERY_BACKENDS, DiscoveryConfigSchema, createDiscovery } from './discovery/factory.js';
+export type { DiscoveryBackend, DiscoveryConfig, DiscoveryConfigInput } from './discovery/factory.js';
+export { NatsServerNotFoundError, findNatsServer, startNatsServer } from './discovery/nats-server.js';
+export type { RunningNatsServer, StartNatsServerOptions } from './discovery/nats-server.js';
+export { ByteBudget } from './tensor-client/budget.js';
+export { DEFAULT_CHUNK_BYTES, EXPIRES_AT_METADATA, TensorServiceClient, formatChecksum } from './tensor-client/client.js';
+export type { GetObjectOptions, GetObjectResult, PutObjectHeader, TensorCallOptions, TensorServiceClientOptions } from './tensor-client/client.js';
+export { SHM_ROOT, defaultShmDir, objectFileName, objectPath } from './tensor-client/paths.js';
+export { RemoteTensorStore } from './tensor-client/remote.js';
+export type { RemoteTensorStoreOptions, RemoteTensorStoreStats, TensorRetryOptions } from './tensor-client/remote.js';

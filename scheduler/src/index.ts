@@ -1,7 +1,16 @@
+export { SchedulerConfigSchema, schedulerConfig } from './config.js';
+export type { SchedulerConfig } from './config.js';
 export { EventLog } from './event-log.js';
 export { LocalInstance } from './local-instance.js';
+export { followDiscovery } from './membership.js';
+export type { MembershipOptions } from './membership.js';
+export { RemoteInstance } from './remote-instance.js';
+export type { RemoteInstanceInfo, RemoteInstanceOptions } from './remote-instance.js';
 export { Scheduler } from './scheduler.js';
 export type { QueuedTask, SchedulerLimits, SchedulerOptions } from './scheduler.js';
+export { startSchedulerService } from './server.js';
+export type { RunningScheduler } from './server.js';
+export { eventFromWire, eventToWire, getResponse, schedulerServiceBinding } from './service.js';
 export { isTerminal } from './types.js';
 export type {
   ExecuteHooks,

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import semver from 'semver';
 import {
   Code,
   DiffmeshError,
@@ -8,6 +9,7 @@ import {
   toExecutionPlan,
   type ExecutionPlan,
   type ObjectRef,
+  type PlanStage,
   type Logger,
   type PlanRegistry,
   type RequestContext,
@@ -62,13 +64,20 @@ interface InstanceSlot {
   active: number;
 }
 
+/** One queue: a pool, optionally narrowed to instances whose version satisfies a range. */
+interface PoolQueue {
+  pool: string;
+  range: string | undefined;
+  queue: TaskQueue<QueuedTask>;
+}
+
 interface Running {
   state: RequestState;
   events: EventLog<RequestEvent>;
   abort: AbortController;
   timer?: NodeJS.Timeout;
-  /** Pool and task id while queued. */
-  queuedIn?: { pool: string; taskId: string };
+  /** Queue key and task id while queued. */
+  queuedIn?: { key: string; taskId: string };
   done: boolean;
 }
 
@@ -81,7 +90,7 @@ interface Running {
  */
 export class Scheduler {
   private readonly requests = new Map<string, Running>();
-  private readonly queues = new Map<string, TaskQueue<QueuedTask>>();
+  private readonly queues = new Map<string, PoolQueue>();
   private readonly slots = new Map<string, Map<string, InstanceSlot>>();
   private inFlight = 0;
   private stopped = false;
@@ -99,7 +108,10 @@ export class Scheduler {
 
   /** Stops dispatching to an instance (tasks running on it fail and are retried). */
   removeInstance(id: string): void {
-    for (const pool of this.slots.values()) pool.delete(id);
+    for (const pool of this.slots.values()) {
+      pool.get(id)?.instance.close?.();
+      pool.delete(id);
+    }
   }
 
   /** Instances of a pool with their current load. */
@@ -108,9 +120,11 @@ export class Scheduler {
     return pools.flatMap((p) => [...p.values()].map((s) => ({ instance: s.instance, active: s.active })));
   }
 
-  /** Queue length per pool. */
+  /** Queue length per pool (queues pinned to a version range of a pool are added to it). */
   queueSizes(): Record<string, number> {
-    return Object.fromEntries([...this.queues].map(([pool, q]) => [pool, q.size]));
+    const out: Record<string, number> = {};
+    for (const q of this.queues.values()) out[q.pool] = (out[q.pool] ?? 0) + q.queue.size;
+    return out;
   }
 
   // ---- requests --------------------------------------------------------------------------
@@ -132,12 +146,22 @@ export class Scheduler {
     const params = resolveParams(entry, { ...req.params });
     const plan: ExecutionPlan = toExecutionPlan(entry, req.model);
     for (const stage of plan.stages) {
-      if (this.poolSlots(stage.pool).size === 0) {
+      const healthy = [...this.poolSlots(stage.pool).values()].filter((s) => s.instance.available?.() !== false);
+      if (healthy.length === 0) {
         throw new DiffmeshError(
           Code.UNAVAILABLE,
           'POOL_UNAVAILABLE',
           `pool "${stage.pool}" (stage ${stage.name}) has no healthy instance`,
           { metadata: { pool: stage.pool, stage: stage.name }, retryAfterMs: 1000 },
+        );
+      }
+      if (stage.version && !healthy.some((s) => versionMatches(s.instance, stage.version))) {
+        throw new DiffmeshError(
+          Code.UNAVAILABLE,
+          'NO_MATCHING_VERSION',
+          `pool "${stage.pool}" has no healthy instance with a version in "${stage.version}" ` +
+            `(running: ${[...new Set(healthy.map((s) => s.instance.version))].join(', ')})`,
+          { metadata: { pool: stage.pool, stage: stage.name, version: stage.version }, retryAfterMs: 1000 },
         );
       }
     }
@@ -210,13 +234,35 @@ export class Scheduler {
     return run.state;
   }
 
+  /** Requests accepted and not yet finished. */
+  inFlightCount(): number {
+    return this.inFlight;
+  }
+
+  /**
+   * Graceful shutdown: stops accepting requests (UNAVAILABLE / DRAINING), lets the accepted
+   * ones finish for up to `graceMs`, then cancels the rest.
+   */
+  async drain(graceMs: number): Promise<void> {
+    this.stopped = true;
+    const deadline = Date.now() + graceMs;
+    while (this.inFlight > 0 && Date.now() < deadline) {
+      const pending = [...this.requests.values()].filter((r) => !r.done);
+      await Promise.race([
+        Promise.all(pending.map((r) => drainEvents(r.events))),
+        new Promise((resolve) => setTimeout(resolve, Math.max(0, deadline - Date.now())).unref()),
+      ]);
+    }
+    await this.stop();
+  }
+
   /** Stops accepting requests and cancels what is still running. */
   async stop(): Promise<void> {
     this.stopped = true;
     for (const run of this.requests.values()) {
       if (!run.done) this.finish(run, { type: 'cancelled' });
     }
-    for (const q of this.queues.values()) q.close();
+    for (const q of this.queues.values()) q.queue.close();
   }
 
   // ---- internals -------------------------------------------------------------------------
@@ -240,13 +286,14 @@ export class Scheduler {
     return p;
   }
 
-  private queue(pool: string): TaskQueue<QueuedTask> {
-    let q = this.queues.get(pool);
+  private queueFor(stage: PlanStage): { key: string; queue: TaskQueue<QueuedTask> } {
+    const key = stage.version ? `${stage.pool}@${stage.version}` : stage.pool;
+    let q = this.queues.get(key);
     if (!q) {
-      q = this.opts.createQueue(pool, this.opts.limits.maxQueueLength);
-      this.queues.set(pool, q);
+      q = { pool: stage.pool, range: stage.version, queue: this.opts.createQueue(key, this.opts.limits.maxQueueLength) };
+      this.queues.set(key, q);
     }
-    return q;
+    return { key, queue: q.queue };
   }
 
   private enqueue(run: Running, stageIndex: number, attempt: number): void {
@@ -265,8 +312,9 @@ export class Scheduler {
       traceContext: ctx.traceContext,
     };
     const now = Date.now();
-    this.queue(stage.pool).enqueue({ task, queuedAt: now }, { priority: ctx.priority, id: taskId });
-    run.queuedIn = { pool: stage.pool, taskId };
+    const { key, queue } = this.queueFor(stage);
+    queue.enqueue({ task, queuedAt: now }, { priority: ctx.priority, id: taskId });
+    run.queuedIn = { key, taskId };
     ctx.currentStageIndex = stageIndex;
     ctx.updatedAt = now;
     const timing = this.timing(run, stageIndex);
@@ -285,19 +333,26 @@ export class Scheduler {
     return t;
   }
 
-  /** Dispatches queued tasks of `pool` while it has free slots. */
+  /**
+   * Dispatches queued tasks of `pool` while it has free slots. A task leaves its queue only
+   * when an available instance (matching its version range, if pinned) has a free slot.
+   */
   private pump(pool: string): void {
-    const q = this.queues.get(pool);
-    if (!q) return;
-    for (;;) {
-      const free = [...this.poolSlots(pool).values()].filter((s) => s.active < s.instance.capacity);
-      if (free.length === 0 || q.size === 0) return;
-      const item = q.dequeue();
-      if (!item) return;
-      const run = this.requests.get(item.task.reqId);
-      if (!run || run.done) continue;
-      run.queuedIn = undefined;
-      this.dispatch(run, item, this.choose(free, item.task));
+    for (const q of this.queues.values()) {
+      if (q.pool !== pool) continue;
+      for (;;) {
+        if (q.queue.size === 0) break;
+        const free = [...this.poolSlots(pool).values()].filter(
+          (s) => s.active < s.instance.capacity && s.instance.available?.() !== false && versionMatches(s.instance, q.range),
+        );
+        if (free.length === 0) break;
+        const item = q.queue.dequeue();
+        if (!item) break;
+        const run = this.requests.get(item.task.reqId);
+        if (!run || run.done) continue;
+        run.queuedIn = undefined;
+        this.dispatch(run, item, this.choose(free, item.task));
+      }
     }
   }
 
@@ -452,7 +507,7 @@ export class Scheduler {
     const now = Date.now();
     ctx.updatedAt = now;
     if (run.queuedIn) {
-      this.queues.get(run.queuedIn.pool)?.remove(run.queuedIn.taskId);
+      this.queues.get(run.queuedIn.key)?.queue.remove(run.queuedIn.taskId);
       run.queuedIn = undefined;
     }
     if (outcome.type !== 'completed') run.abort.abort(outcome.type === 'failed' ? outcome.error : undefined);
@@ -468,7 +523,7 @@ export class Scheduler {
     } else {
       ctx.status = 'failed';
       const e = outcome.error;
-      ctx.error = { code: Code[e.code] ?? String(e.code), reason: e.reason, message: e.message };
+      ctx.error = { code: Code[e.code] ?? String(e.code), reason: e.reason, message: e.message, ...(e.field ? { field: e.field } : {}) };
       run.events.push({
         type: 'failed',
         reqId: ctx.reqId,
@@ -488,5 +543,16 @@ export class Scheduler {
     } catch (err) {
       this.opts.log.warn({ reqId, err }, 'could not delete request objects');
     }
+  }
+}
+
+/** True when no range is given or the instance's version satisfies it. */
+function versionMatches(instance: StageInstance, range: string | undefined): boolean {
+  return !range || semver.satisfies(instance.version, range, { includePrerelease: true });
+}
+
+async function drainEvents<T>(log: EventLog<T>): Promise<void> {
+  for await (const _ of log.subscribe()) {
+    // wait for the log to close
   }
 }

@@ -23,6 +23,10 @@ export interface StageInstance {
   /** Models served; empty = any. */
   readonly models: readonly string[];
   execute(task: StageTask, hooks: ExecuteHooks): Promise<StageResult>;
+  /** False while the instance must not get work (breaker open, connection lost). */
+  available?(): boolean;
+  /** Releases connections; the instance gets no more work. */
+  close?(): void;
 }
 
 export interface ExecuteHooks {

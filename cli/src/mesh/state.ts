@@ -1,0 +1,45 @@
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+/** What `diffmesh up` leaves for `diffmesh status` and `generate --remote` on this machine. */
+export interface MeshState {
+  pid: number;
+  natsUrl: string;
+  schedulerAddress: string;
+  tensorAddress: string;
+  logDir: string;
+  startedAt: string;
+}
+
+/** `$DIFFMESH_STATE_FILE`, else `<runtime dir or tmp>/diffmesh/mesh.json`. */
+export function stateFile(): string {
+  if (process.env.DIFFMESH_STATE_FILE) return process.env.DIFFMESH_STATE_FILE;
+  const base = process.env.XDG_RUNTIME_DIR ?? tmpdir();
+  return path.join(base, 'diffmesh', 'mesh.json');
+}
+
+export async function writeState(state: MeshState, file = stateFile()): Promise<void> {
+  await mkdir(path.dirname(file), { recursive: true });
+  await writeFile(file, `${JSON.stringify(state, null, 2)}\n`);
+}
+
+/** The state of a mesh that is still running, or undefined. */
+export async function readState(file = stateFile()): Promise<MeshState | undefined> {
+  let state: MeshState;
+  try {
+    state = JSON.parse(await readFile(file, 'utf8')) as MeshState;
+  } catch {
+    return undefined;
+  }
+  try {
+    process.kill(state.pid, 0);
+  } catch {
+    return undefined; // the `up` process is gone
+  }
+  return state;
+}
+
+export async function clearState(file = stateFile()): Promise<void> {
+  await rm(file, { force: true });
+}

@@ -1,0 +1,115 @@
+import * as grpc from '@grpc/grpc-js';
+import {
+  loadDiffmeshProtos,
+  type GenerateRequest,
+  type GenerateResponse__Output,
+  type ListModelsResponse__Output,
+} from '@diffmesh/protos';
+import {
+  RemoteTensorStore,
+  channelOptions,
+  clientCredentials,
+  fromWire,
+  paramsToWire,
+  randomSeed,
+  type GenerationParams,
+  type Logger,
+} from '@diffmesh/runtime';
+import { eventFromWire, type RequestEvent } from '@diffmesh/scheduler';
+import { follow, planOutput, writeResult, type GenerateArgs, type GenerateOutcome } from './generate.js';
+import type { Progress } from './progress.js';
+
+/** The typed SchedulerService client. */
+export interface SchedulerClient extends grpc.Client {
+  Generate(req: GenerateRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<GenerateResponse__Output>;
+  ListModels(
+    req: object,
+    options: grpc.CallOptions,
+    cb: (err: grpc.ServiceError | null, res?: ListModelsResponse__Output) => void,
+  ): grpc.ClientUnaryCall;
+  [method: string]: unknown;
+}
+
+export function schedulerClient(address: string): SchedulerClient {
+  const Ctor = loadDiffmeshProtos().diffmesh.scheduler.v1.SchedulerService as unknown as new (
+    address: string,
+    creds: grpc.ChannelCredentials,
+    options: grpc.ChannelOptions,
+  ) => SchedulerClient;
+  return new Ctor(address, clientCredentials(), channelOptions());
+}
+
+export function listModels(client: SchedulerClient, timeoutMs = 10_000): Promise<ListModelsResponse__Output> {
+  return new Promise((resolve, reject) => {
+    client.ListModels({}, { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(fromWire(err)) : resolve(res!)));
+  });
+}
+
+async function* events(call: grpc.ClientReadableStream<GenerateResponse__Output>): AsyncGenerator<RequestEvent> {
+  try {
+    for await (const msg of call as AsyncIterable<GenerateResponse__Output>) {
+      const e = msg.event ? eventFromWire(msg.event) : undefined;
+      if (e) yield e;
+    }
+  } catch (err) {
+    throw fromWire(err);
+  }
+}
+
+/**
+ * Runs one generation through a running mesh: Generate on the scheduler at `address` with
+ * live progress, then the pixels streamed from the tensor-svc that owns them. Ctrl-C
+ * cancels the call, which cancels the request in the mesh.
+ */
+export async function generateRemote(
+  address: string,
+  args: GenerateArgs,
+  progress: Progress,
+  signal: AbortSignal,
+  log: Logger,
+): Promise<GenerateOutcome> {
+  const started = Date.now();
+  const client = schedulerClient(address);
+  const store = new RemoteTensorStore({ address: '', nodeId: `client-${process.pid}`, log, sameNodeReads: false });
+  try {
+    const models = await listModels(client);
+    const model = models.models.find((m) => m.name === args.model && !m.pattern);
+    const d = model?.defaults;
+    // The client picks the seed, and learns the defaults, so it can report what ran.
+    const params: GenerationParams = {
+      prompt: args.prompt,
+      negativePrompt: args.params.negativePrompt ?? '',
+      width: args.params.width ?? d?.width ?? 0,
+      height: args.params.height ?? d?.height ?? 0,
+      numFrames: args.params.numFrames ?? d?.numFrames ?? 1,
+      numInferenceSteps: args.params.numInferenceSteps ?? d?.numInferenceSteps ?? 0,
+      guidanceScale: args.params.guidanceScale ?? d?.guidanceScale ?? 0,
+      seed: args.params.seed ?? randomSeed(),
+      fps: args.params.fps ?? d?.fps ?? 8,
+    };
+    const out = await planOutput(args.output, params.numFrames, args.ffmpegPath);
+    const call = client.Generate({
+      model: args.model,
+      params: paramsToWire({ ...args.params, prompt: args.prompt, seed: params.seed }),
+      priority: args.priority,
+    });
+    const onAbort = (): void => call.cancel();
+    signal.addEventListener('abort', onAbort, { once: true });
+    let outputs;
+    try {
+      outputs = await follow(events(call), progress);
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+    const pixels = outputs.pixels;
+    try {
+      const file = await writeResult(store, pixels, out, params.fps, args.ffmpegPath, signal);
+      return { ...file, params, ms: Date.now() - started };
+    } finally {
+      await store.delete(pixels).catch(() => undefined);
+    }
+  } finally {
+    client.close();
+    await store.close();
+  }
+}

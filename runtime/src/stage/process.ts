@@ -1,0 +1,221 @@
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { ConfigError, defineConfig, loadConfig, type ConfigDefinition } from '../config/index.js';
+import { createDiscovery } from '../discovery/index.js';
+import type { Discovery, Registration } from '../discovery/index.js';
+import { GrpcServer } from '../grpc/server.js';
+import { LogConfigSchema, type Logger } from '../logging/index.js';
+import { ModelCatalog } from '../models/catalog.js';
+import { SessionCache } from '../onnx/sessions.js';
+import { createTensorStore } from '../tensor-store/index.js';
+import type { TensorStore } from '../tensor-store/index.js';
+import { RemoteTensorStore } from '../tensor-client/index.js';
+import type { OnnxStageDeps } from './onnx-stage.js';
+import { StageService } from './service.js';
+import type { StageHandler } from './types.js';
+
+/** Configuration every stage service (encoder-svc, dit-svc, vae-svc) shares. */
+export const StageServiceConfigSchema = z.object({
+  listen: z.string().default('127.0.0.1:0').describe('gRPC listen address host:port (port 0 = any free port)'),
+  nodeId: z.string().default(hostname()).describe('node this instance runs on (same-node tensor reads use it)'),
+  instanceId: z.string().default('').describe('instance id in discovery (default: <service>-<random>)'),
+  pool: z.string().min(1).describe('worker pool this instance serves, e.g. dit-tiny'),
+  models: z.array(z.string()).default([]).describe('models served and warmed at start (empty = any installed)'),
+  capacity: z.number().int().positive().default(1).describe('tasks run at once'),
+  maxBatch: z.number().int().positive().default(8).describe('denoiser only: most latents in one model run'),
+  modelsDirs: z.array(z.string()).min(1).describe('folders holding <org>/<name>/model.json'),
+  threads: z.number().int().nonnegative().default(0).describe('onnxruntime intra-op threads (0 = default)'),
+  natsUrl: z.string().default('').describe('NATS server for registration (empty = not registered)'),
+  tensorAddress: z.string().default('').describe("this node's tensor-svc host:port (empty = in-process store)"),
+  drainGraceMs: z.number().int().nonnegative().default(30_000).describe('time to finish tasks after SIGTERM'),
+  log: LogConfigSchema.default({ level: 'info', pretty: false }),
+});
+export type StageServiceConfig = z.output<typeof StageServiceConfigSchema>;
+
+/** The config definition of a stage service with env prefix `DIFFMESH_<SERVICE>_`. */
+export function stageServiceConfig(service: string, envPrefix: string): ConfigDefinition<typeof StageServiceConfigSchema> {
+  return defineConfig({
+    name: service,
+    schema: StageServiceConfigSchema,
+    envPrefix,
+    env: {
+      LISTEN: 'listen',
+      NODE_ID: 'nodeId',
+      INSTANCE_ID: 'instanceId',
+      POOL: 'pool',
+      MODELS: 'models',
+      CAPACITY: 'capacity',
+      MAX_BATCH: 'maxBatch',
+      MODELS_DIRS: 'modelsDirs',
+      THREADS: 'threads',
+      NATS_URL: 'natsUrl',
+      TENSOR_ADDRESS: 'tensorAddress',
+      DRAIN_GRACE_MS: 'drainGraceMs',
+      LOG_LEVEL: 'log.level',
+    },
+    flags: {
+      listen: 'listen',
+      'node-id': 'nodeId',
+      'instance-id': 'instanceId',
+      pool: 'pool',
+      models: 'models',
+      capacity: 'capacity',
+      'max-batch': 'maxBatch',
+      'models-dirs': 'modelsDirs',
+      threads: 'threads',
+      nats: 'natsUrl',
+      tensor: 'tensorAddress',
+      'drain-grace-ms': 'drainGraceMs',
+      'log-level': 'log.level',
+    },
+  });
+}
+
+export interface StartStageServiceOptions {
+  /** Service name in discovery, e.g. `dit-svc`. */
+  name: string;
+  /** Semver of the service (its package version). */
+  version: string;
+  config: StageServiceConfig;
+  log: Logger;
+  createHandler(deps: OnnxStageDeps): StageHandler;
+}
+
+/** A running stage service. */
+export interface RunningStageService {
+  address: string;
+  instanceId: string;
+  service: StageService;
+  /** Graceful stop: leave discovery, NOT_SERVING, finish tasks (up to the grace), close. Idempotent. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/**
+ * Starts a stage service: loads and warms its models, serves StageService with health and
+ * reflection, and registers in NATS (when configured) with its gRPC address, node, pool,
+ * stage, models and capacity.
+ */
+export async function startStageService(opts: StartStageServiceOptions): Promise<RunningStageService> {
+  const { config, log } = opts;
+  const instanceId = config.instanceId || `${opts.name}-${randomUUID().slice(0, 8)}`;
+  const store: TensorStore = config.tensorAddress
+    ? new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log })
+    : createTensorStore({ backend: 'memory' }, { nodeId: config.nodeId });
+  const sessions = new SessionCache({ intraOpThreads: config.threads, interOpThreads: 1 });
+  const catalog = new ModelCatalog(config.modelsDirs);
+  const handler = opts.createHandler({ catalog, sessions, store, models: config.models });
+  for (const model of config.models) await handler.warm?.(model);
+  const service = new StageService(
+    handler,
+    {
+      instanceId,
+      nodeId: config.nodeId,
+      pool: config.pool,
+      version: opts.version,
+      capacity: config.capacity,
+      ...(config.tensorAddress ? { tensorAddress: config.tensorAddress } : {}),
+    },
+    log,
+  );
+  const server = await GrpcServer.start({ address: config.listen, services: [service.binding()], log });
+  let discovery: Discovery | undefined;
+  let registration: Registration | undefined;
+  if (config.natsUrl) {
+    discovery = await createDiscovery({ backend: 'nats', url: config.natsUrl }, log);
+    registration = await discovery.register(
+      {
+        id: instanceId,
+        name: opts.name,
+        version: opts.version,
+        nodeId: config.nodeId,
+        pool: config.pool,
+        stage: handler.stage,
+        grpcAddress: server.address,
+        models: config.models,
+        capacity: config.capacity,
+        ...(config.tensorAddress ? { tensorAddress: config.tensorAddress } : {}),
+      },
+      () => ({ inFlight: service.load.inFlight }),
+    );
+  }
+  log.info({ address: server.address, instanceId, pool: config.pool, stage: handler.stage }, `${opts.name} ready`);
+  let stopping: Promise<void> | undefined;
+  return {
+    address: server.address,
+    instanceId,
+    service,
+    stop(graceMs = config.drainGraceMs) {
+      stopping ??= (async () => {
+        server.setServing(false);
+        await registration?.stop().catch((err: unknown) => log.warn({ err }, 'could not leave discovery'));
+        const drained = service.drain();
+        const timer = new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref());
+        await Promise.race([drained, timer]);
+        await server.drain(0);
+        await discovery?.close();
+        await sessions.close();
+        await store.close();
+      })();
+      return stopping;
+    },
+  };
+}
+
+/**
+ * Runs `start` as a process: SIGTERM/SIGINT drain gracefully (a second signal forces an
+ * exit). Prints the listen line on stdout for supervisors such as `diffmesh up`.
+ */
+export async function runProcess(
+  name: string,
+  log: Logger,
+  start: () => Promise<{ address: string; stop(graceMs?: number): Promise<void> }>,
+): Promise<void> {
+  let running: { address: string; stop(graceMs?: number): Promise<void> };
+  try {
+    running = await start();
+  } catch (err) {
+    log.fatal({ err }, `${name} failed to start`);
+    process.stderr.write(`${name}: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  }
+  process.stdout.write(`${name} listening on ${running.address}\n`);
+  let signals = 0;
+  const onSignal = (sig: NodeJS.Signals): void => {
+    signals += 1;
+    if (signals > 1) {
+      log.warn({ sig }, 'second signal; exiting now');
+      process.exit(1);
+    }
+    log.info({ sig }, 'draining');
+    running.stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, 'stop failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}
+
+/** The `version` of the package.json one folder above a compiled module (`dist/` → package root). */
+export function packageVersion(moduleUrl: string): string {
+  const raw = readFileSync(new URL('../package.json', moduleUrl), 'utf8');
+  return (JSON.parse(raw) as { version: string }).version;
+}
+
+/** Loads a service's config from file/env/flags; on a bad config prints every problem and exits 2. */
+export function loadServiceConfig<S extends z.ZodObject>(def: ConfigDefinition<S>, argv: readonly string[]): z.output<S> {
+  try {
+    return loadConfig(def, { argv });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${def.name}: invalid configuration\n${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,294 @@
+import type * as grpc from '@grpc/grpc-js';
+import type {
+  DescribeResponse,
+  ExecuteRequest__Output,
+  ExecuteResponse,
+  Task,
+  Task__Output,
+  WorkRequest__Output,
+  WorkResponse,
+} from '@diffmesh/protos';
+import { loadDiffmeshProtos } from '@diffmesh/protos';
+import { Code, DiffmeshError, asDiffmeshError } from '../errors/index.js';
+import type { Logger } from '../logging/index.js';
+import type { ServiceBinding } from '../grpc/server.js';
+import {
+  objectRefsFromWire,
+  objectRefsToWire,
+  paramsFromWire,
+  paramsToWire,
+  stageNameFromWire,
+  stageNameToWire,
+  timestampFromWire,
+  timestampToWire,
+} from '../wire/convert.js';
+import { errorDetailToWire, toWire } from '../wire/errors.js';
+import type { StageHandler, StageResult, StageTask } from './types.js';
+
+/** Identity of a stage instance, as Describe reports it. */
+export interface StageInstanceIdentity {
+  instanceId: string;
+  nodeId: string;
+  pool: string;
+  version: string;
+  /** Tasks run at once; more are refused with RESOURCE_EXHAUSTED. */
+  capacity: number;
+  /** Address of this node's tensor-svc, if any. */
+  tensorAddress?: string;
+}
+
+export function taskToWire(t: StageTask): Task {
+  return {
+    reqId: t.reqId,
+    stageIndex: t.stageIndex,
+    stage: stageNameToWire(t.stage),
+    attempt: t.attempt,
+    model: t.model,
+    params: paramsToWire(t.params),
+    inputs: objectRefsToWire(t.inputs),
+    ...(t.deadline > 0 ? { deadline: timestampToWire(t.deadline) } : {}),
+    traceContext: t.traceContext,
+  };
+}
+
+export function taskFromWire(t: Task__Output | null | undefined): StageTask {
+  if (!t) throw new DiffmeshError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'task: is required', { metadata: { field: 'task' } });
+  return {
+    reqId: t.reqId,
+    stageIndex: t.stageIndex,
+    stage: stageNameFromWire(t.stage),
+    attempt: t.attempt,
+    model: t.model,
+    params: paramsFromWire(t.params),
+    inputs: objectRefsFromWire(t.inputs),
+    deadline: t.deadline ? timestampFromWire(t.deadline) : 0,
+    traceContext: { ...t.traceContext },
+  };
+}
+
+/**
+ * Serves a StageHandler as `diffmesh.stage.v1.StageService`: `Execute` for one task per
+ * call, `Work` for the scheduler's long-lived dispatch stream (assignments and
+ * cancellations in, progress and results out), `Describe` for identity and load. The
+ * instance never runs more than `capacity` tasks; a task whose call or stream goes away
+ * is aborted.
+ */
+export class StageService {
+  private inFlight = 0;
+  private draining = false;
+  private readonly idle = new Set<() => void>();
+
+  constructor(
+    private readonly handler: StageHandler,
+    readonly identity: StageInstanceIdentity,
+    private readonly log: Logger,
+  ) {}
+
+  get load(): { inFlight: number; capacity: number; draining: boolean } {
+    return { inFlight: this.inFlight, capacity: this.identity.capacity, draining: this.draining };
+  }
+
+  binding(): ServiceBinding {
+    const proto = loadDiffmeshProtos();
+    return {
+      name: 'diffmesh.stage.v1.StageService',
+      definition: proto.diffmesh.stage.v1.StageService.service,
+      implementation: {
+        Execute: (call: grpc.ServerWritableStream<ExecuteRequest__Output, ExecuteResponse>) => this.onExecute(call),
+        Describe: (_call: grpc.ServerUnaryCall<unknown, DescribeResponse>, cb: grpc.sendUnaryData<DescribeResponse>) =>
+          cb(null, this.describe()),
+        Work: (call: grpc.ServerDuplexStream<WorkRequest__Output, WorkResponse>) => this.onWork(call),
+      },
+    };
+  }
+
+  /** Stops taking tasks; resolves when the ones running have finished. */
+  drain(): Promise<void> {
+    this.draining = true;
+    if (this.inFlight === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idle.add(resolve));
+  }
+
+  private describe(): DescribeResponse {
+    const id = this.identity;
+    return {
+      stage: stageNameToWire(this.handler.stage),
+      pool: id.pool,
+      models: this.handler.models(),
+      capacity: id.capacity,
+      inFlight: this.inFlight,
+      version: id.version,
+      instanceId: id.instanceId,
+      nodeId: id.nodeId,
+      tensorAddress: id.tensorAddress ?? '',
+    };
+  }
+
+  /** Admits a task or says why not. */
+  private admit(): void {
+    if (this.draining) {
+      throw new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', `instance ${this.identity.instanceId} is draining`, {
+        retryAfterMs: 100,
+      });
+    }
+    if (this.inFlight >= this.identity.capacity) {
+      throw new DiffmeshError(
+        Code.RESOURCE_EXHAUSTED,
+        'TOO_MANY_REQUESTS',
+        `instance ${this.identity.instanceId} is at capacity (${this.identity.capacity})`,
+        { retryAfterMs: 100 },
+      );
+    }
+  }
+
+  private async run(task: StageTask, signal: AbortSignal, onProgress: (step: number, total: number) => void): Promise<StageResult> {
+    this.admit();
+    this.inFlight += 1;
+    try {
+      if (task.stage !== this.handler.stage) {
+        throw new DiffmeshError(
+          Code.INVALID_ARGUMENT,
+          'INVALID_PARAMETER',
+          `stage: this instance runs ${this.handler.stage}, not ${task.stage}`,
+          { metadata: { field: 'stage' } },
+        );
+      }
+      const models = this.handler.models();
+      if (models.length > 0 && !models.includes(task.model)) {
+        throw new DiffmeshError(Code.NOT_FOUND, 'UNKNOWN_MODEL', `model: this instance does not serve "${task.model}"`, {
+          metadata: { field: 'model' },
+        });
+      }
+      const deadlineSignal = task.deadline > 0 ? AbortSignal.timeout(Math.max(0, task.deadline - Date.now())) : undefined;
+      const combined = deadlineSignal ? AbortSignal.any([signal, deadlineSignal]) : signal;
+      try {
+        return await this.handler.execute(task, {
+          signal: combined,
+          onProgress: (p) => onProgress(p.step, p.totalSteps),
+          log: this.log.child({ reqId: task.reqId, stage: task.stage, attempt: task.attempt }),
+        });
+      } catch (err) {
+        if (deadlineSignal?.aborted && !signal.aborted) {
+          throw new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `task deadline passed during ${task.stage}`);
+        }
+        throw err;
+      }
+    } finally {
+      this.inFlight -= 1;
+      if (this.inFlight === 0) {
+        for (const resolve of this.idle) resolve();
+        this.idle.clear();
+      }
+    }
+  }
+
+  private onExecute(call: grpc.ServerWritableStream<ExecuteRequest__Output, ExecuteResponse>): void {
+    const controller = new AbortController();
+    call.on('cancelled', () => controller.abort(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'call cancelled')));
+    let task: StageTask;
+    try {
+      task = taskFromWire(call.request.task);
+    } catch (err) {
+      call.emit('error', toWire(err));
+      return;
+    }
+    const ids = { reqId: task.reqId, stageIndex: task.stageIndex, attempt: task.attempt };
+    const started = Date.now();
+    this.run(task, controller.signal, (step, totalSteps) => call.write({ progress: { ...ids, step, totalSteps } }))
+      .then((result) => {
+        call.write({
+          result: {
+            ...ids,
+            outputs: objectRefsToWire(result.outputs),
+            startedAt: timestampToWire(started),
+            finishedAt: timestampToWire(Date.now()),
+          },
+        });
+        call.end();
+      })
+      .catch((err: unknown) => {
+        if (!controller.signal.aborted) this.logFailure(task, err);
+        call.emit('error', toWire(err));
+      });
+  }
+
+  private onWork(call: grpc.ServerDuplexStream<WorkRequest__Output, WorkResponse>): void {
+    const running = new Map<string, AbortController>();
+    const key = (reqId: string, stageIndex: number, attempt: number) => `${reqId}#${stageIndex}#${attempt}`;
+    const status = (): void => {
+      if (call.writable) {
+        call.write({
+          status: {
+            instanceId: this.identity.instanceId,
+            capacity: this.identity.capacity,
+            inFlight: this.inFlight,
+            draining: this.draining,
+          },
+        });
+      }
+    };
+    const abortAll = (why: string): void => {
+      for (const c of running.values()) c.abort(new DiffmeshError(Code.CANCELLED, 'CANCELLED', why));
+      running.clear();
+    };
+    call.on('data', (msg: WorkRequest__Output) => {
+      if (msg.cancel) {
+        const c = running.get(key(msg.cancel.reqId, msg.cancel.stageIndex, msg.cancel.attempt));
+        c?.abort(new DiffmeshError(Code.CANCELLED, 'CANCELLED', msg.cancel.reason || 'cancelled by the scheduler'));
+        return;
+      }
+      if (!msg.assignment) return;
+      let task: StageTask;
+      try {
+        task = taskFromWire(msg.assignment.task);
+      } catch (err) {
+        const t = msg.assignment.task;
+        if (call.writable) {
+          call.write({ failed: { reqId: t?.reqId ?? '', stageIndex: t?.stageIndex ?? 0, attempt: t?.attempt ?? 0, error: errorDetailToWire(err) } });
+        }
+        return;
+      }
+      const ids = { reqId: task.reqId, stageIndex: task.stageIndex, attempt: task.attempt };
+      const k = key(task.reqId, task.stageIndex, task.attempt);
+      const controller = new AbortController();
+      running.set(k, controller);
+      const started = Date.now();
+      this.run(task, controller.signal, (step, totalSteps) => {
+        if (call.writable) call.write({ progress: { ...ids, step, totalSteps } });
+      })
+        .then((result) => {
+          if (!call.writable) return;
+          call.write({
+            result: {
+              ...ids,
+              outputs: objectRefsToWire(result.outputs),
+              startedAt: timestampToWire(started),
+              finishedAt: timestampToWire(Date.now()),
+            },
+          });
+        })
+        .catch((err: unknown) => {
+          if (!controller.signal.aborted) this.logFailure(task, err);
+          if (call.writable) call.write({ failed: { ...ids, error: errorDetailToWire(err) } });
+        })
+        .finally(() => {
+          running.delete(k);
+          status();
+        });
+    });
+    call.on('end', () => {
+      abortAll('dispatch stream closed');
+      call.end();
+    });
+    call.on('cancelled', () => abortAll('dispatch stream cancelled'));
+    call.on('error', () => abortAll('dispatch stream failed'));
+    status();
+  }
+
+  private logFailure(task: StageTask, err: unknown): void {
+    const e = asDiffmeshError(err);
+    const fields = { reqId: task.reqId, stage: task.stage, attempt: task.attempt, reason: e.reason };
+    if (e.code === Code.INTERNAL) this.log.error({ ...fields, err }, 'task failed');
+    else this.log.warn({ ...fields, message: e.message }, 'task failed');
+  }
+}

@@ -1,0 +1,12 @@
+export { ByteBudget } from './budget.js';
+export { DEFAULT_CHUNK_BYTES, EXPIRES_AT_METADATA, TensorServiceClient, formatChecksum } from './client.js';
+export type {
+  GetObjectOptions,
+  GetObjectResult,
+  PutObjectHeader,
+  TensorCallOptions,
+  TensorServiceClientOptions,
+} from './client.js';
+export { SHM_ROOT, defaultShmDir, objectFileName, objectPath } from './paths.js';
+export { RemoteTensorStore } from './remote.js';
+export type { RemoteTensorStoreOptions, RemoteTensorStoreStats, TensorRetryOptions } from './remote.js';

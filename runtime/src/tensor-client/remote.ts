@@ -1,0 +1,430 @@
+import { randomBytes } from 'node:crypto';
+import { open } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { crc32c } from '@node-rs/crc32';
+import type { ObjectRef } from '../domain.js';
+import { Code, DiffmeshError, asDiffmeshError, invalidParameter } from '../errors/index.js';
+import { createBreaker, type BreakerOptions, type CircuitBreaker } from '../grpc/breaker.js';
+import type { TlsFiles } from '../grpc/options.js';
+import type { Logger } from '../logging/index.js';
+import { DTYPE_BYTES, byteLengthOf } from '../tensor-store/bytes.js';
+import type {
+  ObjectInfo,
+  ObjectKey,
+  PutOptions,
+  PutTensorInput,
+  StoredTensor,
+  TensorStore,
+  TensorStoreUsage,
+} from '../tensor-store/types.js';
+import { TensorServiceClient, formatChecksum } from './client.js';
+import { defaultShmDir, objectPath } from './paths.js';
+
+/** Retry policy of transfers that fail transiently. */
+export interface TensorRetryOptions {
+  /** Attempts in all, the first included. Default 3. */
+  attempts?: number;
+  /** Delay before the second attempt; doubles each time, with ±20% jitter. Default 50 ms. */
+  baseDelayMs?: number;
+  /** Longest delay between attempts (also caps a server's Retry-After). Default 1000 ms. */
+  maxDelayMs?: number;
+}
+
+/** Options of {@link RemoteTensorStore}. */
+export interface RemoteTensorStoreOptions {
+  /**
+   * `host:port` of this node's tensor-svc: puts go there, and reads of ids that come without
+   * a ref. `''` for a read-only client that only follows refs (puts then fail with
+   * FAILED_PRECONDITION).
+   */
+  address: string;
+  /** This node's id. Refs whose `ownerNodeId` equals it are read from shared memory. */
+  nodeId: string;
+  log?: Logger;
+  /** The local tensor-svc's shared-memory directory. Default `defaultShmDir(nodeId)`, as tensor-svc's default. */
+  shmDir?: string;
+  /** Read same-node objects from shared memory. Default true. */
+  sameNodeReads?: boolean;
+  /** Bytes per Put chunk. Default 2 MiB. */
+  chunkBytes?: number;
+  /** Most Put bytes handed to gRPC and not yet flushed. Default 4 chunks. */
+  maxInflightBytes?: number;
+  retry?: TensorRetryOptions;
+  /** Breaker tuning, one breaker per owner address (the name is `tensor-svc <address>`). */
+  breaker?: Omit<BreakerOptions, 'name'>;
+  tls?: TlsFiles;
+  /** Deadline of Stat, Delete and Touch. Default 10 s. */
+  unaryTimeoutMs?: number;
+  /** Deadline of one Put or Get attempt; 0 = none (keepalive still detects dead peers). Default 0. */
+  transferTimeoutMs?: number;
+  /** Most request ids remembered for {@link RemoteTensorStore.deleteRequest}. Default 10,000. */
+  maxTrackedRequests?: number;
+  /** Clock used to tell an expired shared-memory file (its mtime is its expiry). Default `Date.now`. */
+  now?: () => number;
+}
+
+/** Counters of a {@link RemoteTensorStore}, for metrics and tests. */
+export interface RemoteTensorStoreStats {
+  puts: number;
+  /** Gets served from the same node's shared memory, without a network copy. */
+  shmReads: number;
+  /** Gets served by a Get stream from the owner. */
+  remoteReads: number;
+  /** Attempts repeated after a transient failure. */
+  retries: number;
+}
+
+interface Owner {
+  client: TensorServiceClient;
+  breaker: CircuitBreaker<[() => Promise<unknown>], unknown>;
+}
+
+interface Tracked {
+  objectId: string;
+  address: string;
+  sizeBytes: number;
+}
+
+/** Node file errors after which a same-node read falls back to the owner's Get. */
+const FALLBACK_CODES = new Set(['ENOENT', 'EACCES', 'EPERM', 'ENOTDIR', 'ELOOP', 'EISDIR']);
+
+/**
+ * A {@link TensorStore} backed by tensor-svc instances. Puts stream to this node's service;
+ * `get(ref)` reads a same-node object straight from shared memory (verifying its checksum)
+ * and otherwise streams it from the owner named in the ref, into one buffer of the object's
+ * size. Transient failures (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, RESOURCE_EXHAUSTED with
+ * a Retry-After) are retried a bounded number of times with backoff, behind one circuit
+ * breaker per owner; an open breaker fails at once with UNAVAILABLE / BREAKER_OPEN.
+ *
+ * `deleteRequest` deletes the objects this client put for the request (the protocol has no
+ * per-request delete); `usage` reports those objects too, with `capacityBytes` 0 (unknown).
+ */
+export class RemoteTensorStore implements TensorStore {
+  readonly address: string;
+  readonly nodeId: string;
+  readonly shmDir: string;
+  private readonly opts: RemoteTensorStoreOptions;
+  private readonly owners = new Map<string, Owner>();
+  private readonly byRequest = new Map<string, Map<string, Tracked>>();
+  private readonly counters: RemoteTensorStoreStats = { puts: 0, shmReads: 0, remoteReads: 0, retries: 0 };
+  private readonly attempts: number;
+  private readonly baseDelayMs: number;
+  private readonly maxDelayMs: number;
+  private readonly now: () => number;
+  private closed = false;
+
+  constructor(opts: RemoteTensorStoreOptions) {
+    if (!opts.nodeId) throw new RangeError('RemoteTensorStore: nodeId is required');
+    this.opts = opts;
+    this.address = opts.address;
+    this.nodeId = opts.nodeId;
+    this.shmDir = opts.shmDir ?? defaultShmDir(opts.nodeId);
+    this.attempts = Math.max(1, opts.retry?.attempts ?? 3);
+    this.baseDelayMs = opts.retry?.baseDelayMs ?? 50;
+    this.maxDelayMs = opts.retry?.maxDelayMs ?? 1000;
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** Counters since construction. */
+  stats(): RemoteTensorStoreStats {
+    return { ...this.counters };
+  }
+
+  async put(input: PutTensorInput, opts: PutOptions = {}): Promise<ObjectRef> {
+    this.checkOpen();
+    checkName('request_id', input.requestId);
+    checkName('name', input.name);
+    if (!(input.dtype in DTYPE_BYTES)) throw invalidParameter('dtype', `unknown dtype ${JSON.stringify(input.dtype)}`);
+    if (!Array.isArray(input.shape) || !input.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+      throw invalidParameter('shape', `must be a list of non-negative integers, got ${JSON.stringify(input.shape)}`);
+    }
+    if (!(input.data instanceof Uint8Array)) throw invalidParameter('data', 'must be a Uint8Array');
+    const expected = byteLengthOf(input.shape, input.dtype);
+    if (input.data.byteLength !== expected) {
+      throw invalidParameter(
+        'data',
+        `${input.data.byteLength} bytes do not match shape [${input.shape.join(', ')}] of ${input.dtype} (${expected} bytes)`,
+      );
+    }
+    const ttlMs = opts.ttlMs ?? 0;
+    if (!Number.isSafeInteger(ttlMs) || ttlMs < 0 || ttlMs > 0xffffffff) {
+      throw invalidParameter('ttl_ms', `must be a non-negative integer number of milliseconds, got ${ttlMs}`);
+    }
+    // The id is chosen here so that a retried Put replaces, never duplicates, the object.
+    const objectId = `${input.requestId}:${input.name}:${randomBytes(6).toString('hex')}`;
+    const checksum = formatChecksum(crc32c(input.data));
+    if (!this.address) {
+      throw new DiffmeshError(Code.FAILED_PRECONDITION, 'INVALID_PARAMETER', 'tensor put: this client has no local tensor-svc address', {
+        metadata: { field: 'address' },
+      });
+    }
+    const ref = await this.withOwner(this.address, 'Put', (client) =>
+      client.put(
+        { objectId, name: input.name, shape: input.shape, dtype: input.dtype, ttlMs, checksum },
+        input.data,
+        this.transferOptions(),
+      ),
+    );
+    this.counters.puts += 1;
+    this.track(input.requestId, { objectId: ref.objectId, address: ref.ownerAddress || this.address, sizeBytes: ref.sizeBytes });
+    return ref;
+  }
+
+  async get(key: ObjectKey): Promise<StoredTensor> {
+    this.checkOpen();
+    const ref = typeof key === 'string' ? undefined : key;
+    const objectId = idOf(key);
+    if (ref && (this.opts.sameNodeReads ?? true) && ref.ownerNodeId === this.nodeId) {
+      const data = await this.readShm(ref);
+      if (data) {
+        this.counters.shmReads += 1;
+        return { ref: copyRef(ref), data };
+      }
+    }
+    // One buffer for all attempts: allocating 64 MiB costs tens of milliseconds.
+    let buffer: Buffer | undefined;
+    const into = (n: number): Buffer => (buffer && buffer.byteLength >= n ? buffer : (buffer = Buffer.allocUnsafe(n)));
+    const result = await this.withOwner(this.ownerOf(ref ?? objectId), 'Get', (client) =>
+      client.get(objectId, { into, ...(ref?.checksum ? { expectedChecksum: ref.checksum } : {}), ...this.transferOptions() }),
+    );
+    this.counters.remoteReads += 1;
+    return { ref: result.ref, data: result.data };
+  }
+
+  async stat(key: ObjectKey): Promise<ObjectInfo> {
+    this.checkOpen();
+    const info = await this.withOwner(this.ownerOf(key), 'Stat', (client) => client.stat(idOf(key)));
+    checkRefChecksum(key, info.ref);
+    return info;
+  }
+
+  async delete(key: ObjectKey): Promise<boolean> {
+    this.checkOpen();
+    const id = idOf(key);
+    const deleted = await this.withOwner(this.ownerOf(key), 'Delete', (client) => client.delete(id));
+    for (const [req, objects] of this.byRequest) {
+      if (objects.delete(id) && objects.size === 0) this.byRequest.delete(req);
+    }
+    return deleted;
+  }
+
+  async deleteRequest(requestId: string): Promise<number> {
+    this.checkOpen();
+    const objects = this.byRequest.get(requestId);
+    if (!objects) return 0;
+    this.byRequest.delete(requestId);
+    let n = 0;
+    for (const t of objects.values()) {
+      if (await this.withOwner(t.address, 'Delete', (client) => client.delete(t.objectId))) n += 1;
+    }
+    return n;
+  }
+
+  async touch(key: ObjectKey, ttlMs?: number): Promise<ObjectInfo> {
+    this.checkOpen();
+    if (ttlMs !== undefined && (!Number.isSafeInteger(ttlMs) || ttlMs < 0 || ttlMs > 0xffffffff)) {
+      throw invalidParameter('ttl_ms', `must be a non-negative integer number of milliseconds, got ${ttlMs}`);
+    }
+    const info = await this.withOwner(this.ownerOf(key), 'Touch', (client) => client.touch(idOf(key), ttlMs ?? 0));
+    checkRefChecksum(key, info.ref);
+    return info;
+  }
+
+  async usage(): Promise<TensorStoreUsage> {
+    let objects = 0;
+    let bytes = 0;
+    for (const m of this.byRequest.values()) {
+      for (const t of m.values()) {
+        objects += 1;
+        bytes += t.sizeBytes;
+      }
+    }
+    return { objects, bytes, capacityBytes: 0 };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const owner of this.owners.values()) {
+      owner.breaker.shutdown();
+      owner.client.close();
+    }
+    this.owners.clear();
+    this.byRequest.clear();
+  }
+
+  /**
+   * The bytes of a same-node object read from the owner's shared-memory file, or undefined
+   * when the file is not there (deleted, spilled elsewhere, another user's, expired): the
+   * owner then answers over gRPC. Throws DATA_LOSS when the bytes fail their checksum.
+   */
+  private async readShm(ref: ObjectRef): Promise<Buffer | undefined> {
+    const file = objectPath(this.shmDir, ref.objectId);
+    let fh;
+    try {
+      fh = await open(file, 'r');
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? '';
+      if (!FALLBACK_CODES.has(code)) this.opts.log?.warn({ err, file }, 'tensor client: cannot open shared-memory file; reading over gRPC');
+      return undefined;
+    }
+    try {
+      const st = await fh.stat();
+      // tensor-svc sets a file's mtime to the object's expiry; past it, let the owner say so.
+      if (st.size !== ref.sizeBytes || st.mtimeMs <= this.now()) return undefined;
+      const buf = Buffer.allocUnsafe(ref.sizeBytes);
+      let off = 0;
+      while (off < buf.byteLength) {
+        const { bytesRead } = await fh.read(buf, off, buf.byteLength - off, off);
+        if (bytesRead === 0) return undefined; // truncated under us: ask the owner
+        off += bytesRead;
+      }
+      const actual = formatChecksum(crc32c(buf));
+      if (ref.checksum && actual !== ref.checksum) {
+        throw new DiffmeshError(
+          Code.DATA_LOSS,
+          'CHECKSUM_MISMATCH',
+          `object ${ref.objectId}: bytes in shared memory do not match their checksum (expected ${ref.checksum}, got ${actual})`,
+          { metadata: { object_id: ref.objectId } },
+        );
+      }
+      return buf;
+    } finally {
+      await fh.close();
+    }
+  }
+
+  private ownerOf(key: ObjectKey): string {
+    const address = typeof key === 'string' || !key.ownerAddress ? this.address : key.ownerAddress;
+    if (!address) {
+      throw new DiffmeshError(
+        Code.FAILED_PRECONDITION,
+        'INVALID_PARAMETER',
+        `object ${idOf(key)}: no owner address (the ref names none and this client has no local tensor-svc)`,
+        { metadata: { field: 'owner_address', object_id: idOf(key) } },
+      );
+    }
+    return address;
+  }
+
+  private transferOptions(): { timeoutMs?: number } {
+    return this.opts.transferTimeoutMs ? { timeoutMs: this.opts.transferTimeoutMs } : {};
+  }
+
+  private owner(address: string): Owner {
+    let owner = this.owners.get(address);
+    if (owner) return owner;
+    const client = new TensorServiceClient(address, {
+      ...(this.opts.tls ? { tls: this.opts.tls } : {}),
+      ...(this.opts.chunkBytes !== undefined ? { chunkBytes: this.opts.chunkBytes } : {}),
+      ...(this.opts.maxInflightBytes !== undefined ? { maxInflightBytes: this.opts.maxInflightBytes } : {}),
+      ...(this.opts.unaryTimeoutMs !== undefined ? { unaryTimeoutMs: this.opts.unaryTimeoutMs } : {}),
+    });
+    const name = `tensor-svc ${address}`;
+    const resetTimeoutMs = this.opts.breaker?.resetTimeoutMs ?? 5_000;
+    const breaker = createBreaker((thunk: () => Promise<unknown>) => thunk(), { ...this.opts.breaker, name });
+    // opossum also calls the fallback after an ordinary failure; keep that failure as it is
+    // and answer BREAKER_OPEN only when the breaker really is open.
+    breaker.fallback((...args: unknown[]) => {
+      const err = args[args.length - 1];
+      if ((err as { code?: unknown } | undefined)?.code === 'EOPENBREAKER') {
+        throw new DiffmeshError(Code.UNAVAILABLE, 'BREAKER_OPEN', `${name}: circuit breaker open after repeated failures`, {
+          retryAfterMs: resetTimeoutMs,
+          metadata: { address },
+        });
+      }
+      throw err;
+    });
+    owner = { client, breaker };
+    this.owners.set(address, owner);
+    return owner;
+  }
+
+  /** Runs one operation against `address` behind its breaker, retrying transient failures. */
+  private async withOwner<T>(address: string, op: string, fn: (client: TensorServiceClient) => Promise<T>): Promise<T> {
+    const owner = this.owner(address);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return (await owner.breaker.fire(() => fn(owner.client))) as T;
+      } catch (raw) {
+        const err = asDiffmeshError(raw);
+        if (this.closed) throw new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'tensor store is closed', { cause: err });
+        if (attempt >= this.attempts || !isTransient(err)) throw err;
+        const delay = this.backoff(attempt, err.retryAfterMs);
+        this.counters.retries += 1;
+        this.opts.log?.debug({ address, op, attempt, delayMs: delay, code: err.code, reason: err.reason }, 'tensor transfer failed; retrying');
+        await sleep(delay);
+      }
+    }
+  }
+
+  private backoff(attempt: number, retryAfterMs: number | undefined): number {
+    const exp = Math.min(this.maxDelayMs, this.baseDelayMs * 2 ** (attempt - 1));
+    const jittered = exp * (0.8 + Math.random() * 0.4);
+    return Math.round(Math.min(this.maxDelayMs, Math.max(jittered, retryAfterMs ?? 0)));
+  }
+
+  private track(requestId: string, t: Tracked): void {
+    let objects = this.byRequest.get(requestId);
+    if (!objects) {
+      const max = this.opts.maxTrackedRequests ?? 10_000;
+      while (this.byRequest.size >= max) {
+        const oldest = this.byRequest.keys().next();
+        if (oldest.done) break;
+        this.byRequest.delete(oldest.value);
+      }
+      this.byRequest.set(requestId, (objects = new Map()));
+    }
+    objects.set(t.objectId, t);
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'tensor store is closed');
+  }
+}
+
+/**
+ * Worth another attempt: the owner was unreachable or overloaded, or the transfer broke.
+ * RESOURCE_EXHAUSTED only when the owner suggested a delay (a full store that may free up,
+ * not an object larger than its capacity); an open breaker never (failing fast is its point).
+ */
+function isTransient(err: DiffmeshError): boolean {
+  if (err.reason === 'BREAKER_OPEN' || err.reason === 'DRAINING') return false;
+  switch (err.code) {
+    case Code.UNAVAILABLE:
+    case Code.DEADLINE_EXCEEDED:
+    case Code.INTERNAL:
+      return true;
+    case Code.RESOURCE_EXHAUSTED:
+      return err.retryAfterMs !== undefined;
+    default:
+      return false;
+  }
+}
+
+function idOf(key: ObjectKey): string {
+  return typeof key === 'string' ? key : key.objectId;
+}
+
+function copyRef(ref: ObjectRef): ObjectRef {
+  return { ...ref, shape: [...ref.shape] };
+}
+
+function checkName(field: string, value: unknown): void {
+  if (typeof value !== 'string' || value === '' || value.includes(':')) {
+    throw invalidParameter(field, `must be a non-empty string without ":", got ${JSON.stringify(value)}`);
+  }
+}
+
+/** A ref whose checksum differs from the owner's names another version of the object. */
+function checkRefChecksum(key: ObjectKey, actual: ObjectRef): void {
+  if (typeof key !== 'string' && key.checksum && key.checksum !== actual.checksum) {
+    throw new DiffmeshError(
+      Code.DATA_LOSS,
+      'CHECKSUM_MISMATCH',
+      `object ${key.objectId}: the ref's checksum ${key.checksum} does not match the stored ${actual.checksum}`,
+      { metadata: { object_id: key.objectId } },
+    );
+  }
+}
+

@@ -1,0 +1,63 @@
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import { LogConfigSchema, defineConfig } from '@diffmesh/runtime';
+
+/** The scheduler service's configuration (env prefix `DIFFMESH_SCHEDULER_`). */
+export const SchedulerConfigSchema = z.object({
+  listen: z.string().default('127.0.0.1:0').describe('gRPC listen address host:port (port 0 = any free port)'),
+  nodeId: z.string().default(hostname()).describe('node this scheduler runs on'),
+  instanceId: z.string().default('').describe('instance id in discovery (default: scheduler-<random>)'),
+  natsUrl: z.string().default('').describe('NATS server for discovery (empty = in-process discovery only)'),
+  plansFile: z.string().default('').describe('ExecutionPlan registry file (empty = the shipped plans.yaml)'),
+  tensorAddress: z.string().default('').describe("this node's tensor-svc, for deleting request objects"),
+  maxQueueLength: z.number().int().positive().default(256).describe('most tasks waiting in one pool queue'),
+  maxInFlight: z.number().int().positive().default(1024).describe('most requests accepted and not finished'),
+  maxAttempts: z.number().int().positive().default(3).describe('tries per stage task'),
+  retryBackoffMs: z.number().int().nonnegative().default(200).describe('first retry back-off, doubled per attempt'),
+  defaultTimeoutMs: z.number().int().nonnegative().default(600_000).describe('request timeout when none is given (0 = none)'),
+  stageTimeoutMs: z.number().int().nonnegative().default(300_000).describe('deadline of one stage dispatch (0 = none)'),
+  retentionMs: z.number().int().positive().default(600_000).describe('how long finished requests stay visible'),
+  drainGraceMs: z.number().int().nonnegative().default(30_000).describe('time to finish requests after SIGTERM'),
+  log: LogConfigSchema.default({ level: 'info', pretty: false }),
+});
+export type SchedulerConfig = z.output<typeof SchedulerConfigSchema>;
+
+export const schedulerConfig = defineConfig({
+  name: 'scheduler',
+  schema: SchedulerConfigSchema,
+  envPrefix: 'DIFFMESH_SCHEDULER_',
+  env: {
+    LISTEN: 'listen',
+    NODE_ID: 'nodeId',
+    INSTANCE_ID: 'instanceId',
+    NATS_URL: 'natsUrl',
+    PLANS_FILE: 'plansFile',
+    TENSOR_ADDRESS: 'tensorAddress',
+    MAX_QUEUE_LENGTH: 'maxQueueLength',
+    MAX_IN_FLIGHT: 'maxInFlight',
+    MAX_ATTEMPTS: 'maxAttempts',
+    RETRY_BACKOFF_MS: 'retryBackoffMs',
+    DEFAULT_TIMEOUT_MS: 'defaultTimeoutMs',
+    STAGE_TIMEOUT_MS: 'stageTimeoutMs',
+    RETENTION_MS: 'retentionMs',
+    DRAIN_GRACE_MS: 'drainGraceMs',
+    LOG_LEVEL: 'log.level',
+  },
+  flags: {
+    listen: 'listen',
+    'node-id': 'nodeId',
+    'instance-id': 'instanceId',
+    nats: 'natsUrl',
+    plans: 'plansFile',
+    tensor: 'tensorAddress',
+    'max-queue-length': 'maxQueueLength',
+    'max-in-flight': 'maxInFlight',
+    'max-attempts': 'maxAttempts',
+    'retry-backoff-ms': 'retryBackoffMs',
+    'default-timeout-ms': 'defaultTimeoutMs',
+    'stage-timeout-ms': 'stageTimeoutMs',
+    'retention-ms': 'retentionMs',
+    'drain-grace-ms': 'drainGraceMs',
+    'log-level': 'log.level',
+  },
+});

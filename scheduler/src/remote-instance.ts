@@ -1,0 +1,187 @@
+import * as grpc from '@grpc/grpc-js';
+import { loadDiffmeshProtos, type WorkRequest, type WorkResponse__Output } from '@diffmesh/protos';
+import {
+  Code,
+  DiffmeshError,
+  channelOptions,
+  clientCredentials,
+  createBreaker,
+  errorDetailFromWire,
+  objectRefsFromWire,
+  taskToWire,
+  type BreakerOptions,
+  type CircuitBreaker,
+  type Logger,
+  type StageName,
+  type StageResult,
+  type StageTask,
+  type TlsFiles,
+} from '@diffmesh/runtime';
+import type { ExecuteHooks, StageInstance } from './types.js';
+
+/** What the scheduler knows of a stage instance from discovery. */
+export interface RemoteInstanceInfo {
+  id: string;
+  pool: string;
+  stage: StageName;
+  nodeId: string;
+  version: string;
+  capacity: number;
+  models: string[];
+  grpcAddress: string;
+}
+
+export interface RemoteInstanceOptions {
+  info: RemoteInstanceInfo;
+  log: Logger;
+  tls?: TlsFiles;
+  breaker?: Partial<Omit<BreakerOptions, 'name'>>;
+  /** Called once when the dispatch stream breaks: the instance is gone. */
+  onGone?: (id: string, reason: string) => void;
+}
+
+interface Pending {
+  resolve(r: StageResult): void;
+  reject(e: unknown): void;
+  hooks: ExecuteHooks;
+}
+
+/**
+ * A stage instance in another process. Tasks, progress, results and cancellations travel
+ * on one long-lived bidirectional `Work` stream; a broken stream fails every task on it
+ * with UNAVAILABLE at once (so the scheduler retries them elsewhere) and marks the
+ * instance gone. Each instance sits behind a circuit breaker that counts only
+ * UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED and INTERNAL.
+ */
+export class RemoteInstance implements StageInstance {
+  readonly id: string;
+  readonly pool: string;
+  readonly stage: StageName;
+  readonly nodeId: string;
+  readonly version: string;
+  readonly capacity: number;
+  readonly models: readonly string[];
+  readonly address: string;
+  readonly breaker: CircuitBreaker<[StageTask, ExecuteHooks], StageResult>;
+  private readonly client: grpc.Client & { Work(): grpc.ClientDuplexStream<WorkRequest, WorkResponse__Output> };
+  private readonly stream: grpc.ClientDuplexStream<WorkRequest, WorkResponse__Output>;
+  private readonly pending = new Map<string, Pending>();
+  private gone = false;
+
+  constructor(private readonly opts: RemoteInstanceOptions) {
+    const { info } = opts;
+    this.id = info.id;
+    this.pool = info.pool;
+    this.stage = info.stage;
+    this.nodeId = info.nodeId;
+    this.version = info.version;
+    this.capacity = info.capacity;
+    this.models = info.models;
+    this.address = info.grpcAddress;
+    const Ctor = loadDiffmeshProtos().diffmesh.stage.v1.StageService as unknown as new (
+      address: string,
+      creds: grpc.ChannelCredentials,
+      options: grpc.ChannelOptions,
+    ) => RemoteInstance['client'];
+    this.client = new Ctor(info.grpcAddress, clientCredentials(opts.tls), channelOptions());
+    this.stream = this.client.Work();
+    this.stream.on('data', (msg: WorkResponse__Output) => this.onMessage(msg));
+    this.stream.on('error', (err: Error) => this.lost(`dispatch stream failed: ${err.message}`));
+    this.stream.on('end', () => this.lost('dispatch stream ended'));
+    this.breaker = createBreaker((task: StageTask, hooks: ExecuteHooks) => this.send(task, hooks), {
+      name: info.id,
+      ...opts.breaker,
+    });
+    this.breaker.on('open', () => opts.log.warn({ instance: info.id, pool: info.pool }, 'breaker opened'));
+    this.breaker.on('close', () => opts.log.info({ instance: info.id, pool: info.pool }, 'breaker closed'));
+  }
+
+  /** Open breaker or lost stream → no work. A half-open breaker lets a probe through. */
+  available(): boolean {
+    return !this.gone && !this.breaker.opened;
+  }
+
+  /** `open`, `half-open` or `closed`. */
+  breakerState(): 'open' | 'half-open' | 'closed' {
+    return this.breaker.opened ? 'open' : this.breaker.halfOpen ? 'half-open' : 'closed';
+  }
+
+  execute(task: StageTask, hooks: ExecuteHooks): Promise<StageResult> {
+    return this.breaker.fire(task, hooks);
+  }
+
+  close(): void {
+    if (this.gone) return;
+    this.gone = true;
+    this.failAll(new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', `instance ${this.id} was removed`));
+    this.stream.end();
+    this.client.close();
+    this.breaker.shutdown();
+  }
+
+  private send(task: StageTask, hooks: ExecuteHooks): Promise<StageResult> {
+    if (this.gone) {
+      return Promise.reject(new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', `instance ${this.id} is gone`));
+    }
+    const key = `${task.reqId}#${task.stageIndex}#${task.attempt}`;
+    return new Promise<StageResult>((resolve, reject) => {
+      const onAbort = (): void => {
+        if (!this.pending.delete(key)) return;
+        this.stream.write({
+          cancel: { reqId: task.reqId, stageIndex: task.stageIndex, attempt: task.attempt, reason: 'request cancelled' },
+        });
+        reject(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'task cancelled'));
+      };
+      if (hooks.signal.aborted) {
+        reject(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'task cancelled'));
+        return;
+      }
+      hooks.signal.addEventListener('abort', onAbort, { once: true });
+      const done = (): void => hooks.signal.removeEventListener('abort', onAbort);
+      this.pending.set(key, {
+        resolve: (r) => {
+          done();
+          resolve(r);
+        },
+        reject: (e) => {
+          done();
+          reject(e);
+        },
+        hooks,
+      });
+      this.stream.write({ assignment: { task: taskToWire(task) } });
+    });
+  }
+
+  private onMessage(msg: WorkResponse__Output): void {
+    const body = msg.progress ?? msg.result ?? msg.failed;
+    if (!body) return; // status: load is tracked by the scheduler's own slot count
+    const key = `${body.reqId}#${body.stageIndex}#${body.attempt}`;
+    const p = this.pending.get(key);
+    if (!p) return;
+    if (msg.progress) {
+      p.hooks.onProgress({ step: msg.progress.step, totalSteps: msg.progress.totalSteps });
+    } else if (msg.result) {
+      this.pending.delete(key);
+      p.resolve({ outputs: objectRefsFromWire(msg.result.outputs) });
+    } else if (msg.failed) {
+      this.pending.delete(key);
+      p.reject(msg.failed.error ? errorDetailFromWire(msg.failed.error) : new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'task failed'));
+    }
+  }
+
+  private lost(reason: string): void {
+    if (this.gone) return;
+    this.gone = true;
+    this.opts.log.warn({ instance: this.id, pool: this.pool, reason }, 'stage instance lost');
+    this.failAll(new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', `instance ${this.id}: ${reason}`));
+    this.client.close();
+    this.opts.onGone?.(this.id, reason);
+  }
+
+  private failAll(err: DiffmeshError): void {
+    const all = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of all) p.reject(err);
+  }
+}

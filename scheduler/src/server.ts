@@ -1,0 +1,90 @@
+import { randomUUID } from 'node:crypto';
+import {
+  GrpcServer,
+  RemoteTensorStore,
+  createDiscovery,
+  createTaskQueue,
+  loadPlanRegistry,
+  type Discovery,
+  type Logger,
+  type Registration,
+} from '@diffmesh/runtime';
+import type { SchedulerConfig } from './config.js';
+import { followDiscovery } from './membership.js';
+import { Scheduler } from './scheduler.js';
+import { schedulerServiceBinding } from './service.js';
+
+/** A running scheduler service. */
+export interface RunningScheduler {
+  address: string;
+  instanceId: string;
+  scheduler: Scheduler;
+  stop(graceMs?: number): Promise<void>;
+}
+
+/**
+ * Starts the scheduler service: the plan registry, per-pool queues, the SchedulerService
+ * gRPC API with health and reflection, and — with NATS configured — discovery of stage
+ * instances (each gets a dispatch stream) and its own registration as `scheduler`.
+ */
+export async function startSchedulerService(config: SchedulerConfig, log: Logger, version: string): Promise<RunningScheduler> {
+  const instanceId = config.instanceId || `scheduler-${randomUUID().slice(0, 8)}`;
+  const registry = await loadPlanRegistry(config.plansFile || undefined);
+  const store = new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log });
+  const scheduler = new Scheduler({
+    registry,
+    store,
+    log,
+    limits: {
+      maxQueueLength: config.maxQueueLength,
+      maxInFlight: config.maxInFlight,
+      maxAttempts: config.maxAttempts,
+      retryBackoffMs: config.retryBackoffMs,
+      defaultTimeoutMs: config.defaultTimeoutMs,
+      stageTimeoutMs: config.stageTimeoutMs,
+      retentionMs: config.retentionMs,
+    },
+    createQueue: (name, maxLength) => createTaskQueue({ backend: 'memory', maxLength }, { name }),
+  });
+  const discovery: Discovery = await createDiscovery(
+    config.natsUrl ? { backend: 'nats', url: config.natsUrl } : { backend: 'memory' },
+    log,
+  );
+  const unfollow = followDiscovery(scheduler, discovery, { log });
+  const server = await GrpcServer.start({ address: config.listen, services: [schedulerServiceBinding(scheduler, registry)], log });
+  let registration: Registration | undefined;
+  if (config.natsUrl) {
+    registration = await discovery.register(
+      {
+        id: instanceId,
+        name: 'scheduler',
+        version,
+        nodeId: config.nodeId,
+        pool: 'scheduler',
+        stage: 'scheduler',
+        grpcAddress: server.address,
+        models: [],
+        capacity: config.maxInFlight,
+      },
+      () => ({ inFlight: scheduler.inFlightCount(), queued: Object.values(scheduler.queueSizes()).reduce((a, b) => a + b, 0) }),
+    );
+  }
+  let stopping: Promise<void> | undefined;
+  return {
+    address: server.address,
+    instanceId,
+    scheduler,
+    stop(graceMs = config.drainGraceMs) {
+      stopping ??= (async () => {
+        server.setServing(false);
+        await registration?.stop().catch(() => undefined);
+        await scheduler.drain(graceMs);
+        await server.drain(Math.min(graceMs, 1000));
+        unfollow();
+        await discovery.close();
+        await store.close();
+      })();
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,338 @@
+import type * as grpc from '@grpc/grpc-js';
+import {
+  loadDiffmeshProtos,
+  type CancelRequest__Output,
+  type CancelResponse,
+  type GenerateRequest__Output,
+  type GenerateResponse,
+  type SchedulerGetRequest__Output,
+  type ListModelsResponse,
+  type RequestEvent as WireRequestEvent,
+  type RequestEvent__Output as WireRequestEventOutput,
+  type SchedulerGetResponse,
+  type StageTiming as WireStageTiming,
+  type SubmitRequest__Output,
+  type SubmitResponse,
+  type WatchRequest__Output,
+  type WatchResponse,
+} from '@diffmesh/protos';
+import {
+  Code,
+  DiffmeshError,
+  errorDetailFromWire,
+  errorDetailToWire,
+  objectRefFromWire,
+  stageNameFromWire,
+  timestampFromWire,
+  objectRefToWire,
+
+  paramsInputFromWire,
+  paramsToWire,
+  parseCode,
+  planToWire,
+  requestStatusToWire,
+  stageNameToWire,
+  timestampToWire,
+  toWire,
+  type PlanRegistry,
+  type Reason,
+  type ServiceBinding,
+} from '@diffmesh/runtime';
+import type { Scheduler } from './scheduler.js';
+import type { GenerateRequest, RequestEvent, RequestState, StageTiming } from './types.js';
+
+const MODALITY: Record<string, 'MODALITY_TEXT_TO_IMAGE' | 'MODALITY_TEXT_TO_VIDEO' | 'MODALITY_IMAGE_TO_VIDEO'> = {
+  'text-to-image': 'MODALITY_TEXT_TO_IMAGE',
+  'text-to-video': 'MODALITY_TEXT_TO_VIDEO',
+  'image-to-video': 'MODALITY_IMAGE_TO_VIDEO',
+};
+
+/** `diffmesh.scheduler.v1.SchedulerService` over a Scheduler. */
+export function schedulerServiceBinding(scheduler: Scheduler, registry: PlanRegistry): ServiceBinding {
+  const proto = loadDiffmeshProtos();
+  return {
+    name: 'diffmesh.scheduler.v1.SchedulerService',
+    definition: proto.diffmesh.scheduler.v1.SchedulerService.service,
+    implementation: {
+      Submit: unary<SubmitRequest__Output, SubmitResponse>((req) => {
+        const existing = req.requestId !== '' && hasRequest(scheduler, req.requestId);
+        const state = scheduler.submit(fromWireRequest(req));
+        return { reqId: state.context.reqId, status: requestStatusToWire(state.context.status), existing };
+      }),
+      Get: unary<SchedulerGetRequest__Output, SchedulerGetResponse>((req) => getResponse(scheduler.get(requireId(req.reqId)))),
+      Cancel: unary<CancelRequest__Output, CancelResponse>((req) => ({
+        status: requestStatusToWire(scheduler.cancel(requireId(req.reqId)).context.status),
+      })),
+      ListModels: unary<unknown, ListModelsResponse>(() => ({
+        models: registry.entries.map((e) => ({
+          name: e.model ?? e.pattern ?? '',
+          pattern: e.model === undefined,
+          modalities: e.modalities.map((m) => MODALITY[m]),
+          plan: planToWire({ model: e.model ?? e.pattern ?? '', stages: e.stages.map((s) => ({ ...s })) }),
+          defaults: paramsToWire({
+            width: e.defaults.width,
+            height: e.defaults.height,
+            numFrames: e.defaults.numFrames,
+            numInferenceSteps: e.defaults.steps,
+            guidanceScale: e.defaults.guidanceScale,
+            fps: e.defaults.fps,
+          }),
+        })),
+      })),
+      Generate: (call: grpc.ServerWritableStream<GenerateRequest__Output, GenerateResponse>) => {
+        let state: RequestState;
+        try {
+          state = scheduler.submit(fromWireRequest(call.request));
+        } catch (err) {
+          call.emit('error', toWire(err));
+          return;
+        }
+        // A client that goes away cancels its request.
+        const reqId = state.context.reqId;
+        call.on('cancelled', () => {
+          try {
+            scheduler.cancel(reqId);
+          } catch {
+            // already finished and gone
+          }
+        });
+        void stream(scheduler, reqId, call);
+      },
+      Watch: (call: grpc.ServerWritableStream<WatchRequest__Output, WatchResponse>) => {
+        try {
+          scheduler.get(requireId(call.request.reqId));
+        } catch (err) {
+          call.emit('error', toWire(err));
+          return;
+        }
+        void stream(scheduler, call.request.reqId, call);
+      },
+    },
+  };
+}
+
+function hasRequest(scheduler: Scheduler, id: string): boolean {
+  try {
+    scheduler.get(id);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function requireId(id: string): string {
+  if (!id) {
+    throw new DiffmeshError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'req_id: is required', { metadata: { field: 'req_id' } });
+  }
+  return id;
+}
+
+function unary<Req, Res>(fn: (req: Req) => Res): grpc.handleUnaryCall<Req, Res> {
+  return (call, cb) => {
+    try {
+      cb(null, fn(call.request));
+    } catch (err) {
+      cb(toWire(err));
+    }
+  };
+}
+
+async function stream(
+  scheduler: Scheduler,
+  reqId: string,
+  call: grpc.ServerWritableStream<unknown, { event: WireRequestEvent }>,
+): Promise<void> {
+  const controller = new AbortController();
+  call.on('cancelled', () => controller.abort());
+  let sequence = 0;
+  try {
+    for await (const e of scheduler.watch(reqId, controller.signal)) {
+      sequence += 1;
+      const state = e.type === 'completed' || e.type === 'stage_finished' ? scheduler.get(reqId) : undefined;
+      if (!call.write({ event: eventToWire(e, sequence, state) })) {
+        await new Promise<void>((resolve) => {
+          call.once('drain', resolve);
+          controller.signal.addEventListener('abort', () => resolve(), { once: true });
+        });
+      }
+    }
+    call.end();
+  } catch (err) {
+    call.emit('error', toWire(err));
+  }
+}
+
+function fromWireRequest(req: SubmitRequest__Output | GenerateRequest__Output): GenerateRequest {
+  if (!req.model) {
+    throw new DiffmeshError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'model: is required', { metadata: { field: 'model' } });
+  }
+  const params = paramsInputFromWire(req.params);
+  return {
+    model: req.model,
+    params: { ...params, prompt: params.prompt ?? '' },
+    priority: req.priority,
+    ...(req.timeoutMs > 0 ? { timeoutMs: req.timeoutMs } : {}),
+    ...(req.requestId ? { requestId: req.requestId } : {}),
+  };
+}
+
+function timingToWire(t: StageTiming): WireStageTiming {
+  return {
+    stageIndex: t.stageIndex,
+    stage: stageNameToWire(t.stage),
+    pool: t.pool,
+    instanceId: t.instanceId,
+    attempt: t.attempts,
+    ...(t.queuedAt ? { enqueuedAt: timestampToWire(t.queuedAt) } : {}),
+    ...(t.startedAt ? { startedAt: timestampToWire(t.startedAt) } : {}),
+    ...(t.finishedAt ? { finishedAt: timestampToWire(t.finishedAt) } : {}),
+  };
+}
+
+/** Media type of a result: raw RGB frames until the encoders move into the stages. */
+function mediaType(state: RequestState): string {
+  const px = state.result.pixels;
+  return px ? `application/x-diffmesh-rgb24; frames=${px.shape[0]}; height=${px.shape[1]}; width=${px.shape[2]}` : '';
+}
+
+export function getResponse(state: RequestState): SchedulerGetResponse {
+  const ctx = state.context;
+  const stage = ctx.executionPlan.stages[ctx.currentStageIndex];
+  return {
+    reqId: ctx.reqId,
+    model: ctx.model,
+    status: requestStatusToWire(ctx.status),
+    executionPlan: planToWire(ctx.executionPlan),
+    currentStageIndex: ctx.currentStageIndex,
+    ...(stage ? { currentStage: stageNameToWire(stage.name) } : {}),
+    step: state.step,
+    totalSteps: state.totalSteps,
+    timings: state.timings.map(timingToWire),
+    results: Object.values(state.result).map(objectRefToWire),
+    mediaType: mediaType(state),
+    ...(ctx.error
+      ? {
+          error: errorDetailToWire(
+            new DiffmeshError(parseCode(ctx.error.code), ctx.error.reason as Reason, ctx.error.message, {
+              metadata: ctx.error.field ? { field: ctx.error.field } : {},
+            }),
+          ),
+        }
+      : {}),
+    createdAt: timestampToWire(ctx.createdAt),
+    updatedAt: timestampToWire(ctx.updatedAt),
+  };
+}
+
+export function eventToWire(e: RequestEvent, sequence: number, state?: RequestState): WireRequestEvent {
+  const base = { reqId: e.reqId, time: timestampToWire(e.at), sequence };
+  switch (e.type) {
+    case 'queued':
+      return { ...base, queued: { pool: e.pool, position: 0 } };
+    case 'stage_started':
+      return {
+        ...base,
+        stageStarted: {
+          stageIndex: e.stageIndex,
+          stage: stageNameToWire(e.stage),
+          pool: e.pool,
+          instanceId: e.instanceId,
+          attempt: e.attempt,
+        },
+      };
+    case 'progress':
+      return {
+        ...base,
+        stepProgress: { stageIndex: e.stageIndex, stage: stageNameToWire(e.stage), step: e.step, totalSteps: e.totalSteps },
+      };
+    case 'stage_finished': {
+      const t = state?.timings.find((x) => x.stageIndex === e.stageIndex);
+      return {
+        ...base,
+        stageFinished: {
+          timing: t
+            ? timingToWire(t)
+            : { stageIndex: e.stageIndex, stage: stageNameToWire(e.stage) },
+          outputs: {},
+        },
+      };
+    }
+    case 'completed':
+      return {
+        ...base,
+        completed: {
+          results: Object.values(e.outputs).map(objectRefToWire),
+          mediaType: state ? mediaType(state) : '',
+          timings: state ? state.timings.map(timingToWire) : [],
+        },
+      };
+    case 'failed':
+      return {
+        ...base,
+        failed: {
+          error: errorDetailToWire(
+            new DiffmeshError(e.error.code, e.error.reason as Reason, e.error.message, {
+              metadata: e.error.field ? { field: e.error.field } : {},
+            }),
+          ),
+        },
+      };
+    case 'cancelled':
+      return { ...base, cancelled: { reason: 'cancelled' } };
+  }
+}
+
+
+/** The domain event carried by a wire event (clients use it to follow a remote request). */
+export function eventFromWire(e: WireRequestEventOutput): RequestEvent | undefined {
+  const at = e.time ? timestampFromWire(e.time) : Date.now();
+  const reqId = e.reqId;
+  if (e.queued) return { type: 'queued', reqId, stageIndex: 0, stage: 'text_encoding', pool: e.queued.pool, at };
+  if (e.stageStarted) {
+    const s = e.stageStarted;
+    return {
+      type: 'stage_started',
+      reqId,
+      stageIndex: s.stageIndex,
+      stage: stageNameFromWire(s.stage),
+      pool: s.pool,
+      instanceId: s.instanceId,
+      attempt: s.attempt,
+      at,
+    };
+  }
+  if (e.stepProgress) {
+    const p = e.stepProgress;
+    return { type: 'progress', reqId, stageIndex: p.stageIndex, stage: stageNameFromWire(p.stage), step: p.step, totalSteps: p.totalSteps, at };
+  }
+  if (e.stageFinished) {
+    const t = e.stageFinished.timing;
+    const started = t?.startedAt ? timestampFromWire(t.startedAt) : at;
+    const queued = t?.enqueuedAt ? timestampFromWire(t.enqueuedAt) : started;
+    const finished = t?.finishedAt ? timestampFromWire(t.finishedAt) : at;
+    return {
+      type: 'stage_finished',
+      reqId,
+      stageIndex: t?.stageIndex ?? 0,
+      stage: stageNameFromWire(t?.stage),
+      queueMs: started - queued,
+      runMs: finished - started,
+      at,
+    };
+  }
+  if (e.completed) {
+    const outputs = Object.fromEntries(e.completed.results.map((r) => [r.name, objectRefFromWire(r)]));
+    return { type: 'completed', reqId, outputs, at };
+  }
+  if (e.failed) {
+    const err = e.failed.error ? errorDetailFromWire(e.failed.error) : new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'request failed');
+    return {
+      type: 'failed',
+      reqId,
+      error: { code: err.code, reason: err.reason, message: err.message, ...(err.field ? { field: err.field } : {}) },
+      at,
+    };
+  }
+  if (e.cancelled) return { type: 'cancelled', reqId, at };
+  return undefined;
+}

@@ -1,0 +1,193 @@
+import { hostname, tmpdir } from 'node:os';
+import path from 'node:path';
+import { z } from 'zod';
+import { LogConfigSchema, defaultShmDir, defineConfig, type LoadConfigOptions, loadConfig } from '@diffmesh/runtime';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+const GiB = 1024 * MiB;
+
+/** Smallest and largest Get chunk: large enough to amortise per-message cost, small enough for the 4 MiB-class message limits. */
+export const MIN_CHUNK_BYTES = 1 * MiB;
+export const MAX_CHUNK_BYTES = 4 * MiB;
+
+/**
+ * tensor-svc configuration. Sizes are bytes, durations milliseconds. Fields whose default is
+ * `''` or `0` are derived from others (see the descriptions) by {@link resolveTensorSvcConfig}.
+ */
+export const TensorSvcConfigSchema = z
+  .object({
+    listen: z.string().min(1).default('127.0.0.1:0').describe('gRPC listen address host:port (port 0 = any free port)'),
+    advertiseAddress: z
+      .string()
+      .default('')
+      .describe('host:port written into ObjectRefs as owner_address for readers on other nodes (empty = the bound listen address; set it when listening on 0.0.0.0)'),
+    nodeId: z
+      .string()
+      .min(1)
+      .default(hostname())
+      .describe('node this service runs on; clients with the same node id read objects from shared memory (default: the host name)'),
+    chunkBytes: z
+      .number()
+      .int()
+      .min(MIN_CHUNK_BYTES)
+      .max(MAX_CHUNK_BYTES)
+      .default(2 * MiB)
+      .describe('bytes per Get chunk (1–4 MiB)'),
+    maxStreamBufferedBytes: z
+      .number()
+      .int()
+      .nonnegative()
+      .default(0)
+      .describe('most bytes one Get stream holds that the transport has not flushed yet, however slowly the client reads (0 = 2 × chunkBytes; at least chunkBytes)'),
+    memoryCapacityBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(2 * GiB)
+      .describe('most object bytes held in shared memory (shmDir)'),
+    spillThresholdBytes: z
+      .number()
+      .int()
+      .nonnegative()
+      .default(0)
+      .describe('shared-memory use past which new objects go to disk (spillDir) while the disk has room (0 = 80% of memoryCapacityBytes)'),
+    diskCapacityBytes: z
+      .number()
+      .int()
+      .nonnegative()
+      .default(10 * GiB)
+      .describe('most object bytes spilled to disk (0 = no spilling: puts past memoryCapacityBytes fail)'),
+    spillDir: z
+      .string()
+      .default('')
+      .describe('directory of spilled objects; put it on a real disk (empty = <os tmpdir>/diffmesh-spill-<nodeId>)'),
+    shmDir: z
+      .string()
+      .default('')
+      .describe('shared-memory directory where objects are published for same-node readers (empty = /dev/shm/diffmesh-<nodeId>, or <os tmpdir>/diffmesh-shm-<nodeId> without /dev/shm)'),
+    defaultTtlMs: z
+      .number()
+      .int()
+      .positive()
+      .default(10 * 60_000)
+      .describe('time to live of objects put without one'),
+    sweepIntervalMs: z
+      .number()
+      .int()
+      .nonnegative()
+      .default(10_000)
+      .describe('how often expired objects are deleted in the background (0 = only when accessed or when space is needed)'),
+    retryAfterMs: z.number().int().positive().default(1000).describe('Retry-After suggested with STORE_FULL'),
+    metricsListen: z
+      .string()
+      .default('')
+      .describe('host:port of a Prometheus text endpoint at /metrics (empty = off; port 0 = any free port)'),
+    drainGraceMs: z.number().int().nonnegative().default(10_000).describe('time calls in flight get to finish after SIGTERM'),
+    natsUrl: z
+      .string()
+      .default('')
+      .describe('NATS server(s) to register in as `tensor-svc` (stage `tensor`), comma-separated (empty = not registered)'),
+    instanceId: z.string().default('').describe('instance id in discovery (empty = tensor-svc-<nodeId>)'),
+    log: LogConfigSchema.prefault({}),
+  })
+  .superRefine((c, ctx) => {
+    if (c.spillThresholdBytes > c.memoryCapacityBytes) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['spillThresholdBytes'],
+        message: `must not exceed memoryCapacityBytes (${c.memoryCapacityBytes})`,
+      });
+    }
+    if (c.maxStreamBufferedBytes !== 0 && c.maxStreamBufferedBytes < c.chunkBytes) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['maxStreamBufferedBytes'],
+        message: `must be 0 or at least chunkBytes (${c.chunkBytes})`,
+      });
+    }
+    if (c.shmDir !== '' && c.spillDir !== '' && path.resolve(c.shmDir) === path.resolve(c.spillDir)) {
+      ctx.addIssue({ code: 'custom', path: ['spillDir'], message: 'must differ from shmDir' });
+    }
+  });
+
+export type TensorSvcConfig = z.output<typeof TensorSvcConfigSchema>;
+export type TensorSvcConfigInput = z.input<typeof TensorSvcConfigSchema>;
+
+/** Environment variables (prefix `DIFFMESH_TENSOR_`) and flags of tensor-svc. */
+export const tensorSvcConfig = defineConfig({
+  name: 'tensor-svc',
+  schema: TensorSvcConfigSchema,
+  envPrefix: 'DIFFMESH_TENSOR_',
+  env: {
+    LISTEN: 'listen',
+    ADVERTISE_ADDRESS: 'advertiseAddress',
+    NODE_ID: 'nodeId',
+    CHUNK_BYTES: 'chunkBytes',
+    MAX_STREAM_BUFFERED_BYTES: 'maxStreamBufferedBytes',
+    MEMORY_CAPACITY_BYTES: 'memoryCapacityBytes',
+    SPILL_THRESHOLD_BYTES: 'spillThresholdBytes',
+    DISK_CAPACITY_BYTES: 'diskCapacityBytes',
+    SPILL_DIR: 'spillDir',
+    SHM_DIR: 'shmDir',
+    DEFAULT_TTL_MS: 'defaultTtlMs',
+    SWEEP_INTERVAL_MS: 'sweepIntervalMs',
+    RETRY_AFTER_MS: 'retryAfterMs',
+    METRICS_LISTEN: 'metricsListen',
+    DRAIN_GRACE_MS: 'drainGraceMs',
+    NATS_URL: 'natsUrl',
+    INSTANCE_ID: 'instanceId',
+    LOG_LEVEL: 'log.level',
+    LOG_PRETTY: 'log.pretty',
+  },
+  flags: {
+    listen: 'listen',
+    'advertise-address': 'advertiseAddress',
+    'node-id': 'nodeId',
+    'chunk-bytes': 'chunkBytes',
+    'max-stream-buffered-bytes': 'maxStreamBufferedBytes',
+    'memory-capacity-bytes': 'memoryCapacityBytes',
+    'spill-threshold-bytes': 'spillThresholdBytes',
+    'disk-capacity-bytes': 'diskCapacityBytes',
+    'spill-dir': 'spillDir',
+    'shm-dir': 'shmDir',
+    'default-ttl-ms': 'defaultTtlMs',
+    'sweep-interval-ms': 'sweepIntervalMs',
+    'retry-after-ms': 'retryAfterMs',
+    'metrics-listen': 'metricsListen',
+    'drain-grace-ms': 'drainGraceMs',
+    nats: 'natsUrl',
+    'instance-id': 'instanceId',
+    'log-level': 'log.level',
+    'log-pretty': 'log.pretty',
+  },
+});
+
+/** Reads tensor-svc's configuration from defaults, a file, `DIFFMESH_TENSOR_*` and flags; throws ConfigError. */
+export function loadTensorSvcConfig(opts: LoadConfigOptions = {}): TensorSvcConfig {
+  return loadConfig(tensorSvcConfig, opts);
+}
+
+/** A configuration with every derived field filled in. */
+export interface ResolvedTensorSvcConfig extends TensorSvcConfig {
+  shmDir: string;
+  spillDir: string;
+  spillThresholdBytes: number;
+  maxStreamBufferedBytes: number;
+}
+
+/**
+ * Fills the derived fields: shmDir, spillDir, spillThresholdBytes and maxStreamBufferedBytes.
+ * Accepts a partial input (defaults apply); throws a ZodError on invalid values.
+ */
+export function resolveTensorSvcConfig(input: TensorSvcConfigInput | TensorSvcConfig): ResolvedTensorSvcConfig {
+  const c = TensorSvcConfigSchema.parse(input);
+  const node = c.nodeId.replace(/[^A-Za-z0-9_.-]/g, '_');
+  return {
+    ...c,
+    shmDir: c.shmDir || defaultShmDir(c.nodeId),
+    spillDir: c.spillDir || path.join(tmpdir(), `diffmesh-spill-${node}`),
+    spillThresholdBytes: c.spillThresholdBytes || Math.floor(c.memoryCapacityBytes * 0.8),
+    maxStreamBufferedBytes: c.maxStreamBufferedBytes || 2 * c.chunkBytes,
+  };
+}

@@ -1,0 +1,140 @@
+#!/usr/bin/env node
+import { readFileSync, realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { ConfigError, createDiscovery, createLogger, type LoadConfigOptions, type Logger } from '@diffmesh/runtime';
+import { loadTensorSvcConfig, type TensorSvcConfig } from './config.js';
+import { startTensorService, type RunningTensorService, type TensorServiceInfo } from './server.js';
+
+/**
+ * Called once the service serves. May return a function that is awaited first when the
+ * service stops (e.g. to leave discovery before draining).
+ */
+export type OnTensorServiceReady = (info: TensorServiceInfo) => void | (() => Promise<void>) | Promise<void | (() => Promise<void>)>;
+
+/** Inputs of {@link runTensorSvc}. */
+export interface RunTensorSvcOptions extends Pick<LoadConfigOptions, 'argv' | 'env' | 'file'> {
+  /** Registration seam: runs after the listen line is printed. */
+  onReady?: OnTensorServiceReady;
+}
+
+/**
+ * Runs tensor-svc as a process: configuration from `DIFFMESH_TENSOR_*`, flags and an optional
+ * file; prints `tensor-svc listening on host:port` (and `tensor-svc metrics on
+ * http://host:port/metrics` when enabled) on stdout; SIGTERM/SIGINT drain gracefully and
+ * exit 0, a second signal exits at once. Bad configuration exits 2, a failed start 1.
+ */
+export async function runTensorSvc(opts: RunTensorSvcOptions = {}): Promise<void> {
+  let config;
+  try {
+    config = loadTensorSvcConfig({ argv: opts.argv ?? [], ...(opts.env ? { env: opts.env } : {}), ...(opts.file ? { file: opts.file } : {}) });
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`tensor-svc: invalid configuration\n${err.message}\n`);
+    process.exit(2);
+  }
+  const log = createLogger({ name: 'tensor-svc', level: config.log.level, pretty: config.log.pretty, base: { nodeId: config.nodeId } });
+  let svc;
+  try {
+    svc = await startTensorService(config, log);
+  } catch (err) {
+    log.fatal({ err }, 'tensor-svc failed to start');
+    process.stderr.write(`tensor-svc: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  }
+  process.stdout.write(`tensor-svc listening on ${svc.address}\n`);
+  if (svc.metricsAddress) process.stdout.write(`tensor-svc metrics on http://${svc.metricsAddress}/metrics\n`);
+
+  let leave: (() => Promise<void>) | undefined;
+  const running = svc;
+  let signals = 0;
+  const onSignal = (sig: NodeJS.Signals): void => {
+    signals += 1;
+    if (signals > 1) {
+      log.warn({ sig }, 'second signal; exiting now');
+      process.exit(1);
+    }
+    log.info({ sig }, 'draining');
+    (async () => {
+      await leave?.().catch((err: unknown) => log.warn({ err }, 'onReady cleanup failed'));
+      await running.stop();
+    })().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, 'stop failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+
+  const onReady = opts.onReady ?? (config.natsUrl ? (info: TensorServiceInfo) => registerInNats(info, config, running, log) : undefined);
+  if (onReady) {
+    const { address, listenAddress, nodeId, shmDir, metricsAddress } = svc;
+    try {
+      const result = await onReady({ address, listenAddress, nodeId, shmDir, ...(metricsAddress ? { metricsAddress } : {}) });
+      if (typeof result === 'function') leave = result;
+    } catch (err) {
+      log.fatal({ err }, 'tensor-svc onReady failed; stopping');
+      await running.stop(0);
+      process.exit(1);
+    }
+  }
+}
+
+/** Registers the service in NATS as `tensor-svc` (stage `tensor`); returns the unregistration. */
+async function registerInNats(info: TensorServiceInfo, config: TensorSvcConfig, svc: RunningTensorService, log: Logger): Promise<() => Promise<void>> {
+  const discovery = await createDiscovery({ backend: 'nats', url: config.natsUrl }, log);
+  try {
+    const registration = await discovery.register(
+      {
+        ...(config.instanceId ? { id: config.instanceId } : { id: `tensor-svc-${info.nodeId.replace(/[^A-Za-z0-9_-]/g, '_')}` }),
+        name: 'tensor-svc',
+        version: packageVersion(),
+        nodeId: info.nodeId,
+        pool: '',
+        stage: 'tensor',
+        grpcAddress: info.address,
+        models: [],
+        capacity: 0,
+        tensorAddress: info.address,
+        metadata: { shm_dir: info.shmDir, ...(info.metricsAddress ? { metrics_address: info.metricsAddress } : {}) },
+      },
+      () => ({ inFlight: svc.metrics.snapshot().openStreams }),
+    );
+    log.info({ id: registration.instance.id }, 'registered in NATS');
+    return async () => {
+      await registration.stop();
+      await discovery.close();
+    };
+  } catch (err) {
+    await discovery.close();
+    throw err;
+  }
+}
+
+function packageVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+    return typeof pkg.version === 'string' ? pkg.version : '0.0.0';
+  } catch {
+    return '0.0.0';
+  }
+}
+
+function isEntryPoint(): boolean {
+  const script = process.argv[1];
+  if (!script) return false;
+  try {
+    return pathToFileURL(realpathSync(script)).href === import.meta.url;
+  } catch {
+    return false;
+  }
+}
+
+if (isEntryPoint()) {
+  runTensorSvc({ argv: process.argv.slice(2) }).catch((err: unknown) => {
+    process.stderr.write(`tensor-svc: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,374 @@
+import { once } from 'node:events';
+import * as grpc from '@grpc/grpc-js';
+import { crc32c } from '@node-rs/crc32';
+import { SERVICE_NAMES, loadDiffmeshProtos } from '@diffmesh/protos';
+import type {
+  DeleteRequest__Output,
+  DeleteResponse,
+  PutHeader__Output,
+  PutRequest__Output,
+  PutResponse,
+  StatRequest__Output,
+  StatResponse,
+  TensorGetRequest__Output,
+  TensorGetResponse,
+  TensorServiceHandlers,
+  TouchRequest__Output,
+  TouchResponse,
+} from '@diffmesh/protos';
+import {
+  ByteBudget,
+  Code,
+  DTYPES,
+  DiffmeshError,
+  EXPIRES_AT_METADATA,
+  byteLengthOf,
+  cancelled,
+  formatChecksum,
+  invalidParameter,
+  objectRefToWire,
+  toWire,
+  type Dtype,
+  type Logger,
+  type ObjectRef,
+  type ServiceBinding,
+} from '@diffmesh/runtime';
+import type { TensorMetrics, TensorMethod } from './metrics.js';
+import { checkObjectId, type ObjectHeader, type ObjectReader, type PutWriter, type StoredObjectInfo, type TieredStore } from './store.js';
+
+/** Who owns the objects: written into every ref the service returns. */
+export interface TensorOwner {
+  /** `host:port` other nodes reach this service at. */
+  address: string;
+  nodeId: string;
+}
+
+/** Options of {@link TensorServiceImpl}. */
+export interface TensorServiceOptions {
+  store: TieredStore;
+  metrics: TensorMetrics;
+  log: Logger;
+  /** Bytes per Get chunk. */
+  chunkBytes: number;
+  /** Most bytes one stream holds in the heap before the transport flushes them. */
+  maxStreamBufferedBytes: number;
+  /** The owner written into refs; may be set after the server binds (see {@link TensorServiceImpl.owner}). */
+  owner?: TensorOwner;
+}
+
+const MAX_NAME_LENGTH = 256;
+
+/** A non-negative safe integer from a uint64 decimal string, or INVALID_ARGUMENT naming the field. */
+function uint64(value: string | number | undefined, field: string): number {
+  const n = Number(value ?? 0);
+  if (!Number.isSafeInteger(n) || n < 0) throw invalidParameter(field, `must be a non-negative integer below 2^53, got ${JSON.stringify(value)}`);
+  return n;
+}
+
+/** Checks a Put header and converts it to the store's form. Every problem names its field. */
+export function parsePutHeader(h: PutHeader__Output): ObjectHeader {
+  if (h.objectId !== '') checkObjectId(h.objectId, 'header.object_id');
+  if (h.name === '') throw invalidParameter('header.name', 'is required (the logical name of the tensor, e.g. latents)');
+  if (h.name.length > MAX_NAME_LENGTH || h.name.includes(':') || /[\u0000-\u001f\u007f]/.test(h.name)) {
+    throw invalidParameter('header.name', `must be at most ${MAX_NAME_LENGTH} characters, without ":" or control characters, got ${JSON.stringify(h.name.slice(0, 80))}`);
+  }
+  const dtypeName = String(h.dtype);
+  const dtype = dtypeName.startsWith('DTYPE_') ? (dtypeName.slice(6).toLowerCase() as Dtype) : undefined;
+  if (!dtype || !DTYPES.includes(dtype)) {
+    throw invalidParameter('header.dtype', `must be one of ${DTYPES.map((d) => `DTYPE_${d.toUpperCase()}`).join(', ')}, got ${dtypeName}`);
+  }
+  const shape = h.shape.map((d, i) => uint64(d, `header.shape[${i}]`));
+  const sizeBytes = uint64(h.sizeBytes, 'header.size_bytes');
+  const expected = byteLengthOf(shape, dtype);
+  if (!Number.isSafeInteger(expected) || sizeBytes !== expected) {
+    throw invalidParameter('header.size_bytes', `${sizeBytes} does not match shape [${shape.join(', ')}] of ${dtype} (${expected} bytes)`);
+  }
+  const checksum = h.checksum.toLowerCase();
+  if (checksum !== '' && !/^crc32c:[0-9a-f]{8}$/.test(checksum)) {
+    throw invalidParameter('header.checksum', `must be empty or crc32c:<8 hex digits>, got ${JSON.stringify(h.checksum.slice(0, 40))}`);
+  }
+  return { objectId: h.objectId, name: h.name, shape, dtype, sizeBytes, ttlMs: h.ttlMs, checksum };
+}
+
+function checkedId(id: string): string {
+  checkObjectId(id, 'object_id');
+  return id;
+}
+
+/**
+ * The TensorService implementation: Put (client stream: a header, then chunks in order),
+ * Get (server stream: the ref, then chunks of the requested range), Stat, Delete, Touch.
+ *
+ * Backpressure: a Get reads the next chunk from storage only when the stream's unflushed
+ * bytes leave room under `maxStreamBufferedBytes` (a chunk counts from the moment it is read
+ * until grpc-js reports it written to the socket), and waits for 'drain' whenever `write()`
+ * returns false. A client that stops reading thus stops the server after its HTTP/2 window
+ * and socket buffers fill, with at most `maxStreamBufferedBytes` of that stream in the heap.
+ * A Put takes the next message only after the previous chunk is on disk; grpc-js then
+ * stops reading from the connection and HTTP/2 flow control holds the client back.
+ */
+export class TensorServiceImpl {
+  /** The owner written into refs. Set it once the server is bound. */
+  owner: TensorOwner;
+  private readonly store: TieredStore;
+  private readonly metrics: TensorMetrics;
+  private readonly log: Logger;
+  private readonly chunkBytes: number;
+  private readonly maxBuffered: number;
+
+  constructor(opts: TensorServiceOptions) {
+    this.store = opts.store;
+    this.metrics = opts.metrics;
+    this.log = opts.log;
+    this.chunkBytes = opts.chunkBytes;
+    this.maxBuffered = Math.max(opts.maxStreamBufferedBytes, opts.chunkBytes);
+    this.owner = opts.owner ?? { address: '', nodeId: '' };
+  }
+
+  /** The service for {@link GrpcServer.start}. */
+  binding(): ServiceBinding {
+    const handlers: TensorServiceHandlers = {
+      Put: (call, callback) => this.put(call, callback),
+      Get: (call) => void this.get(call),
+      Stat: (call, callback) => this.unary('Stat', callback, () => this.stat(call.request)),
+      Delete: (call, callback) => this.unary('Delete', callback, () => this.delete(call.request)),
+      Touch: (call, callback) => this.unary('Touch', callback, () => this.touch(call.request)),
+    };
+    return {
+      name: SERVICE_NAMES.tensor,
+      definition: loadDiffmeshProtos().diffmesh.tensor.v1.TensorService.service,
+      implementation: handlers,
+    };
+  }
+
+  // ---- Put ----
+
+  private put(
+    call: grpc.ServerReadableStream<PutRequest__Output, PutResponse>,
+    callback: grpc.sendUnaryData<PutResponse>,
+  ): void {
+    this.metrics.call('Put');
+    this.metrics.streamOpened();
+    limitReadAhead(call);
+    let writer: PutWriter | undefined;
+    let creating: Promise<PutWriter> | undefined;
+    let finished = false;
+    let chain: Promise<void> = Promise.resolve();
+
+    const finish = (err: unknown, ref?: ObjectRef): void => {
+      if (finished) return;
+      finished = true;
+      this.metrics.streamClosed();
+      if (err !== undefined) {
+        // Frees the reservation and the temporary file (a no-op after a commit).
+        if (creating) void creating.then((w) => w.abort(), () => undefined);
+        if (!call.cancelled) {
+          this.metrics.error('Put');
+          this.logFailure('Put', err);
+          callback(toWire(err));
+        }
+        // Whatever else the client sends is read and dropped, so the call can complete.
+        call.removeAllListeners('data');
+        call.on('data', () => undefined);
+        call.resume();
+      } else {
+        callback(null, { ref: objectRefToWire(this.withOwner(ref as ObjectRef)) });
+      }
+    };
+
+    const handle = async (msg: PutRequest__Output): Promise<void> => {
+      if (msg.kind === 'header' && msg.header) {
+        if (writer || creating) throw invalidParameter('header', 'a Put carries exactly one header, as its first message');
+        const header = parsePutHeader(msg.header);
+        creating = this.store.beginPut(header);
+        writer = await creating;
+      } else if (msg.kind === 'chunk' && msg.chunk) {
+        if (!writer) throw invalidParameter('header', 'the first message of a Put must be a header; got a chunk');
+        const data = msg.chunk.data;
+        const offset = uint64(msg.chunk.offset, 'chunk.offset');
+        this.metrics.buffer(data.byteLength);
+        try {
+          await writer.write(offset, data);
+        } finally {
+          this.metrics.buffer(-data.byteLength);
+        }
+      } else {
+        throw invalidParameter('kind', 'each PutRequest must carry a header or a chunk');
+      }
+    };
+
+    call.on('data', (msg: PutRequest__Output) => {
+      if (finished) return;
+      call.pause();
+      chain = chain
+        .then(() => handle(msg))
+        .then(
+          () => {
+            if (!finished) call.resume();
+          },
+          (err: unknown) => finish(err),
+        );
+    });
+    call.on('end', () => {
+      chain = chain.then(async () => {
+        if (finished) return;
+        try {
+          if (!writer) throw invalidParameter('header', 'the Put stream ended without a header');
+          const ref = await writer.commit();
+          this.metrics.stored(ref.sizeBytes);
+          finish(undefined, ref);
+        } catch (err) {
+          finish(err);
+        }
+      });
+    });
+    call.on('error', (err: unknown) => finish(err));
+    call.on('cancelled', () => finish(cancelled('Put cancelled by the client')));
+  }
+
+  // ---- Get ----
+
+  private async get(call: grpc.ServerWritableStream<TensorGetRequest__Output, TensorGetResponse>): Promise<void> {
+    this.metrics.call('Get');
+    this.metrics.streamOpened();
+    const abort = new AbortController();
+    const onCancel = (): void => abort.abort(cancelled('Get cancelled by the client'));
+    call.on('cancelled', onCancel);
+    call.on('error', () => undefined);
+    const budget = new ByteBudget(this.maxBuffered, (d) => this.metrics.buffer(d));
+    let reader: ObjectReader | undefined;
+    try {
+      const req = call.request;
+      const id = checkedId(req.objectId);
+      const offset = uint64(req.offset, 'offset');
+      const length = uint64(req.length, 'length');
+      reader = await this.store.openRead(id);
+      const size = reader.ref.sizeBytes;
+      if (offset > size) throw invalidParameter('offset', `${offset} is past the end of object ${id} (${size} bytes)`);
+      const end = length === 0 ? size : offset + length;
+      if (end > size) throw invalidParameter('length', `offset ${offset} + length ${length} is past the end of object ${id} (${size} bytes)`);
+
+      const write = async (msg: TensorGetResponse, n: number): Promise<void> => {
+        const ok = call.write(msg, () => {
+          budget.release(n);
+          this.metrics.sent(n);
+        });
+        if (!ok) await once(call, 'drain', { signal: abort.signal });
+      };
+      await write({ header: objectRefToWire(this.withOwner(reader.ref)) }, 0);
+
+      // The checksum covers the whole object: bytes outside the range are read and checked
+      // too, in chunk-sized pieces that count against the stream's budget like sent ones.
+      let crc = 0;
+      const scan = async (from: number, to: number): Promise<void> => {
+        for (let pos = from; pos < to; ) {
+          const n = Math.min(this.chunkBytes, to - pos);
+          await budget.acquire(n, abort.signal);
+          const buf = Buffer.allocUnsafe(n);
+          try {
+            await reader!.readExactly(buf, n, pos);
+            crc = crc32c(buf, crc);
+          } finally {
+            budget.release(n);
+          }
+          pos += n;
+        }
+      };
+      await scan(0, offset);
+      for (let pos = offset; pos < end; ) {
+        const n = Math.min(this.chunkBytes, end - pos);
+        await budget.acquire(n, abort.signal);
+        const buf = Buffer.allocUnsafe(n);
+        await reader.readExactly(buf, n, pos);
+        crc = crc32c(buf, crc);
+        await write({ chunk: { offset: String(pos), data: buf } }, n);
+        pos += n;
+      }
+      await scan(end, size);
+      const actual = formatChecksum(crc);
+      if (actual !== reader.ref.checksum) {
+        throw new DiffmeshError(
+          Code.DATA_LOSS,
+          'CHECKSUM_MISMATCH',
+          `object ${id}: stored bytes do not match their checksum (expected ${reader.ref.checksum}, got ${actual})`,
+          { metadata: { object_id: id } },
+        );
+      }
+      call.end();
+    } catch (err) {
+      if (abort.signal.aborted) return; // the client is gone; nobody to tell
+      this.metrics.error('Get');
+      this.logFailure('Get', err);
+      call.emit('error', toWire(err));
+    } finally {
+      call.off('cancelled', onCancel);
+      budget.releaseAll();
+      this.metrics.streamClosed();
+      await reader?.close();
+    }
+  }
+
+  // ---- unary ----
+
+  private stat(req: StatRequest__Output): { response: StatResponse; trailer: grpc.Metadata } {
+    const info = this.store.stat(checkedId(req.objectId));
+    return { response: { ref: objectRefToWire(this.withOwner(info.ref)) }, trailer: expiryTrailer(info) };
+  }
+
+  private async delete(req: DeleteRequest__Output): Promise<{ response: DeleteResponse }> {
+    return { response: { deleted: await this.store.delete(checkedId(req.objectId)) } };
+  }
+
+  private async touch(req: TouchRequest__Output): Promise<{ response: TouchResponse; trailer: grpc.Metadata }> {
+    const info = await this.store.touch(checkedId(req.objectId), req.ttlMs);
+    return { response: { ref: objectRefToWire(this.withOwner(info.ref)) }, trailer: expiryTrailer(info) };
+  }
+
+  private unary<R>(
+    method: TensorMethod,
+    callback: grpc.sendUnaryData<R>,
+    fn: () => { response: R; trailer?: grpc.Metadata } | Promise<{ response: R; trailer?: grpc.Metadata }>,
+  ): void {
+    this.metrics.call(method);
+    Promise.resolve()
+      .then(fn)
+      .then(
+        ({ response, trailer }) => callback(null, response, trailer),
+        (err: unknown) => {
+          this.metrics.error(method);
+          this.logFailure(method, err);
+          callback(toWire(err));
+        },
+      );
+  }
+
+  private withOwner(ref: ObjectRef): ObjectRef {
+    return { ...ref, ownerAddress: this.owner.address, ownerNodeId: this.owner.nodeId };
+  }
+
+  private logFailure(method: TensorMethod, err: unknown): void {
+    if (err instanceof DiffmeshError && err.code !== Code.INTERNAL) {
+      this.log.debug({ method, code: err.code, reason: err.reason, message: err.message }, 'tensor call refused');
+    } else {
+      this.log.error({ method, err }, 'tensor call failed');
+    }
+  }
+}
+
+function expiryTrailer(info: StoredObjectInfo): grpc.Metadata {
+  const md = new grpc.Metadata();
+  md.set(EXPIRES_AT_METADATA, String(Math.round(info.expiresAt)));
+  return md;
+}
+
+/**
+ * grpc-js hands a client stream to the handler as an object-mode Readable that reads ahead
+ * up to 16 messages (64 MiB of 4 MiB chunks, more if a client sends larger ones). Lowering
+ * its high-water mark to one message leaves the rest to HTTP/2 flow control, so a Put holds
+ * at most one message beyond the chunk being written. Best effort: skipped if Node's stream
+ * internals ever change shape.
+ */
+function limitReadAhead(call: object): void {
+  const state = (call as { _readableState?: { highWaterMark?: unknown } })._readableState;
+  if (state && typeof state.highWaterMark === 'number') state.highWaterMark = 1;
+}

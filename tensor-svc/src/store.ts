@@ -1,0 +1,678 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readFile, readdir, rename, rm, rmdir, symlink, unlink, utimes, writeFile, type FileHandle } from 'node:fs/promises';
+import path from 'node:path';
+import { crc32c } from '@node-rs/crc32';
+import {
+  Code,
+  DiffmeshError,
+  formatBytes,
+  formatChecksum,
+  invalidParameter,
+  objectFileName,
+  type Dtype,
+  type Logger,
+  type ObjectRef,
+} from '@diffmesh/runtime';
+
+/** Where an object's bytes live: shared memory (tmpfs) or the spill directory on disk. */
+export type Tier = 'memory' | 'disk';
+
+/** Options of {@link TieredStore.open}. */
+export interface TieredStoreOptions {
+  /** Directory in shared memory (tmpfs) holding memory-tier objects and links to spilled ones. */
+  shmDir: string;
+  /** Directory on disk holding spilled objects. */
+  spillDir: string;
+  memoryCapacityBytes: number;
+  /** Memory use past which new objects go to disk while the disk has room. */
+  spillThresholdBytes: number;
+  /** 0 = no disk tier. */
+  diskCapacityBytes: number;
+  defaultTtlMs: number;
+  /** 0 = no background sweep. */
+  sweepIntervalMs: number;
+  /** Retry-After suggested with STORE_FULL. */
+  retryAfterMs: number;
+  log: Logger;
+  /** Clock, for tests. Default `Date.now`. */
+  now?: () => number;
+}
+
+/** A validated Put header. */
+export interface ObjectHeader {
+  /** '' = assigned by the store. */
+  objectId: string;
+  name: string;
+  shape: number[];
+  dtype: Dtype;
+  sizeBytes: number;
+  /** 0 = the store's default. */
+  ttlMs: number;
+  /** `crc32c:<hex>` the bytes must match; '' = not checked. */
+  checksum: string;
+}
+
+/** A stored object's metadata (the ref's owner fields are filled by the service). */
+export interface StoredObjectInfo {
+  ref: ObjectRef;
+  tier: Tier;
+  /** Milliseconds since the epoch. */
+  expiresAt: number;
+}
+
+/** Objects, bytes and limits of one tier. */
+export interface TierUsage {
+  objects: number;
+  /** Bytes of stored objects (and of deleted ones still being read). */
+  bytes: number;
+  /** Bytes reserved by puts in progress. */
+  reservedBytes: number;
+  capacityBytes: number;
+  dir: string;
+}
+
+export interface StoreUsage {
+  memory: TierUsage & { spillThresholdBytes: number };
+  disk: TierUsage;
+}
+
+interface Entry {
+  ref: ObjectRef;
+  tier: Tier;
+  /** The data file. */
+  file: string;
+  expiresAt: number;
+  /** Open readers; a dead entry's bytes are released when the last one closes. */
+  readers: number;
+  dead: boolean;
+}
+
+interface TierState {
+  readonly dir: string;
+  readonly capacity: number;
+  used: number;
+  reserved: number;
+}
+
+/** Name of the file marking a directory as a tensor-svc's own; it holds the owner's pid. */
+export const DIR_MARKER = '.tensor-svc';
+/** How many expired ids are remembered so that late readers hear "expired", not "not found". */
+const EXPIRED_MEMORY = 10_000;
+/** Object ids are free-form strings up to this length, without control characters. */
+const MAX_ID_LENGTH = 1024;
+const FILE_MODE = 0o640;
+const DIR_MODE = 0o750;
+
+function objectNotFound(id: string): DiffmeshError {
+  return new DiffmeshError(Code.NOT_FOUND, 'OBJECT_NOT_FOUND', `object ${id} not found`, { metadata: { object_id: id } });
+}
+
+function objectExpired(id: string): DiffmeshError {
+  return new DiffmeshError(Code.NOT_FOUND, 'OBJECT_EXPIRED', `object ${id} expired (its TTL passed)`, { metadata: { object_id: id } });
+}
+
+function isErrno(err: unknown, ...codes: string[]): boolean {
+  return codes.includes((err as NodeJS.ErrnoException)?.code ?? '');
+}
+
+async function unlinkQuiet(file: string): Promise<void> {
+  await unlink(file).catch((err: unknown) => {
+    if (!isErrno(err, 'ENOENT')) throw err;
+  });
+}
+
+/** Checks an object id: non-empty, at most 1024 characters, no control characters. */
+export function checkObjectId(id: string, field = 'object_id'): void {
+  if (id === '') throw invalidParameter(field, 'is required');
+  if (id.length > MAX_ID_LENGTH) throw invalidParameter(field, `must be at most ${MAX_ID_LENGTH} characters, got ${id.length}`);
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(id)) throw invalidParameter(field, 'must not contain control characters');
+}
+
+/**
+ * The node-local object store behind tensor-svc. Objects are files: in shared memory
+ * (`shmDir`, a tmpfs) while memory use is under the spill threshold, in `spillDir` on disk
+ * beyond it (with a symbolic link in `shmDir`), so a reader on the same node opens
+ * `shmDir/<objectFileName(id)>` whatever the tier. A file appears only once its bytes are
+ * complete and verified (written under a hidden temporary name, then renamed), and its
+ * mtime is the object's expiry, so same-node readers can tell an expired object without
+ * asking. Bytes never sit in the service's heap: puts write chunks to the file as they
+ * arrive, gets read chunks from it.
+ *
+ * Capacity: each put reserves its size up front. Memory first, up to the spill threshold;
+ * then disk, up to its capacity; then memory again up to its capacity; otherwise
+ * RESOURCE_EXHAUSTED / STORE_FULL with a message naming both tiers' use. Expired objects are
+ * dropped before a put is refused, on access, and by a periodic sweep.
+ */
+export class TieredStore {
+  private readonly objects = new Map<string, Entry>();
+  private readonly expired = new Map<string, number>();
+  private readonly tiers: Record<Tier, TierState>;
+  private readonly commitLocks = new Map<string, Promise<unknown>>();
+  private readonly now: () => number;
+  private readonly timer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<number> | undefined;
+  private closed = false;
+
+  private constructor(private readonly opts: TieredStoreOptions) {
+    this.now = opts.now ?? Date.now;
+    this.tiers = {
+      memory: { dir: opts.shmDir, capacity: opts.memoryCapacityBytes, used: 0, reserved: 0 },
+      disk: { dir: opts.spillDir, capacity: opts.diskCapacityBytes, used: 0, reserved: 0 },
+    };
+    if (opts.sweepIntervalMs > 0) {
+      this.timer = setInterval(() => {
+        this.sweep().catch((err: unknown) => opts.log.warn({ err }, 'tensor store: sweep failed'));
+      }, opts.sweepIntervalMs);
+      this.timer.unref();
+    }
+  }
+
+  /**
+   * Creates (or takes over) the store's directories. A directory is taken over only when it
+   * is empty or was made by a tensor-svc that is no longer running; leftovers of such a run
+   * are deleted. Throws when another live tensor-svc owns it, or when it holds foreign files.
+   */
+  static async open(opts: TieredStoreOptions): Promise<TieredStore> {
+    if (opts.spillThresholdBytes > opts.memoryCapacityBytes) {
+      throw new RangeError('tensor store: spillThresholdBytes must not exceed memoryCapacityBytes');
+    }
+    await claimDir(opts.shmDir);
+    if (opts.diskCapacityBytes > 0) await claimDir(opts.spillDir);
+    return new TieredStore(opts);
+  }
+
+  /** The shared-memory directory. */
+  get shmDir(): string {
+    return this.opts.shmDir;
+  }
+
+  /**
+   * Starts a put: checks the header, assigns the id when it is empty, picks the tier and
+   * reserves the bytes there (or throws STORE_FULL), and creates the temporary file.
+   */
+  async beginPut(header: ObjectHeader): Promise<PutWriter> {
+    this.checkOpen();
+    const objectId = header.objectId || `anon:${header.name}:${randomBytes(6).toString('hex')}`;
+    checkObjectId(objectId, 'header.object_id');
+    const tier = await this.reserve(header);
+    const state = this.tiers[tier];
+    const temp = path.join(state.dir, `.part-${randomBytes(8).toString('hex')}`);
+    let fh: FileHandle;
+    try {
+      fh = await open(temp, 'wx', FILE_MODE);
+    } catch (err) {
+      state.reserved -= header.sizeBytes;
+      throw this.fsError(err, tier, header);
+    }
+    return new PutWriter(this, { ...header, objectId }, tier, temp, fh);
+  }
+
+  /** Opens an object for reading. `checksum` (from a caller's ref), when given, must match. */
+  async openRead(objectId: string, checksum = ''): Promise<ObjectReader> {
+    const entry = this.live(objectId);
+    if (checksum !== '' && checksum !== entry.ref.checksum) {
+      throw new DiffmeshError(
+        Code.DATA_LOSS,
+        'CHECKSUM_MISMATCH',
+        `object ${objectId}: the ref's checksum ${checksum} does not match the stored ${entry.ref.checksum}`,
+        { metadata: { object_id: objectId } },
+      );
+    }
+    entry.readers += 1;
+    try {
+      const fh = await open(entry.file, 'r');
+      return new ObjectReader(copyRef(entry.ref), fh, () => this.closeReader(entry));
+    } catch (err) {
+      this.closeReader(entry);
+      if (isErrno(err, 'ENOENT')) throw objectNotFound(objectId); // deleted meanwhile
+      throw err;
+    }
+  }
+
+  /** An object's metadata; NOT_FOUND when unknown or expired. */
+  stat(objectId: string): StoredObjectInfo {
+    const entry = this.live(objectId);
+    return { ref: copyRef(entry.ref), tier: entry.tier, expiresAt: entry.expiresAt };
+  }
+
+  /** Deletes an object; false when it did not exist. */
+  async delete(objectId: string): Promise<boolean> {
+    this.checkOpen();
+    const entry = this.objects.get(objectId);
+    if (!entry) return false;
+    await this.drop(entry);
+    return true;
+  }
+
+  /** Restarts an object's TTL from now, with `ttlMs` when non-zero. */
+  async touch(objectId: string, ttlMs = 0): Promise<StoredObjectInfo> {
+    const entry = this.live(objectId);
+    if (ttlMs > 0) entry.ref.ttlMs = ttlMs;
+    entry.expiresAt = this.now() + entry.ref.ttlMs;
+    await this.stampExpiry(entry);
+    return { ref: copyRef(entry.ref), tier: entry.tier, expiresAt: entry.expiresAt };
+  }
+
+  /** Deletes every expired object now; returns how many. */
+  sweep(): Promise<number> {
+    this.sweeping ??= (async () => {
+      try {
+        if (this.closed) return 0;
+        const now = this.now();
+        let n = 0;
+        let bytes = 0;
+        for (const entry of [...this.objects.values()]) {
+          if (now >= entry.expiresAt) {
+            bytes += entry.ref.sizeBytes;
+            await this.expire(entry);
+            n += 1;
+          }
+        }
+        if (n > 0) this.opts.log.debug({ objects: n, bytes }, 'tensor store: deleted expired objects');
+        return n;
+      } finally {
+        this.sweeping = undefined;
+      }
+    })();
+    return this.sweeping;
+  }
+
+  usage(): StoreUsage {
+    const count = (tier: Tier): number => [...this.objects.values()].filter((e) => e.tier === tier).length;
+    const of = (tier: Tier): TierUsage => ({
+      objects: count(tier),
+      bytes: this.tiers[tier].used,
+      reservedBytes: this.tiers[tier].reserved,
+      capacityBytes: this.tiers[tier].capacity,
+      dir: this.tiers[tier].dir,
+    });
+    return { memory: { ...of('memory'), spillThresholdBytes: this.opts.spillThresholdBytes }, disk: of('disk') };
+  }
+
+  /** Stops the sweep and deletes every object and the directories. Idempotent. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.sweeping?.catch(() => 0);
+    this.objects.clear();
+    this.expired.clear();
+    for (const tier of ['memory', 'disk'] as const) {
+      if (tier === 'disk' && this.opts.diskCapacityBytes === 0) continue;
+      await releaseDir(this.tiers[tier].dir).catch((err: unknown) =>
+        this.opts.log.warn({ err, dir: this.tiers[tier].dir }, 'tensor store: could not remove its directory'),
+      );
+    }
+  }
+
+  // ---- used by PutWriter ----
+
+  /** Publishes a completed file under its object id and records it. */
+  async commit(writer: PutWriter, temp: string, crc: number): Promise<ObjectRef> {
+    const h = writer.header;
+    const id = h.objectId;
+    const checksum = formatChecksum(crc);
+    if (h.checksum !== '' && h.checksum !== checksum) {
+      throw new DiffmeshError(
+        Code.INVALID_ARGUMENT,
+        'CHECKSUM_MISMATCH',
+        `header.checksum: the bytes received do not match ${h.checksum} (got ${checksum})`,
+        { metadata: { field: 'header.checksum', object_id: id } },
+      );
+    }
+    const now = this.now();
+    const ttlMs = h.ttlMs || this.opts.defaultTtlMs;
+    const entry: Entry = {
+      ref: {
+        objectId: id,
+        ownerAddress: '',
+        ownerNodeId: '',
+        shape: [...h.shape],
+        dtype: h.dtype,
+        sizeBytes: h.sizeBytes,
+        createdAt: now,
+        name: h.name,
+        ttlMs,
+        checksum,
+      },
+      tier: writer.tier,
+      file: writer.tier === 'memory' ? this.shmPath(id) : path.join(this.tiers.disk.dir, objectFileName(id)),
+      expiresAt: now + ttlMs,
+      readers: 0,
+      dead: false,
+    };
+    // Commits of one id run one at a time, so the files and the index agree.
+    const previous = this.commitLocks.get(id) ?? Promise.resolve();
+    const run = previous.then(async () => {
+      this.checkOpen();
+      await utimes(temp, new Date(now), new Date(entry.expiresAt));
+      await rename(temp, entry.file);
+      if (entry.tier === 'disk') {
+        const link = path.join(this.tiers.memory.dir, `.link-${randomBytes(8).toString('hex')}`);
+        try {
+          await symlink(entry.file, link);
+          await rename(link, this.shmPath(id));
+        } catch (err) {
+          await unlinkQuiet(link).catch(() => undefined);
+          await unlinkQuiet(entry.file).catch(() => undefined);
+          throw err;
+        }
+      }
+      const old = this.objects.get(id);
+      this.objects.set(id, entry);
+      this.expired.delete(id);
+      const state = this.tiers[entry.tier];
+      state.reserved -= h.sizeBytes;
+      state.used += h.sizeBytes;
+      if (old) {
+        old.dead = true;
+        this.releaseIfUnread(old);
+        // The new files replaced the old ones by rename; only an old file elsewhere remains.
+        if (old.file !== entry.file && old.file !== this.shmPath(id)) {
+          await unlinkQuiet(old.file).catch((err: unknown) => this.opts.log.warn({ err, file: old.file }, 'tensor store: could not delete a replaced file'));
+        }
+      }
+      return copyRef(entry.ref);
+    });
+    const settled = run.catch(() => undefined);
+    this.commitLocks.set(id, settled);
+    void settled.then(() => {
+      if (this.commitLocks.get(id) === settled) this.commitLocks.delete(id);
+    });
+    return run;
+  }
+
+  /** Gives back a put's reservation (after an abort). */
+  unreserve(tier: Tier, bytes: number): void {
+    this.tiers[tier].reserved -= bytes;
+  }
+
+  /** The error to report for a failed file operation on `tier`. */
+  fsError(err: unknown, tier: Tier, header: Pick<ObjectHeader, 'name' | 'sizeBytes'>): Error {
+    if (isErrno(err, 'ENOSPC', 'EDQUOT')) {
+      return new DiffmeshError(
+        Code.RESOURCE_EXHAUSTED,
+        'STORE_FULL',
+        `tensor store full: no space left in ${this.tiers[tier].dir} (${tier === 'memory' ? 'shared memory' : 'spill disk'}) while writing "${header.name}" (${formatBytes(header.sizeBytes)})`,
+        { retryAfterMs: this.opts.retryAfterMs, metadata: { tier, dir: this.tiers[tier].dir } },
+      );
+    }
+    return err instanceof Error ? err : new Error(String(err));
+  }
+
+  // ---- internals ----
+
+  private shmPath(id: string): string {
+    return path.join(this.tiers.memory.dir, objectFileName(id));
+  }
+
+  /** Picks the tier for a new object and reserves its bytes there, or throws STORE_FULL. */
+  private async reserve(h: ObjectHeader): Promise<Tier> {
+    let tier = this.place(h.sizeBytes);
+    if (!tier) {
+      await this.sweep();
+      tier = this.place(h.sizeBytes);
+    }
+    if (!tier) throw this.storeFull(h);
+    this.tiers[tier].reserved += h.sizeBytes;
+    return tier;
+  }
+
+  private place(size: number): Tier | undefined {
+    const mem = this.tiers.memory;
+    const disk = this.tiers.disk;
+    const memUse = mem.used + mem.reserved;
+    if (memUse + size <= this.opts.spillThresholdBytes) return 'memory';
+    if (disk.capacity > 0 && disk.used + disk.reserved + size <= disk.capacity) return 'disk';
+    if (memUse + size <= mem.capacity) return 'memory';
+    return undefined;
+  }
+
+  private storeFull(h: ObjectHeader): DiffmeshError {
+    const mem = this.tiers.memory;
+    const disk = this.tiers.disk;
+    const what = `"${h.name}" (${formatBytes(h.sizeBytes)})`;
+    const metadata = {
+      size_bytes: String(h.sizeBytes),
+      memory_used_bytes: String(mem.used + mem.reserved),
+      memory_capacity_bytes: String(mem.capacity),
+      disk_used_bytes: String(disk.used + disk.reserved),
+      disk_capacity_bytes: String(disk.capacity),
+    };
+    const diskPart = disk.capacity > 0 ? `disk ${formatBytes(disk.capacity)}` : 'no disk spill configured';
+    if (h.sizeBytes > Math.max(mem.capacity, disk.capacity)) {
+      return new DiffmeshError(
+        Code.RESOURCE_EXHAUSTED,
+        'STORE_FULL',
+        `tensor store cannot hold ${what}: larger than its capacity (shared memory ${formatBytes(mem.capacity)}, ${diskPart})`,
+        { metadata },
+      );
+    }
+    const diskUse = disk.capacity > 0 ? `disk ${formatBytes(disk.used + disk.reserved)} of ${formatBytes(disk.capacity)} in use` : 'no disk spill configured';
+    return new DiffmeshError(
+      Code.RESOURCE_EXHAUSTED,
+      'STORE_FULL',
+      `tensor store full: cannot hold ${what}; shared memory ${formatBytes(mem.used + mem.reserved)} of ${formatBytes(mem.capacity)} in use, ${diskUse}`,
+      { retryAfterMs: this.opts.retryAfterMs, metadata },
+    );
+  }
+
+  /** The entry of a live object; throws NOT_FOUND (OBJECT_EXPIRED past its TTL). */
+  private live(id: string): Entry {
+    this.checkOpen();
+    const entry = this.objects.get(id);
+    if (!entry) {
+      if (this.expired.has(id)) throw objectExpired(id);
+      throw objectNotFound(id);
+    }
+    if (this.now() >= entry.expiresAt) {
+      void this.expire(entry).catch((err: unknown) => this.opts.log.warn({ err, objectId: id }, 'tensor store: could not delete expired object'));
+      throw objectExpired(id);
+    }
+    return entry;
+  }
+
+  private async expire(entry: Entry): Promise<void> {
+    this.expired.set(entry.ref.objectId, this.now());
+    if (this.expired.size > EXPIRED_MEMORY) {
+      const oldest = this.expired.keys().next();
+      if (!oldest.done) this.expired.delete(oldest.value);
+    }
+    await this.drop(entry);
+  }
+
+  /** Removes an object from the index and its files from disk (open readers keep reading). */
+  private async drop(entry: Entry): Promise<void> {
+    const id = entry.ref.objectId;
+    if (this.objects.get(id) !== entry) return;
+    this.objects.delete(id);
+    entry.dead = true;
+    this.releaseIfUnread(entry);
+    await unlinkQuiet(this.shmPath(id));
+    if (entry.tier === 'disk') await unlinkQuiet(entry.file);
+  }
+
+  private closeReader(entry: Entry): void {
+    entry.readers -= 1;
+    this.releaseIfUnread(entry);
+  }
+
+  /** A dead entry's bytes stay counted while readers hold its file open. */
+  private releaseIfUnread(entry: Entry): void {
+    if (entry.dead && entry.readers === 0) {
+      this.tiers[entry.tier].used -= entry.ref.sizeBytes;
+      entry.readers = -1; // released; never again
+    }
+  }
+
+  private async stampExpiry(entry: Entry): Promise<void> {
+    await utimes(entry.file, new Date(this.now()), new Date(entry.expiresAt)).catch((err: unknown) => {
+      if (!isErrno(err, 'ENOENT')) throw err;
+    });
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'tensor store is closed');
+  }
+}
+
+/**
+ * Receives one object's bytes in order into a temporary file. `commit` verifies size and
+ * checksum and publishes the object; `abort` removes the file and frees the reservation.
+ */
+export class PutWriter {
+  private written = 0;
+  private crc = 0;
+  private finished = false;
+
+  constructor(
+    private readonly store: TieredStore,
+    /** The header with its final object id. */
+    readonly header: ObjectHeader,
+    readonly tier: Tier,
+    private readonly temp: string,
+    private readonly fh: FileHandle,
+  ) {}
+
+  /** Bytes received so far. */
+  get bytesWritten(): number {
+    return this.written;
+  }
+
+  /** Appends a chunk; `offset` must be where the previous chunk ended. */
+  async write(offset: number, data: Uint8Array): Promise<void> {
+    if (this.finished) throw new Error('PutWriter: write after commit or abort');
+    if (offset !== this.written) {
+      throw invalidParameter('chunk.offset', `expected ${this.written} (chunks come in order, without gaps), got ${offset}`);
+    }
+    if (this.written + data.byteLength > this.header.sizeBytes) {
+      throw invalidParameter(
+        'chunk.data',
+        `${this.written + data.byteLength} bytes received; header.size_bytes announced ${this.header.sizeBytes}`,
+      );
+    }
+    try {
+      let done = 0;
+      while (done < data.byteLength) {
+        const { bytesWritten } = await this.fh.write(data, done, data.byteLength - done, offset + done);
+        done += bytesWritten;
+      }
+    } catch (err) {
+      throw this.store.fsError(err, this.tier, this.header);
+    }
+    this.crc = crc32c(data, this.crc);
+    this.written += data.byteLength;
+  }
+
+  /** Checks that every byte arrived and matches the checksum, then publishes the object. */
+  async commit(): Promise<ObjectRef> {
+    if (this.finished) throw new Error('PutWriter: commit after commit or abort');
+    if (this.written !== this.header.sizeBytes) {
+      throw invalidParameter('header.size_bytes', `the stream ended after ${this.written} of ${this.header.sizeBytes} bytes`);
+    }
+    this.finished = true;
+    try {
+      await this.fh.close();
+      return await this.store.commit(this, this.temp, this.crc);
+    } catch (err) {
+      await unlinkQuiet(this.temp).catch(() => undefined);
+      this.store.unreserve(this.tier, this.header.sizeBytes);
+      throw err instanceof DiffmeshError ? err : this.store.fsError(err, this.tier, this.header);
+    }
+  }
+
+  /** Discards the bytes received. Idempotent; never throws. */
+  async abort(): Promise<void> {
+    if (this.finished) return;
+    this.finished = true;
+    await this.fh.close().catch(() => undefined);
+    await unlinkQuiet(this.temp).catch(() => undefined);
+    this.store.unreserve(this.tier, this.header.sizeBytes);
+  }
+}
+
+/** An open object: positional reads from its file, whatever happens to the object meanwhile. */
+export class ObjectReader {
+  private closed = false;
+
+  constructor(
+    readonly ref: ObjectRef,
+    private readonly fh: FileHandle,
+    private readonly onClose: () => void,
+  ) {}
+
+  /**
+   * Fills `buf[0, length)` from `position`. Throws DATA_LOSS when the file is shorter than the
+   * object (truncated on disk).
+   */
+  async readExactly(buf: Buffer, length: number, position: number): Promise<void> {
+    let done = 0;
+    while (done < length) {
+      const { bytesRead } = await this.fh.read(buf, done, length - done, position + done);
+      if (bytesRead === 0) {
+        throw new DiffmeshError(
+          Code.DATA_LOSS,
+          'CHECKSUM_MISMATCH',
+          `object ${this.ref.objectId}: its file ends at ${position + done} of ${this.ref.sizeBytes} bytes`,
+          { metadata: { object_id: this.ref.objectId } },
+        );
+      }
+      done += bytesRead;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.onClose();
+    await this.fh.close().catch(() => undefined);
+  }
+}
+
+function copyRef(ref: ObjectRef): ObjectRef {
+  return { ...ref, shape: [...ref.shape] };
+}
+
+/**
+ * Makes `dir` this process's: creates it, or takes over one made by a tensor-svc that is gone
+ * (deleting its leftovers). Refuses a directory with files a tensor-svc did not make, and one
+ * whose owner is still running.
+ */
+async function claimDir(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: DIR_MODE });
+  const marker = path.join(dir, DIR_MARKER);
+  const names = await readdir(dir);
+  if (names.includes(DIR_MARKER)) {
+    const pid = Number((await readFile(marker, 'utf8').catch(() => '')).trim());
+    if (Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) {
+      throw new Error(`${dir} is in use by another tensor-svc (pid ${pid}); give each tensor-svc its own nodeId, shmDir and spillDir`);
+    }
+    for (const name of names) if (name !== DIR_MARKER) await rm(path.join(dir, name), { force: true, recursive: true });
+  } else if (names.length > 0) {
+    throw new Error(`${dir} holds files tensor-svc did not create; point tensor-svc at an empty or new directory`);
+  }
+  await writeFile(marker, `${process.pid}\n`, { mode: FILE_MODE });
+}
+
+/** Deletes what {@link claimDir} claimed: every file in it, the marker, and the directory. */
+async function releaseDir(dir: string): Promise<void> {
+  const names = await readdir(dir).catch((err: unknown) => {
+    if (isErrno(err, 'ENOENT')) return [] as string[];
+    throw err;
+  });
+  for (const name of names) if (name !== DIR_MARKER) await rm(path.join(dir, name), { force: true, recursive: true });
+  await unlinkQuiet(path.join(dir, DIR_MARKER));
+  await rmdir(dir).catch((err: unknown) => {
+    if (!isErrno(err, 'ENOENT', 'ENOTEMPTY')) throw err;
+  });
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return isErrno(err, 'EPERM');
+  }
+}
