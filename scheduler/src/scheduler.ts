@@ -428,7 +428,7 @@ export class Scheduler {
     const { task } = item;
     if (run.done) {
       // Cancelled or timed out while running: drop what the stage produced.
-      void this.opts.store.deleteRequest(task.reqId).catch(() => undefined);
+      void this.deleteObjects(task.reqId, Object.values(outputs), true);
       return;
     }
     const ctx = run.state.context;
@@ -443,6 +443,7 @@ export class Scheduler {
       stage: task.stage,
       queueMs: timing.startedAt - timing.queuedAt,
       runMs: now - timing.startedAt,
+      outputs,
       at: now,
     });
     const next = task.stageIndex + 1;
@@ -463,7 +464,7 @@ export class Scheduler {
   private stageFailed(run: Running, item: QueuedTask, signal: AbortSignal, err: unknown): void {
     if (run.done) {
       // The stage may have stored objects before it stopped.
-      void this.opts.store.deleteRequest(item.task.reqId).catch(() => undefined);
+      void this.deleteObjects(item.task.reqId, [], true);
       return;
     }
     const { task } = item;
@@ -511,37 +512,45 @@ export class Scheduler {
       run.queuedIn = undefined;
     }
     if (outcome.type !== 'completed') run.abort.abort(outcome.type === 'failed' ? outcome.error : undefined);
-    // Intermediates go now; on completion the outputs stay for the client (their TTL reaps them).
-    const keep = outcome.type === 'completed' ? new Set(Object.values(outcome.outputs).map((r) => r.objectId)) : new Set<string>();
-    void this.deleteObjects(ctx.reqId, Object.values(ctx.refs).map((r) => r.objectId).filter((id) => !keep.has(id)), outcome.type !== 'completed');
+    let event: RequestEvent;
     if (outcome.type === 'completed') {
       ctx.status = 'completed';
-      run.events.push({ type: 'completed', reqId: ctx.reqId, outputs: outcome.outputs, at: now });
+      event = { type: 'completed', reqId: ctx.reqId, outputs: outcome.outputs, at: now };
     } else if (outcome.type === 'cancelled') {
       ctx.status = 'cancelled';
-      run.events.push({ type: 'cancelled', reqId: ctx.reqId, at: now });
+      event = { type: 'cancelled', reqId: ctx.reqId, at: now };
     } else {
       ctx.status = 'failed';
       const e = outcome.error;
-      ctx.error = { code: Code[e.code] ?? String(e.code), reason: e.reason, message: e.message, ...(e.field ? { field: e.field } : {}) };
-      run.events.push({
-        type: 'failed',
-        reqId: ctx.reqId,
-        error: { code: e.code, reason: e.reason, message: e.message, ...(e.field ? { field: e.field } : {}) },
-        at: now,
-      });
+      const error = { code: e.code, reason: e.reason, message: e.message, ...(e.field ? { field: e.field } : {}) };
+      ctx.error = { ...error, code: Code[e.code] ?? String(e.code) };
+      event = { type: 'failed', reqId: ctx.reqId, error, at: now };
     }
-    run.events.close();
+    // Intermediates are deleted before the end is announced, so a client that sees the end
+    // sees a clean store; on completion the outputs stay for the client (their TTL reaps them).
+    const keep = new Set(outcome.type === 'completed' ? Object.values(outcome.outputs).map((r) => r.objectId) : []);
+    const doomed = Object.values(ctx.refs).filter((r) => !keep.has(r.objectId));
+    void this.deleteObjects(ctx.reqId, doomed, outcome.type !== 'completed').then(() => {
+      run.events.push(event);
+      run.events.close();
+    });
     const t = setTimeout(() => this.requests.delete(ctx.reqId), this.opts.limits.retentionMs);
     t.unref();
   }
 
-  private async deleteObjects(reqId: string, ids: string[], all: boolean): Promise<void> {
-    try {
-      if (all) await this.opts.store.deleteRequest(reqId);
-      else await Promise.all(ids.map((id) => this.opts.store.delete(id)));
-    } catch (err) {
-      this.opts.log.warn({ reqId, err }, 'could not delete request objects');
+  /**
+   * Deletes a request's objects where they live (each ref names its owner). `wholeRequest`
+   * also asks the store to drop anything else it holds for the request (objects a stage
+   * stored before it was stopped); TTLs reap what no one knows about.
+   */
+  private async deleteObjects(reqId: string, refs: ObjectRef[], wholeRequest: boolean): Promise<void> {
+    const results = await Promise.allSettled([
+      ...refs.map((r) => this.opts.store.delete(r)),
+      ...(wholeRequest ? [this.opts.store.deleteRequest(reqId)] : []),
+    ]);
+    const failed = results.filter((r) => r.status === 'rejected');
+    if (failed.length > 0) {
+      this.opts.log.warn({ reqId, failed: failed.length, err: (failed[0] as PromiseRejectedResult).reason }, 'could not delete some request objects');
     }
   }
 }

@@ -22,6 +22,8 @@ import {
   errorDetailFromWire,
   errorDetailToWire,
   objectRefFromWire,
+  objectRefsFromWire,
+  objectRefsToWire,
   stageNameFromWire,
   timestampFromWire,
   objectRefToWire,
@@ -253,7 +255,7 @@ export function eventToWire(e: RequestEvent, sequence: number, state?: RequestSt
           timing: t
             ? timingToWire(t)
             : { stageIndex: e.stageIndex, stage: stageNameToWire(e.stage) },
-          outputs: {},
+          outputs: objectRefsToWire(e.outputs),
         },
       };
     }
@@ -317,6 +319,7 @@ export function eventFromWire(e: WireRequestEventOutput): RequestEvent | undefin
       stage: stageNameFromWire(t?.stage),
       queueMs: started - queued,
       runMs: finished - started,
+      outputs: objectRefsFromWire(e.stageFinished.outputs),
       at,
     };
   }

@@ -91,6 +91,8 @@ export type RequestEvent =
       stage: StageName;
       queueMs: number;
       runMs: number;
+      /** Objects the stage produced. */
+      outputs: Record<string, ObjectRef>;
       at: number;
     }
   | { type: 'completed'; reqId: string; outputs: Record<string, ObjectRef>; at: number }

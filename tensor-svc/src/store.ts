@@ -640,6 +640,8 @@ function copyRef(ref: ObjectRef): ObjectRef {
  * whose owner is still running.
  */
 async function claimDir(dir: string): Promise<void> {
+  const key = path.resolve(dir);
+  if (claimedHere.has(key)) throw new Error(`${dir} is in use by another tensor-svc in this process; give each its own shmDir and spillDir`);
   await mkdir(dir, { recursive: true, mode: DIR_MODE });
   const marker = path.join(dir, DIR_MARKER);
   const names = await readdir(dir);
@@ -653,10 +655,15 @@ async function claimDir(dir: string): Promise<void> {
     throw new Error(`${dir} holds files tensor-svc did not create; point tensor-svc at an empty or new directory`);
   }
   await writeFile(marker, `${process.pid}\n`, { mode: FILE_MODE });
+  claimedHere.add(key);
 }
+
+/** Directories claimed by stores of this process (the pid in the marker cannot tell them apart). */
+const claimedHere = new Set<string>();
 
 /** Deletes what {@link claimDir} claimed: every file in it, the marker, and the directory. */
 async function releaseDir(dir: string): Promise<void> {
+  claimedHere.delete(path.resolve(dir));
   const names = await readdir(dir).catch((err: unknown) => {
     if (isErrno(err, 'ENOENT')) return [] as string[];
     throw err;

@@ -45,6 +45,8 @@ export interface LocalMeshOptions {
   logDir?: string;
   /** Extra flags for the scheduler, e.g. `--max-queue-length 4`. */
   schedulerArgs?: string[];
+  /** Slots per instance of each stage service (default: dit-svc 4, others 2). */
+  capacities?: Partial<Record<StageProcessSpec['service'], number>>;
 }
 
 export interface LocalMesh {
@@ -140,7 +142,8 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
           continue;
         }
         seen.add(key);
-        specs.push({ service, pool: stage.pool, models: [model], capacity: service === 'dit-svc' ? 4 : 2 });
+        const capacity = opts.capacities?.[service] ?? (service === 'dit-svc' ? 4 : 2);
+        specs.push({ service, pool: stage.pool, models: [model], capacity });
       }
     }
     // Start stage processes one at a time: on two cores, parallel model loading only thrashes.

@@ -30,6 +30,7 @@ export const StageServiceConfigSchema = z.object({
   natsUrl: z.string().default('').describe('NATS server for registration (empty = not registered)'),
   tensorAddress: z.string().default('').describe("this node's tensor-svc host:port (empty = in-process store)"),
   drainGraceMs: z.number().int().nonnegative().default(30_000).describe('time to finish tasks after SIGTERM'),
+  version: z.string().default('').describe('version advertised in discovery (default: the package version)'),
   log: LogConfigSchema.default({ level: 'info', pretty: false }),
 });
 export type StageServiceConfig = z.output<typeof StageServiceConfigSchema>;
@@ -53,6 +54,7 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       NATS_URL: 'natsUrl',
       TENSOR_ADDRESS: 'tensorAddress',
       DRAIN_GRACE_MS: 'drainGraceMs',
+      VERSION: 'version',
       LOG_LEVEL: 'log.level',
     },
     flags: {
@@ -68,6 +70,7 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       nats: 'natsUrl',
       tensor: 'tensorAddress',
       'drain-grace-ms': 'drainGraceMs',
+      version: 'version',
       'log-level': 'log.level',
     },
   });
@@ -100,6 +103,7 @@ export interface RunningStageService {
 export async function startStageService(opts: StartStageServiceOptions): Promise<RunningStageService> {
   const { config, log } = opts;
   const instanceId = config.instanceId || `${opts.name}-${randomUUID().slice(0, 8)}`;
+  const version = config.version || opts.version;
   const store: TensorStore = config.tensorAddress
     ? new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log })
     : createTensorStore({ backend: 'memory' }, { nodeId: config.nodeId });
@@ -113,7 +117,7 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
       instanceId,
       nodeId: config.nodeId,
       pool: config.pool,
-      version: opts.version,
+      version,
       capacity: config.capacity,
       ...(config.tensorAddress ? { tensorAddress: config.tensorAddress } : {}),
     },
@@ -128,7 +132,7 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
       {
         id: instanceId,
         name: opts.name,
-        version: opts.version,
+        version,
         nodeId: config.nodeId,
         pool: config.pool,
         stage: handler.stage,

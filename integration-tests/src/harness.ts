@@ -1,0 +1,133 @@
+import type * as grpc from '@grpc/grpc-js';
+import type {
+  CancelResponse__Output,
+  GenerateResponse__Output,
+  SchedulerGetResponse__Output,
+  SubmitResponse__Output,
+} from '@diffmesh/protos';
+import { defaultModelsRoot } from '@diffmesh/models';
+import { startLocalMesh, schedulerClient, type LocalMesh, type LocalMeshOptions, type SchedulerClient } from '@diffmesh/cli';
+import {
+  DiffmeshError,
+  RemoteTensorStore,
+  fromWire,
+  paramsToWire,
+  silentLogger,
+  type GenerationParams,
+} from '@diffmesh/runtime';
+import { eventFromWire, type RequestEvent } from '@diffmesh/scheduler';
+
+/** A mesh started for a test, with a scheduler client and a tensor reader. */
+export interface TestMesh {
+  mesh: LocalMesh;
+  client: SchedulerClient;
+  store: RemoteTensorStore;
+  stop(): Promise<void>;
+}
+
+/** Starts nats-server and every service as separate processes on loopback. */
+export async function startTestMesh(opts: Partial<LocalMeshOptions> = {}): Promise<TestMesh> {
+  const mesh = await startLocalMesh({
+    modelsDirs: [defaultModelsRoot()],
+    models: ['diffmesh/tiny-shapes'],
+    threads: 1,
+    log: silentLogger(),
+    ...opts,
+  });
+  const client = schedulerClient(mesh.schedulerAddress);
+  const store = new RemoteTensorStore({ address: mesh.tensorAddress, nodeId: 'test-client', log: silentLogger(), sameNodeReads: false });
+  return {
+    mesh,
+    client,
+    store,
+    async stop() {
+      client.close();
+      await store.close();
+      await mesh.stop();
+    },
+  };
+}
+
+export interface RequestSpec {
+  model?: string;
+  params: Partial<GenerationParams> & { prompt: string };
+  priority?: number;
+  timeoutMs?: number;
+  requestId?: string;
+}
+
+function wireRequest(spec: RequestSpec) {
+  return {
+    model: spec.model ?? 'diffmesh/tiny-shapes',
+    params: paramsToWire(spec.params),
+    priority: spec.priority ?? 0,
+    timeoutMs: spec.timeoutMs ?? 0,
+    requestId: spec.requestId ?? '',
+  };
+}
+
+type Unary<Res> = (req: unknown, options: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: Res) => void) => unknown;
+
+function call<Res>(client: SchedulerClient, method: string, req: unknown, timeoutMs = 30_000): Promise<Res> {
+  const fn = client[method] as Unary<Res>;
+  return new Promise((resolve, reject) => {
+    fn.call(client, req, { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(fromWire(err)) : resolve(res as Res)));
+  });
+}
+
+export const submit = (c: SchedulerClient, spec: RequestSpec, timeoutMs?: number) =>
+  call<SubmitResponse__Output>(c, 'Submit', wireRequest(spec), timeoutMs);
+export const get = (c: SchedulerClient, reqId: string) => call<SchedulerGetResponse__Output>(c, 'Get', { reqId });
+export const cancel = (c: SchedulerClient, reqId: string) => call<CancelResponse__Output>(c, 'Cancel', { reqId });
+
+/** Runs Generate to the end; `onEvent` may act on each event (e.g. cancel). Rejects with the call's error. */
+export async function generate(
+  c: SchedulerClient,
+  spec: RequestSpec,
+  onEvent?: (e: RequestEvent, call: grpc.ClientReadableStream<GenerateResponse__Output>) => void,
+): Promise<RequestEvent[]> {
+  const stream = c.Generate(wireRequest(spec));
+  const events: RequestEvent[] = [];
+  try {
+    for await (const msg of stream as AsyncIterable<GenerateResponse__Output>) {
+      const e = msg.event ? eventFromWire(msg.event) : undefined;
+      if (!e) continue;
+      events.push(e);
+      onEvent?.(e, stream);
+    }
+  } catch (err) {
+    throw fromWire(err);
+  }
+  return events;
+}
+
+/** Follows an existing request with Watch until it ends. */
+export async function watch(c: SchedulerClient, reqId: string): Promise<RequestEvent[]> {
+  const stream = (c.Watch as (req: { reqId: string }) => grpc.ClientReadableStream<GenerateResponse__Output>).call(c, { reqId });
+  const events: RequestEvent[] = [];
+  try {
+    for await (const msg of stream as AsyncIterable<GenerateResponse__Output>) {
+      const e = msg.event ? eventFromWire(msg.event) : undefined;
+      if (e) events.push(e);
+    }
+  } catch (err) {
+    throw fromWire(err);
+  }
+  return events;
+}
+
+/** The error a promise rejects with (fails the test if it resolves). */
+export async function rejection(p: Promise<unknown>): Promise<DiffmeshError> {
+  try {
+    await p;
+  } catch (err) {
+    return err instanceof DiffmeshError ? err : fromWire(err);
+  }
+  throw new Error('expected a rejection');
+}
+
+export function last(events: RequestEvent[]): RequestEvent {
+  const e = events.at(-1);
+  if (!e) throw new Error('no events');
+  return e;
+}

@@ -1,0 +1,148 @@
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultModelsRoot } from '@diffmesh/models';
+import { startEmbedded } from '@diffmesh/cli';
+import { Code, silentLogger, toBytes } from '@diffmesh/runtime';
+import type { RequestEvent } from '@diffmesh/scheduler';
+import { cancel, generate, get, last, rejection, startTestMesh, submit, watch, type TestMesh } from './harness.js';
+
+// One mesh — nats-server, tensor-svc, scheduler, encoder-svc, dit-svc, vae-svc, each its own
+// process — shared by the tests of this file.
+let t: TestMesh;
+beforeAll(async () => {
+  t = await startTestMesh();
+}, 120_000);
+afterAll(async () => {
+  await t?.stop();
+});
+
+function outputsOf(events: RequestEvent[]) {
+  const e = last(events);
+  if (e.type !== 'completed') throw new Error(`request ended with ${JSON.stringify(e)}`);
+  return e.outputs;
+}
+
+describe('a mesh of separate processes', () => {
+  it('generates an image end to end, identical to the embedded runtime for the same seed', async () => {
+    const params = { prompt: 'a red circle on a blue background', seed: '42', width: 128, height: 128 };
+    const events = await generate(t.client, { params });
+    expect(events.map((e) => e.type)).toContain('stage_finished');
+    const stages = events.flatMap((e) => (e.type === 'stage_started' ? [e.stage] : []));
+    expect(stages).toEqual(['text_encoding', 'denoising', 'vae_decoding']);
+    const steps = events.flatMap((e) => (e.type === 'progress' && e.stage === 'denoising' ? [e.step] : []));
+    expect(steps).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    const pixels = outputsOf(events).pixels;
+    expect(pixels.shape).toEqual([1, 128, 128, 3]);
+    expect(pixels.ownerAddress).toBe(t.mesh.tensorAddress);
+    const meshBytes = (await t.store.get(pixels)).data;
+
+    const embedded = await startEmbedded({ modelRoots: [defaultModelsRoot()], intraOpThreads: 1, maxBatch: 8, log: silentLogger() });
+    try {
+      const { context } = embedded.scheduler.submit({ model: 'diffmesh/tiny-shapes', params });
+      const local: RequestEvent[] = [];
+      for await (const e of embedded.scheduler.watch(context.reqId)) local.push(e);
+      const localBytes = (await embedded.store.get(outputsOf(local).pixels)).data;
+      expect(Buffer.from(meshBytes).equals(Buffer.from(localBytes))).toBe(true);
+    } finally {
+      await embedded.close();
+    }
+  });
+
+  it('generates a video end to end', async () => {
+    const events = await generate(t.client, { params: { prompt: 'a green square on a black background', width: 64, height: 64, numFrames: 8, numInferenceSteps: 8 } });
+    expect(outputsOf(events).pixels.shape).toEqual([8, 64, 64, 3]);
+  });
+
+  it('reports a request with Get and replays its events with Watch', async () => {
+    const { reqId } = await submit(t.client, { params: { prompt: 'a white triangle', width: 64, height: 64, numInferenceSteps: 5 } });
+    const events = await watch(t.client, reqId);
+    expect(last(events).type).toBe('completed');
+    const state = await get(t.client, reqId);
+    expect(state.status).toBe('REQUEST_STATUS_COMPLETED');
+    expect(state.timings.map((x) => x.stage)).toEqual(['STAGE_NAME_TEXT_ENCODING', 'STAGE_NAME_DENOISING', 'STAGE_NAME_VAE_DECODING']);
+    expect(state.step).toBe(1);
+    expect(state.results.map((r) => r.name)).toEqual(['pixels']);
+    const again = await watch(t.client, reqId);
+    expect(again.map((e) => e.type)).toEqual(events.map((e) => e.type));
+  });
+
+  it('cancels mid-denoise: stepping stops within a step and intermediates are deleted', async () => {
+    let cancelledAt = 0;
+    let reqId = '';
+    const events = await generate(t.client, { params: { prompt: 'a blue circle', numInferenceSteps: 200 } }, (e) => {
+      reqId = e.reqId;
+      if (e.type === 'progress' && e.stage === 'denoising' && e.step === 3 && cancelledAt === 0) {
+        cancelledAt = e.step;
+        void cancel(t.client, e.reqId);
+      }
+    });
+    expect(last(events).type).toBe('cancelled');
+    const steps = events.flatMap((e) => (e.type === 'progress' && e.stage === 'denoising' ? [e.step] : []));
+    expect(Math.max(...steps)).toBeLessThanOrEqual(cancelledAt + 1);
+    const state = await get(t.client, reqId);
+    expect(state.status).toBe('REQUEST_STATUS_CANCELLED');
+    const encoded = events.find((e) => e.type === 'stage_finished' && e.stage === 'text_encoding');
+    if (encoded?.type !== 'stage_finished') throw new Error('text encoding did not finish');
+    const err = await rejection(t.store.stat(encoded.outputs.prompt_embeds));
+    expect(err.code).toBe(Code.NOT_FOUND);
+  });
+
+  it('fails a request for a pool with no instance at once with UNAVAILABLE naming the pool', async () => {
+    // 1 s deadline: a request that queued instead of failing fast would end DEADLINE_EXCEEDED.
+    const err = await rejection(submit(t.client, { model: 'diffmesh/synthetic-dit-image', params: { prompt: 'x' } }, 1000));
+    expect(err.code).toBe(Code.UNAVAILABLE);
+    expect(err.reason).toBe('POOL_UNAVAILABLE');
+    expect(err.message).toMatch(/pool "encoder-synthetic"/);
+    expect(err.retryAfterMs).toBeGreaterThan(0);
+  });
+
+  it('answers bad requests with the field named and keeps serving', async () => {
+    const bad = [
+      [{ params: { prompt: '' } }, 'prompt'],
+      [{ params: { prompt: 'x', width: 100 } }, 'width'],
+      [{ params: { prompt: 'x', numInferenceSteps: 0 } }, 'num_inference_steps'],
+      [{ params: { prompt: 'x', guidanceScale: -2 } }, 'guidance_scale'],
+    ] as const;
+    for (const [spec, field] of bad) {
+      const err = await rejection(submit(t.client, spec));
+      expect(err.code).toBe(Code.INVALID_ARGUMENT);
+      expect(err.field).toBe(field);
+    }
+    const unknown = await rejection(submit(t.client, { model: 'nobody/nothing', params: { prompt: 'x' } }));
+    expect(unknown).toMatchObject({ code: Code.NOT_FOUND, reason: 'UNKNOWN_MODEL' });
+    const ok = await generate(t.client, { params: { prompt: 'a red square', width: 64, height: 64, numInferenceSteps: 3 } });
+    expect(last(ok).type).toBe('completed');
+  });
+
+  it('expires a tensor after its TTL', async () => {
+    const ref = await t.store.put(
+      { requestId: 'ttl-test', name: 'short-lived', data: toBytes(new Float32Array([1, 2, 3])), shape: [3], dtype: 'float32' },
+      { ttlMs: 300 },
+    );
+    expect((await t.store.stat(ref)).ref.objectId).toBe(ref.objectId);
+    const deadline = Date.now() + 10_000;
+    let err;
+    while (Date.now() < deadline) {
+      try {
+        await t.store.get(ref);
+        await new Promise((r) => setTimeout(r, 100));
+      } catch (e) {
+        err = e;
+        break;
+      }
+    }
+    expect(err).toMatchObject({ code: Code.NOT_FOUND, reason: 'OBJECT_EXPIRED' });
+  });
+
+  it('lists every registered service with `diffmesh status`', async () => {
+    const bin = fileURLToPath(import.meta.resolve('@diffmesh/cli/bin'));
+    const out = await new Promise<string>((resolve, reject) => {
+      execFile(process.execPath, [bin, 'status', '--nats', t.mesh.natsUrl], { timeout: 30_000 }, (err, stdout) =>
+        err ? reject(err) : resolve(stdout),
+      );
+    });
+    for (const name of ['scheduler', 'encoder-svc', 'dit-svc', 'vae-svc']) expect(out).toMatch(new RegExp(`^${name}\\s+0\\.1\\.0`, 'm'));
+    expect(out).toMatch(/dit-svc\s+0\.1\.0\s+dit-tiny\s+denoising\s+local\s+127\.0\.0\.1:\d+\s+0\/4/);
+  });
+});
