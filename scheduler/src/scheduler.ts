@@ -62,6 +62,8 @@ export interface QueuedTask {
 interface InstanceSlot {
   instance: StageInstance;
   active: number;
+  /** Dispatch counter value of the last task sent here (spreads ties round-robin). */
+  lastUsed: number;
 }
 
 /** One queue: a pool, optionally narrowed to instances whose version satisfies a range. */
@@ -93,6 +95,7 @@ export class Scheduler {
   private readonly queues = new Map<string, PoolQueue>();
   private readonly slots = new Map<string, Map<string, InstanceSlot>>();
   private inFlight = 0;
+  private dispatches = 0;
   private stopped = false;
 
   constructor(private readonly opts: SchedulerOptions) {}
@@ -102,7 +105,7 @@ export class Scheduler {
   /** Makes an instance available for dispatch in its pool. */
   addInstance(instance: StageInstance): void {
     const pool = this.poolSlots(instance.pool);
-    pool.set(instance.id, { instance, active: pool.get(instance.id)?.active ?? 0 });
+    pool.set(instance.id, { instance, active: pool.get(instance.id)?.active ?? 0, lastUsed: 0 });
     this.pump(instance.pool);
   }
 
@@ -313,7 +316,9 @@ export class Scheduler {
     };
     const now = Date.now();
     const { key, queue } = this.queueFor(stage);
-    queue.enqueue({ task, queuedAt: now }, { priority: ctx.priority, id: taskId });
+    // Only admission (stage 0, first try) is bounded; an accepted request always moves on.
+    const admitted = stageIndex > 0 || attempt > 1;
+    queue.enqueue({ task, queuedAt: now }, { priority: ctx.priority, id: taskId, admitted });
     run.queuedIn = { key, taskId };
     ctx.currentStageIndex = stageIndex;
     ctx.updatedAt = now;
@@ -356,7 +361,10 @@ export class Scheduler {
     }
   }
 
-  /** Prefers an instance on the node that owns the task's inputs, then the least loaded. */
+  /**
+   * Prefers an instance on the node that owns the task's inputs, then the least loaded,
+   * then the one that waited longest since its last task.
+   */
   private choose(free: InstanceSlot[], task: StageTask): InstanceSlot {
     const owners = new Set(Object.values(task.inputs).map((r) => r.ownerNodeId));
     const compatible = free.filter((s) => s.instance.models.length === 0 || s.instance.models.includes(task.model));
@@ -365,7 +373,10 @@ export class Scheduler {
       const local = owners.has(s.instance.nodeId) ? 1 : 0;
       const bestLocal = owners.has(best.instance.nodeId) ? 1 : 0;
       if (local !== bestLocal) return local > bestLocal ? s : best;
-      return s.active / s.instance.capacity < best.active / best.instance.capacity ? s : best;
+      const load = s.active / s.instance.capacity;
+      const bestLoad = best.active / best.instance.capacity;
+      if (load !== bestLoad) return load < bestLoad ? s : best;
+      return s.lastUsed < best.lastUsed ? s : best;
     });
   }
 
@@ -374,6 +385,8 @@ export class Scheduler {
     const ctx = run.state.context;
     const { instance } = slot;
     slot.active += 1;
+    this.dispatches += 1;
+    slot.lastUsed = this.dispatches;
     const started = Date.now();
     const timing = this.timing(run, task.stageIndex);
     timing.instanceId = instance.id;

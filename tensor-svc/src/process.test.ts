@@ -142,7 +142,6 @@ describe('tensor-svc as a separate process', () => {
     const buffered = metric(later, 'diffmesh_tensor_stream_buffered_bytes');
     const bufferedMax = metric(later, 'diffmesh_tensor_stream_buffered_max_bytes');
     const heapGrowth = metric(later, 'diffmesh_tensor_process_array_buffers_bytes') - heapAtStall;
-    console.log("DIAG", JSON.stringify({ sent, buffered, bufferedMax, heapGrowth, heapAtStall }));
     expect(metric(later, 'diffmesh_tensor_get_sent_bytes_total')).toBe(sent);
     expect(metric(later, 'diffmesh_tensor_open_streams')).toBe(1);
     // Flow control stopped the server well before the end of the object…

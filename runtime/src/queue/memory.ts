@@ -83,7 +83,7 @@ export class MemoryTaskQueue<T> implements TaskQueue<T> {
       waiter.value.resolve(item);
       return;
     }
-    if (this.heap.length >= this.maxLength) {
+    if (this.heap.length >= this.maxLength && !opts.admitted) {
       const retryAfterMs = this.retryAfterMs(now);
       throw new DiffmeshError(
         Code.RESOURCE_EXHAUSTED,

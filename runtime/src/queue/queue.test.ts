@@ -146,6 +146,15 @@ describe('capacity', () => {
     expect(q.size).toBe(2);
   });
 
+  it('takes admitted work past maxLength, in priority order', () => {
+    const q = queue(1);
+    q.enqueue('new', { id: 'new' });
+    expect(() => q.enqueue('late', { id: 'late' })).toThrow(/full/);
+    q.enqueue('next-stage', { id: 'next-stage', priority: 5, admitted: true });
+    expect(q.size).toBe(2);
+    expect(drain(q)).toEqual(['next-stage', 'new']);
+  });
+
   it('suggests a retry delay from the observed drain rate', () => {
     let t = 0;
     const q = queue(1, () => t);

@@ -15,6 +15,12 @@ export interface EnqueueOptions {
   id: string;
   /** Larger runs first; items of equal priority run in arrival order. Default 0. */
   priority?: number;
+  /**
+   * Enqueue even past `maxLength`. For work already admitted (a request moving on to its
+   * next stage, or a retry): the bound applies at admission, so an accepted request is
+   * never dropped half-way. Default false.
+   */
+  admitted?: boolean;
 }
 
 /**

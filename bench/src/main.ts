@@ -1,0 +1,91 @@
+#!/usr/bin/env node
+/**
+ * `npm run bench [-- <section>... [--reps N] [--size-mib N]]`: runs benchmark sections and
+ * prints their tables. With no section named, every section runs. `--list` lists them.
+ * Sections add themselves to {@link SECTIONS}; each gets the parsed options and returns
+ * the text to print.
+ */
+import { formatTensorBench, runTensorBench } from './tensor.js';
+
+/** Options every section may read. */
+export interface BenchOptions {
+  /** Timed repetitions (sections pick their own default when absent). */
+  reps?: number;
+  /** Transfer size in MiB, for sections that move bytes. */
+  sizeMiB?: number;
+}
+
+/** One named benchmark. */
+export interface BenchSection {
+  name: string;
+  description: string;
+  run(opts: BenchOptions): Promise<string>;
+}
+
+export const SECTIONS: BenchSection[] = [
+  {
+    name: 'tensor',
+    description: 'raw TCP vs tensor-svc gRPC Put/Get vs same-node shared memory, 64 MiB between two processes',
+    run: async (o) =>
+      formatTensorBench(
+        await runTensorBench({
+          ...(o.reps !== undefined ? { reps: o.reps } : {}),
+          ...(o.sizeMiB !== undefined ? { sizeBytes: o.sizeMiB * 1024 * 1024 } : {}),
+        }),
+      ),
+  },
+];
+
+function parseArgs(argv: string[]): { names: string[]; opts: BenchOptions; list: boolean } {
+  const names: string[] = [];
+  const opts: BenchOptions = {};
+  let list = false;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const [flag, inline] = a.startsWith('--') ? a.split('=', 2) : [a, undefined];
+    const value = (): number => {
+      const v = Number(inline ?? argv[++i]);
+      if (!Number.isFinite(v) || v <= 0) throw new Error(`${flag} needs a positive number`);
+      return v;
+    };
+    if (flag === '--list') list = true;
+    else if (flag === '--reps') opts.reps = Math.round(value());
+    else if (flag === '--size-mib') opts.sizeMiB = value();
+    else if (flag.startsWith('--')) throw new Error(`unknown option ${flag} (known: --list, --reps, --size-mib)`);
+    else names.push(a);
+  }
+  return { names, opts, list };
+}
+
+async function main(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs(argv);
+  } catch (err) {
+    process.stderr.write(`bench: ${(err as Error).message}\n`);
+    return 2;
+  }
+  if (parsed.list) {
+    for (const s of SECTIONS) process.stdout.write(`${s.name.padEnd(12)} ${s.description}\n`);
+    return 0;
+  }
+  const unknown = parsed.names.filter((n) => !SECTIONS.some((s) => s.name === n));
+  if (unknown.length > 0) {
+    process.stderr.write(`bench: unknown section ${unknown.join(', ')} (known: ${SECTIONS.map((s) => s.name).join(', ')})\n`);
+    return 2;
+  }
+  const chosen = parsed.names.length > 0 ? SECTIONS.filter((s) => parsed.names.includes(s.name)) : SECTIONS;
+  for (const s of chosen) {
+    process.stderr.write(`== ${s.name}: ${s.description}\n`);
+    process.stdout.write(`${await s.run(parsed.opts)}\n\n`);
+  }
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);

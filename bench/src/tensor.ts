@@ -1,0 +1,337 @@
+/**
+ * Tensor transfer benchmark: 64 MiB between two Node processes on loopback, in one run.
+ *
+ *   (i)   raw `net` socket, both directions — the ceiling;
+ *   (ii)  tensor-svc Put and Get over gRPC (a client on another node id);
+ *   (iii) the same-node path: Put over gRPC, Get from shared memory.
+ *
+ * Prints MB/s (10^6 bytes per second; medians of several repetitions after a warm-up) and
+ * the ratios tensor-svc / raw TCP and shared memory / gRPC. Targets are reported, not
+ * asserted: run-to-run noise on shared machines is ±20%.
+ *
+ * This file is also the peer process of the raw-socket measurement:
+ * `node bench/dist/tensor.js peer` serves raw bytes on a loopback port.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { realpathSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { connect, createServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { RemoteTensorStore } from '@diffmesh/runtime';
+
+const MiB = 1024 * 1024;
+
+/** Options of {@link runTensorBench}. */
+export interface TensorBenchOptions {
+  /** Bytes per transfer. Default 64 MiB. */
+  sizeBytes?: number;
+  /** Timed repetitions per path (after one warm-up). Default 5. */
+  reps?: number;
+  /** tensor-svc chunk size (Get) and client chunk size (Put). Default 2 MiB. */
+  chunkBytes?: number;
+  /** Where progress lines go. Default stderr. */
+  progress?: (line: string) => void;
+}
+
+/** Medians in MB/s. */
+export interface TensorBenchResult {
+  sizeBytes: number;
+  reps: number;
+  rawDownload: number;
+  rawUpload: number;
+  grpcPut: number;
+  grpcGet: number;
+  grpcEndToEnd: number;
+  shmGet: number;
+  shmEndToEnd: number;
+  ratios: {
+    grpcGetOverRaw: number;
+    grpcPutOverRaw: number;
+    shmGetOverGrpcGet: number;
+    shmEndToEndOverGrpcEndToEnd: number;
+  };
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+function mbps(bytes: number, ms: number): number {
+  return bytes / 1e6 / (ms / 1000);
+}
+
+function pattern(size: number): Buffer {
+  const buf = Buffer.allocUnsafe(size);
+  for (let i = 0; i < size; i += 4) buf.writeUInt32LE((i * 2654435761) >>> 0, i);
+  return buf;
+}
+
+/** Spawns `node <entry> ...args` and resolves with the first stdout line matching `ready`. */
+function spawnReady(entry: string, args: string[], env: Record<string, string>, ready: RegExp): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
+  const child = spawn(process.execPath, [entry, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`${entry} did not start:\n${stderr}`)), 20_000);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${entry} exited with ${code}:\n${stderr}`));
+    });
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = ready.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ child, match: m });
+      }
+    });
+  });
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+// ---- raw socket: peer side ----
+
+/**
+ * Serves raw transfers: a connection sends `G<size as 8 bytes>` to receive `size` bytes,
+ * or `P<size>` followed by `size` bytes, answered with one byte once all arrived.
+ */
+async function runPeer(): Promise<void> {
+  let payload: Buffer = Buffer.alloc(0);
+  let sink: Buffer = Buffer.alloc(0);
+  const server = createServer((sock) => {
+    let head: Buffer = Buffer.alloc(0);
+    let mode: 'G' | 'P' | undefined;
+    let size = 0;
+    let got = 0;
+    sock.on('data', (d: Buffer) => {
+      if (!mode) {
+        head = Buffer.concat([head, d]);
+        if (head.length < 9) return;
+        mode = head.toString('latin1', 0, 1) as 'G' | 'P';
+        size = Number(head.readBigUInt64LE(1));
+        d = head.subarray(9);
+        if (mode === 'G') {
+          if (payload.length !== size) payload = pattern(size);
+          sock.end(payload);
+          return;
+        }
+        if (sink.length !== size) sink = Buffer.allocUnsafe(size);
+      }
+      if (mode === 'P') {
+        d.copy(sink, got);
+        got += d.length;
+        if (got >= size) sock.end(Buffer.from('k'));
+      }
+    });
+    sock.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const addr = server.address();
+  process.stdout.write(`peer listening on ${typeof addr === 'object' && addr ? addr.port : 0}\n`);
+  process.on('SIGTERM', () => process.exit(0));
+}
+
+// ---- raw socket: measuring side ----
+
+function rawGet(port: number, into: Buffer): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const sock: Socket = connect(port, '127.0.0.1', () => {
+      const head = Buffer.alloc(9);
+      head.write('G', 0, 'latin1');
+      head.writeBigUInt64LE(BigInt(into.length), 1);
+      sock.write(head);
+    });
+    let got = 0;
+    sock.on('data', (d: Buffer) => {
+      d.copy(into, got);
+      got += d.length;
+    });
+    sock.on('end', () => (got === into.length ? resolve(performance.now() - t0) : reject(new Error(`raw get: ${got} bytes`))));
+    sock.on('error', reject);
+  });
+}
+
+function rawPut(port: number, data: Buffer): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const sock: Socket = connect(port, '127.0.0.1', () => {
+      const head = Buffer.alloc(9);
+      head.write('P', 0, 'latin1');
+      head.writeBigUInt64LE(BigInt(data.length), 1);
+      sock.write(head);
+      sock.write(data);
+    });
+    sock.on('data', () => undefined);
+    sock.on('end', () => resolve(performance.now() - t0));
+    sock.on('error', reject);
+  });
+}
+
+// ---- the benchmark ----
+
+/** Runs the three measurements and returns medians and ratios. */
+export async function runTensorBench(opts: TensorBenchOptions = {}): Promise<TensorBenchResult> {
+  const size = opts.sizeBytes ?? 64 * MiB;
+  const reps = opts.reps ?? 5;
+  const chunkBytes = opts.chunkBytes ?? 2 * MiB;
+  const progress = opts.progress ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const data = pattern(size);
+  const children: ChildProcess[] = [];
+  const work = await mkdtemp(path.join(tmpdir(), 'diffmesh-bench-tensor-'));
+  try {
+    // (i) raw TCP
+    const peer = await spawnReady(fileURLToPath(import.meta.url), ['peer'], {}, /peer listening on (\d+)\n/);
+    children.push(peer.child);
+    const port = Number(peer.match[1]);
+    const into = Buffer.allocUnsafe(size);
+    const rawDown: number[] = [];
+    const rawUp: number[] = [];
+    for (let i = 0; i <= reps; i++) {
+      const down = await rawGet(port, into);
+      const up = await rawPut(port, data);
+      if (i > 0) {
+        rawDown.push(mbps(size, down));
+        rawUp.push(mbps(size, up));
+      }
+    }
+    progress(`raw tcp: download ${median(rawDown).toFixed(0)} MB/s, upload ${median(rawUp).toFixed(0)} MB/s`);
+
+    // (ii) and (iii): tensor-svc in its own process
+    const nodeId = `bench-${process.pid}`;
+    const entry = fileURLToPath(import.meta.resolve('@diffmesh/tensor-svc/main'));
+    const svc = await spawnReady(
+      entry,
+      [],
+      {
+        DIFFMESH_TENSOR_NODE_ID: nodeId,
+        DIFFMESH_TENSOR_CHUNK_BYTES: String(chunkBytes),
+        DIFFMESH_TENSOR_MEMORY_CAPACITY_BYTES: String(Math.max(4 * size, 256 * MiB)),
+        DIFFMESH_TENSOR_SPILL_DIR: path.join(work, 'spill'),
+        DIFFMESH_TENSOR_LOG_LEVEL: 'warn',
+      },
+      /tensor-svc listening on (\S+)\n/,
+    );
+    children.push(svc.child);
+    const address = svc.match[1];
+    const remote = new RemoteTensorStore({ address, nodeId: `${nodeId}-elsewhere`, chunkBytes });
+    const local = new RemoteTensorStore({ address, nodeId, chunkBytes });
+    const shape = [size / 4];
+    const put: number[] = [];
+    const get: number[] = [];
+    const e2e: number[] = [];
+    const shmGet: number[] = [];
+    const shmE2e: number[] = [];
+    try {
+      for (let i = 0; i <= reps; i++) {
+        let t0 = performance.now();
+        let ref = await remote.put({ requestId: `bench${i}`, name: 'latents', data, shape, dtype: 'float32' });
+        let t1 = performance.now();
+        const got = await remote.get(ref);
+        let t2 = performance.now();
+        if (got.data.byteLength !== size || got.ref.checksum !== ref.checksum) throw new Error('gRPC round trip returned other bytes');
+        await remote.delete(ref);
+        if (i > 0) {
+          put.push(mbps(size, t1 - t0));
+          get.push(mbps(size, t2 - t1));
+          e2e.push(mbps(size, t2 - t0));
+        }
+
+        t0 = performance.now();
+        ref = await local.put({ requestId: `bench${i}`, name: 'latents', data, shape, dtype: 'float32' });
+        t1 = performance.now();
+        const viaShm = await local.get(ref);
+        t2 = performance.now();
+        if (viaShm.data.byteLength !== size) throw new Error('shared-memory read returned other bytes');
+        await local.delete(ref);
+        if (i > 0) {
+          shmGet.push(mbps(size, t2 - t1));
+          shmE2e.push(mbps(size, t2 - t0));
+        }
+      }
+      if (local.stats().shmReads !== reps + 1 || remote.stats().shmReads !== 0) {
+        throw new Error(`expected every same-node read from shared memory: ${JSON.stringify(local.stats())}`);
+      }
+    } finally {
+      await remote.close();
+      await local.close();
+    }
+    const r = {
+      sizeBytes: size,
+      reps,
+      rawDownload: median(rawDown),
+      rawUpload: median(rawUp),
+      grpcPut: median(put),
+      grpcGet: median(get),
+      grpcEndToEnd: median(e2e),
+      shmGet: median(shmGet),
+      shmEndToEnd: median(shmE2e),
+    };
+    return {
+      ...r,
+      ratios: {
+        grpcGetOverRaw: r.grpcGet / r.rawDownload,
+        grpcPutOverRaw: r.grpcPut / r.rawUpload,
+        shmGetOverGrpcGet: r.shmGet / r.grpcGet,
+        shmEndToEndOverGrpcEndToEnd: r.shmEndToEnd / r.grpcEndToEnd,
+      },
+    };
+  } finally {
+    await Promise.all(children.map(stopChild));
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+/** The result as a Markdown table with the targets. */
+export function formatTensorBench(r: TensorBenchResult): string {
+  const f = (n: number): string => n.toFixed(0).padStart(6);
+  const x = (n: number): string => `${n.toFixed(2)}×`;
+  const ok = (v: boolean): string => (v ? 'met' : 'NOT met');
+  return [
+    `tensor transfer, ${(r.sizeBytes / MiB).toFixed(0)} MiB between two processes on loopback (MB/s = 10^6 B/s, median of ${r.reps})`,
+    '',
+    '| path | MB/s |',
+    '|---|---:|',
+    `| raw TCP, download | ${f(r.rawDownload)} |`,
+    `| raw TCP, upload | ${f(r.rawUpload)} |`,
+    `| tensor-svc Put (gRPC) | ${f(r.grpcPut)} |`,
+    `| tensor-svc Get (gRPC) | ${f(r.grpcGet)} |`,
+    `| tensor-svc Put + Get, end to end | ${f(r.grpcEndToEnd)} |`,
+    `| same node: Get from shared memory | ${f(r.shmGet)} |`,
+    `| same node: Put + shared-memory Get, end to end | ${f(r.shmEndToEnd)} |`,
+    '',
+    '| ratio | value | target |',
+    '|---|---:|---|',
+    `| gRPC Get / raw TCP | ${x(r.ratios.grpcGetOverRaw)} | ≥ 0.50× (${ok(r.ratios.grpcGetOverRaw >= 0.5)}) |`,
+    `| gRPC Put / raw TCP | ${x(r.ratios.grpcPutOverRaw)} | ≥ 0.50× (${ok(r.ratios.grpcPutOverRaw >= 0.5)}) |`,
+    `| shared-memory Get / gRPC Get | ${x(r.ratios.shmGetOverGrpcGet)} | ≥ 2× (${ok(r.ratios.shmGetOverGrpcGet >= 2)}) |`,
+    `| same-node end to end / gRPC end to end | ${x(r.ratios.shmEndToEndOverGrpcEndToEnd)} | (reported) |`,
+  ].join('\n');
+}
+
+function isEntryPoint(): boolean {
+  try {
+    return !!process.argv[1] && pathToFileURL(realpathSync(process.argv[1])).href === import.meta.url;
+  } catch {
+    return false;
+  }
+}
+
+if (isEntryPoint() && process.argv[2] === 'peer') {
+  runPeer().catch((err: unknown) => {
+    process.stderr.write(`${String(err)}\n`);
+    process.exit(1);
+  });
+}
