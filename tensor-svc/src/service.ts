@@ -153,7 +153,9 @@ export class TensorServiceImpl {
     let writer: PutWriter | undefined;
     let creating: Promise<PutWriter> | undefined;
     let finished = false;
-    let chain: Promise<void> = Promise.resolve();
+    /** Bytes received and not yet on disk; reading pauses while it is at the budget. */
+    let unwritten = 0;
+    let waitingForHeader = false;
 
     const finish = (err: unknown, ref?: ObjectRef): void => {
       if (finished) return;
@@ -175,52 +177,69 @@ export class TensorServiceImpl {
         callback(null, { ref: objectRefToWire(this.withOwner(ref as ObjectRef)) });
       }
     };
-
-    const handle = async (msg: PutRequest__Output): Promise<void> => {
-      if (msg.kind === 'header' && msg.header) {
-        if (writer || creating) throw invalidParameter('header', 'a Put carries exactly one header, as its first message');
-        const header = parsePutHeader(msg.header);
-        creating = this.store.beginPut(header);
-        writer = await creating;
-      } else if (msg.kind === 'chunk' && msg.chunk) {
-        if (!writer) throw invalidParameter('header', 'the first message of a Put must be a header; got a chunk');
-        const data = msg.chunk.data;
-        const offset = uint64(msg.chunk.offset, 'chunk.offset');
-        this.metrics.buffer(data.byteLength);
-        try {
-          await writer.write(offset, data);
-        } finally {
-          this.metrics.buffer(-data.byteLength);
-        }
-      } else {
-        throw invalidParameter('kind', 'each PutRequest must carry a header or a chunk');
-      }
+    const maybeResume = (): void => {
+      if (!finished && !waitingForHeader && unwritten < this.maxBuffered) call.resume();
     };
 
     call.on('data', (msg: PutRequest__Output) => {
       if (finished) return;
-      call.pause();
-      chain = chain
-        .then(() => handle(msg))
-        .then(
-          () => {
-            if (!finished) call.resume();
-          },
-          (err: unknown) => finish(err),
-        );
+      try {
+        if (msg.kind === 'header' && msg.header) {
+          if (creating) throw invalidParameter('header', 'a Put carries exactly one header, as its first message');
+          const header = parsePutHeader(msg.header);
+          // Chunks wait until the file exists and the bytes are reserved.
+          waitingForHeader = true;
+          call.pause();
+          creating = this.store.beginPut(header);
+          creating.then(
+            (w) => {
+              writer = w;
+              waitingForHeader = false;
+              if (finished) void w.abort();
+              else maybeResume();
+            },
+            (err: unknown) => finish(err),
+          );
+        } else if (msg.kind === 'chunk' && msg.chunk) {
+          if (!writer) throw invalidParameter('header', 'the first message of a Put must be a header; got a chunk');
+          const data = msg.chunk.data;
+          const n = data.byteLength;
+          const written = writer.write(uint64(msg.chunk.offset, 'chunk.offset'), data);
+          unwritten += n;
+          this.metrics.buffer(n);
+          // Writes overlap with reading the next chunks, up to the stream's byte budget.
+          if (unwritten >= this.maxBuffered) call.pause();
+          written.then(
+            () => {
+              unwritten -= n;
+              this.metrics.buffer(-n);
+              maybeResume();
+            },
+            (err: unknown) => {
+              unwritten -= n;
+              this.metrics.buffer(-n);
+              finish(err);
+            },
+          );
+        } else {
+          throw invalidParameter('kind', 'each PutRequest must carry a header or a chunk');
+        }
+      } catch (err) {
+        finish(err);
+      }
     });
     call.on('end', () => {
-      chain = chain.then(async () => {
-        if (finished) return;
-        try {
-          if (!writer) throw invalidParameter('header', 'the Put stream ended without a header');
-          const ref = await writer.commit();
-          this.metrics.stored(ref.sizeBytes);
-          finish(undefined, ref);
-        } catch (err) {
-          finish(err);
-        }
-      });
+      if (finished) return;
+      (async () => {
+        if (!creating) throw invalidParameter('header', 'the Put stream ended without a header');
+        const w = await creating;
+        const ref = await w.commit();
+        this.metrics.stored(ref.sizeBytes);
+        return ref;
+      })().then(
+        (ref) => finish(undefined, ref),
+        (err: unknown) => finish(err),
+      );
     });
     call.on('error', (err: unknown) => finish(err));
     call.on('cancelled', () => finish(cancelled('Put cancelled by the client')));
@@ -248,10 +267,15 @@ export class TensorServiceImpl {
       const end = length === 0 ? size : offset + length;
       if (end > size) throw invalidParameter('length', `offset ${offset} + length ${length} is past the end of object ${id} (${size} bytes)`);
 
-      const write = async (msg: TensorGetResponse, n: number): Promise<void> => {
+      // Chunk buffers are reused once written: the transport is done with a chunk when its
+      // write callback runs (grpc-js serialises a message before writing it).
+      const pool: Buffer[] = [];
+      const take = (): Buffer => pool.pop() ?? Buffer.allocUnsafe(this.chunkBytes);
+      const write = async (msg: TensorGetResponse, n: number, buf?: Buffer): Promise<void> => {
         const ok = call.write(msg, () => {
           budget.release(n);
           this.metrics.sent(n);
+          if (buf) pool.push(buf);
         });
         if (!ok) await once(call, 'drain', { signal: abort.signal });
       };
@@ -264,12 +288,13 @@ export class TensorServiceImpl {
         for (let pos = from; pos < to; ) {
           const n = Math.min(this.chunkBytes, to - pos);
           await budget.acquire(n, abort.signal);
-          const buf = Buffer.allocUnsafe(n);
+          const buf = take();
           try {
             await reader!.readExactly(buf, n, pos);
-            crc = crc32c(buf, crc);
+            crc = crc32c(buf.subarray(0, n), crc);
           } finally {
             budget.release(n);
+            pool.push(buf);
           }
           pos += n;
         }
@@ -278,10 +303,11 @@ export class TensorServiceImpl {
       for (let pos = offset; pos < end; ) {
         const n = Math.min(this.chunkBytes, end - pos);
         await budget.acquire(n, abort.signal);
-        const buf = Buffer.allocUnsafe(n);
+        const buf = take();
         await reader.readExactly(buf, n, pos);
-        crc = crc32c(buf, crc);
-        await write({ chunk: { offset: String(pos), data: buf } }, n);
+        const data = n === buf.byteLength ? buf : buf.subarray(0, n);
+        crc = crc32c(data, crc);
+        await write({ chunk: { offset: String(pos), data } }, n, buf);
         pos += n;
       }
       await scan(end, size);

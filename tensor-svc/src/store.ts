@@ -522,9 +522,10 @@ export class TieredStore {
  * checksum and publishes the object; `abort` removes the file and frees the reservation.
  */
 export class PutWriter {
-  private written = 0;
+  private received = 0;
   private crc = 0;
   private finished = false;
+  private readonly pending = new Set<Promise<void>>();
 
   constructor(
     private readonly store: TieredStore,
@@ -536,22 +537,39 @@ export class PutWriter {
   ) {}
 
   /** Bytes received so far. */
-  get bytesWritten(): number {
-    return this.written;
+  get bytesReceived(): number {
+    return this.received;
   }
 
-  /** Appends a chunk; `offset` must be where the previous chunk ended. */
-  async write(offset: number, data: Uint8Array): Promise<void> {
+  /**
+   * Accepts the next chunk: checks its offset and size and folds it into the checksum at
+   * once (throws INVALID_ARGUMENT synchronously), then writes it at its position. Writes of
+   * successive chunks may overlap; {@link commit} waits for all of them.
+   */
+  write(offset: number, data: Uint8Array): Promise<void> {
     if (this.finished) throw new Error('PutWriter: write after commit or abort');
-    if (offset !== this.written) {
-      throw invalidParameter('chunk.offset', `expected ${this.written} (chunks come in order, without gaps), got ${offset}`);
+    if (offset !== this.received) {
+      throw invalidParameter('chunk.offset', `expected ${this.received} (chunks come in order, without gaps), got ${offset}`);
     }
-    if (this.written + data.byteLength > this.header.sizeBytes) {
+    if (this.received + data.byteLength > this.header.sizeBytes) {
       throw invalidParameter(
         'chunk.data',
-        `${this.written + data.byteLength} bytes received; header.size_bytes announced ${this.header.sizeBytes}`,
+        `${this.received + data.byteLength} bytes received; header.size_bytes announced ${this.header.sizeBytes}`,
       );
     }
+    this.crc = crc32c(data, this.crc);
+    this.received += data.byteLength;
+    const p = this.writeAt(data, offset);
+    this.pending.add(p);
+    // A failed write is reported by the caller's promise and again by commit.
+    void p.then(
+      () => this.pending.delete(p),
+      () => undefined,
+    );
+    return p;
+  }
+
+  private async writeAt(data: Uint8Array, offset: number): Promise<void> {
     try {
       let done = 0;
       while (done < data.byteLength) {
@@ -561,18 +579,17 @@ export class PutWriter {
     } catch (err) {
       throw this.store.fsError(err, this.tier, this.header);
     }
-    this.crc = crc32c(data, this.crc);
-    this.written += data.byteLength;
   }
 
   /** Checks that every byte arrived and matches the checksum, then publishes the object. */
   async commit(): Promise<ObjectRef> {
     if (this.finished) throw new Error('PutWriter: commit after commit or abort');
-    if (this.written !== this.header.sizeBytes) {
-      throw invalidParameter('header.size_bytes', `the stream ended after ${this.written} of ${this.header.sizeBytes} bytes`);
+    if (this.received !== this.header.sizeBytes) {
+      throw invalidParameter('header.size_bytes', `the stream ended after ${this.received} of ${this.header.sizeBytes} bytes`);
     }
     this.finished = true;
     try {
+      await Promise.all(this.pending);
       await this.fh.close();
       return await this.store.commit(this, this.temp, this.crc);
     } catch (err) {
@@ -586,6 +603,7 @@ export class PutWriter {
   async abort(): Promise<void> {
     if (this.finished) return;
     this.finished = true;
+    await Promise.allSettled(this.pending);
     await this.fh.close().catch(() => undefined);
     await unlinkQuiet(this.temp).catch(() => undefined);
     this.store.unreserve(this.tier, this.header.sizeBytes);

@@ -273,7 +273,6 @@ export class StageService {
         })
         .finally(() => {
           running.delete(k);
-          status();
         });
     });
     call.on('end', () => {

@@ -1,0 +1,176 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { GenerateResponse__Output } from '@diffmesh/protos';
+import { Supervisor, schedulerClient, serviceEntry, startEmbedded, startLocalMesh, waitForInstance, type SchedulerClient } from '@diffmesh/cli';
+import { defaultModelsRoot } from '@diffmesh/models';
+import { createDiscovery, paramsToWire, silentLogger, startNatsServer, type GenerationParams } from '@diffmesh/runtime';
+
+/** Latency percentile of sorted samples. */
+function pct(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+function median(xs: number[]): number {
+  return pct([...xs].sort((a, b) => a - b), 50);
+}
+
+/** One Generate call to its completed event; returns milliseconds. */
+async function timedGenerate(client: SchedulerClient, model: string, params: Partial<GenerationParams>): Promise<number> {
+  const start = performance.now();
+  const call = client.Generate({ model, params: paramsToWire(params), priority: 0 });
+  let done = false;
+  for await (const msg of call as AsyncIterable<GenerateResponse__Output>) {
+    if (msg.event?.completed) done = true;
+    if (msg.event?.failed) throw new Error(`request failed: ${msg.event.failed.error?.message}`);
+  }
+  if (!done) throw new Error('request ended without completing');
+  return performance.now() - start;
+}
+
+export interface OverheadRow {
+  clients: number;
+  requests: number;
+  p50: number;
+  p99: number;
+  perSecond: number;
+}
+
+/**
+ * (a) Scheduler overhead: a 3-stage plan whose stages do nothing, each stage its own
+ * process, the scheduler its own process, clients calling Generate over gRPC on loopback.
+ */
+export async function runSchedulerOverhead(requests = 400): Promise<OverheadRow[]> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-bench-'));
+  const log = silentLogger();
+  const nats = await startNatsServer({ log });
+  const supervisor = new Supervisor({ logPath: (n) => path.join(dir, `${n}.log`) });
+  const discovery = await createDiscovery({ backend: 'nats', url: nats.url }, log);
+  try {
+    const plans = path.join(dir, 'plans.yaml');
+    await writeFile(
+      plans,
+      [
+        'version: 1',
+        'plans:',
+        '  - model: bench/noop',
+        '    modalities: [text-to-image]',
+        '    stages:',
+        '      - { name: text_encoding, pool: noop-enc }',
+        '      - { name: denoising, pool: noop-dit }',
+        '      - { name: vae_decoding, pool: noop-vae }',
+        '    defaults: { width: 64, height: 64, numFrames: 1, steps: 1, guidanceScale: 1, fps: 8 }',
+        '    constraints: { sizeMultiple: 8, maxWidth: 64, maxHeight: 64, maxFrames: 1 }',
+        '',
+      ].join('\n'),
+    );
+    const sched = await supervisor.start({
+      name: 'scheduler',
+      entry: serviceEntry('scheduler'),
+      args: ['--nats', nats.url, '--plans', plans, '--log-level', 'warn', '--max-in-flight', '10000'],
+      readyPrefix: 'scheduler listening on ',
+    });
+    const noop = fileURLToPath(new URL('./noop-stage.js', import.meta.url));
+    for (const [stage, pool] of [['text_encoding', 'noop-enc'], ['denoising', 'noop-dit'], ['vae_decoding', 'noop-vae']] as const) {
+      await supervisor.start({
+        name: pool,
+        entry: noop,
+        args: ['--stage', stage, '--pool', pool, '--instance-id', pool, '--capacity', '64', '--nats', nats.url, '--models-dirs', dir, '--log-level', 'warn'],
+        readyPrefix: 'noop-stage listening on ',
+      });
+      await waitForInstance(discovery, pool, 15_000);
+    }
+    const client = schedulerClient(sched.address);
+    const params = { prompt: 'noop' };
+    for (let i = 0; i < 50; i += 1) await timedGenerate(client, 'bench/noop', params); // warm-up
+    const rows: OverheadRow[] = [];
+    for (const clients of [1, 8]) {
+      const per = Math.ceil(requests / clients);
+      const samples: number[] = [];
+      const start = performance.now();
+      await Promise.all(
+        Array.from({ length: clients }, async () => {
+          for (let i = 0; i < per; i += 1) samples.push(await timedGenerate(client, 'bench/noop', params));
+        }),
+      );
+      const elapsed = (performance.now() - start) / 1000;
+      samples.sort((a, b) => a - b);
+      rows.push({ clients, requests: samples.length, p50: pct(samples, 50), p99: pct(samples, 99), perSecond: samples.length / elapsed });
+    }
+    client.close();
+    return rows;
+  } finally {
+    await supervisor.stopAll(5000);
+    await discovery.close();
+    await nats.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+export function formatSchedulerOverhead(rows: OverheadRow[]): string {
+  const lines = [
+    '(a) scheduler overhead — 3 no-op stages, every service its own process, Generate over gRPC on loopback',
+    '    clients  requests  p50 ms  p99 ms  requests/s   targets: p50 ≤ 2 ms, p99 ≤ 10 ms, ≥ 500 req/s with 8 clients',
+    ...rows.map(
+      (r) =>
+        `    ${String(r.clients).padStart(7)}  ${String(r.requests).padStart(8)}  ${r.p50.toFixed(2).padStart(6)}  ${r.p99
+          .toFixed(2)
+          .padStart(6)}  ${r.perSecond.toFixed(0).padStart(10)}`,
+    ),
+  ];
+  return `${lines.join('\n')}\n`;
+}
+
+export interface MeshVsEmbedded {
+  runs: number;
+  meshMs: number;
+  embeddedMs: number;
+  ratio: number;
+}
+
+/**
+ * (c) One tiny-shapes request (256×256, 20 steps) through the mesh of processes against
+ * the same request embedded in one process, alternating, medians of `runs` each.
+ */
+export async function runMeshVsEmbedded(runs = 15): Promise<MeshVsEmbedded> {
+  const log = silentLogger();
+  const mesh = await startLocalMesh({ modelsDirs: [defaultModelsRoot()], models: ['diffmesh/tiny-shapes'], threads: 1, log });
+  const embedded = await startEmbedded({ modelRoots: [defaultModelsRoot()], intraOpThreads: 1, maxBatch: 8, log });
+  const client = schedulerClient(mesh.schedulerAddress);
+  try {
+    const params = { prompt: 'a red circle on a blue background', seed: '1' };
+    const runEmbedded = async (): Promise<number> => {
+      const start = performance.now();
+      const { context } = embedded.scheduler.submit({ model: 'diffmesh/tiny-shapes', params });
+      for await (const e of embedded.scheduler.watch(context.reqId)) {
+        if (e.type === 'failed') throw new Error(e.error.message);
+      }
+      return performance.now() - start;
+    };
+    for (let i = 0; i < 3; i += 1) {
+      await timedGenerate(client, 'diffmesh/tiny-shapes', params);
+      await runEmbedded();
+    }
+    const m: number[] = [];
+    const e: number[] = [];
+    for (let i = 0; i < runs; i += 1) {
+      m.push(await timedGenerate(client, 'diffmesh/tiny-shapes', params));
+      e.push(await runEmbedded());
+    }
+    const meshMs = median(m);
+    const embeddedMs = median(e);
+    return { runs, meshMs, embeddedMs, ratio: meshMs / embeddedMs };
+  } finally {
+    client.close();
+    await embedded.close();
+    await mesh.stop();
+  }
+}
+
+export function formatMeshVsEmbedded(r: MeshVsEmbedded): string {
+  return (
+    `(c) tiny-shapes request, 256×256, 20 steps — mesh of processes vs embedded (median of ${r.runs} each, alternating)\n` +
+    `    mesh ${r.meshMs.toFixed(1)} ms   embedded ${r.embeddedMs.toFixed(1)} ms   ratio ${r.ratio.toFixed(2)}×   target ≤ 1.25×\n`
+  );
+}
