@@ -1,11 +1,29 @@
 import { defineConfig } from 'vitest/config';
 
+// Unit and component tests run in parallel; integration tests start whole meshes of
+// processes, so they run one file at a time on these 2-core machines.
 export default defineConfig({
   test: {
-    include: ['*/src/**/*.test.ts', 'integration-tests/tests/**/*.test.ts'],
-    exclude: ['**/node_modules/**', '**/dist/**'],
     testTimeout: 60_000,
-    hookTimeout: 60_000,
+    hookTimeout: 120_000,
     pool: 'forks',
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'unit',
+          include: ['*/src/**/*.test.ts'],
+          exclude: ['**/node_modules/**', '**/dist/**', 'integration-tests/**'],
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'integration',
+          include: ['integration-tests/src/**/*.test.ts'],
+          fileParallelism: false,
+        },
+      },
+    ],
   },
 });

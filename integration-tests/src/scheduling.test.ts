@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { defaultModelsRoot } from '@diffmesh/models';
 import { Code, DEFAULT_PLANS_FILE } from '@diffmesh/runtime';
 import type { RequestEvent } from '@diffmesh/scheduler';
-import { generate, get, last, rejection, startTestMesh, submit, watch, type TestMesh } from './harness.js';
+import { cancel, generate, get, last, rejection, startTestMesh, submit, watch, type TestMesh } from './harness.js';
 
 // Each test starts its own mesh of separate processes, shaped for what it checks.
 let t: TestMesh | undefined;
@@ -40,7 +40,9 @@ describe('scheduling across processes', () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     expect((await get(client, blocker.reqId)).status).toBe('REQUEST_STATUS_RUNNING');
-    await Promise.all([blocker.reqId, ...ids].map((id) => watch(client, id)));
+    // Free the slot: the queue now drains in its own order.
+    await cancel(client, blocker.reqId);
+    await Promise.all(ids.map((id) => watch(client, id)));
     const states = await Promise.all(ids.map((id) => get(client, id)));
     const started = states.map((s, i) => ({
       priority: priorities[i],

@@ -56,9 +56,11 @@ export function followDiscovery(scheduler: Scheduler, discovery: Discovery, opts
     opts.log.info({ instance: i.id, pool: i.pool, stage: i.stage, version: i.version, address: i.grpcAddress }, 'stage instance up');
   };
 
+  // A registration that goes away is draining (or dead): no new work; running tasks finish,
+  // or fail over when its connection breaks.
   const remove = (id: string): void => {
     if (!known.delete(id)) return;
-    scheduler.removeInstance(id);
+    scheduler.retireInstance(id);
     opts.log.info({ instance: id }, 'stage instance down');
   };
 

@@ -64,6 +64,8 @@ interface InstanceSlot {
   active: number;
   /** Dispatch counter value of the last task sent here (spreads ties round-robin). */
   lastUsed: number;
+  /** Leaving: gets no new work, removed once its running tasks finish. */
+  retiring: boolean;
 }
 
 /** One queue: a pool, optionally narrowed to instances whose version satisfies a range. */
@@ -105,7 +107,7 @@ export class Scheduler {
   /** Makes an instance available for dispatch in its pool. */
   addInstance(instance: StageInstance): void {
     const pool = this.poolSlots(instance.pool);
-    pool.set(instance.id, { instance, active: pool.get(instance.id)?.active ?? 0, lastUsed: 0 });
+    pool.set(instance.id, { instance, active: pool.get(instance.id)?.active ?? 0, lastUsed: 0, retiring: false });
     this.pump(instance.pool);
   }
 
@@ -114,6 +116,19 @@ export class Scheduler {
     for (const pool of this.slots.values()) {
       pool.get(id)?.instance.close?.();
       pool.delete(id);
+    }
+  }
+
+  /**
+   * Graceful removal (the instance is draining): no new work, and it is removed once the
+   * tasks it runs have finished. A broken connection still fails them at once.
+   */
+  retireInstance(id: string): void {
+    for (const pool of this.slots.values()) {
+      const slot = pool.get(id);
+      if (!slot) continue;
+      slot.retiring = true;
+      if (slot.active === 0) this.removeInstance(id);
     }
   }
 
@@ -149,7 +164,7 @@ export class Scheduler {
     const params = resolveParams(entry, { ...req.params });
     const plan: ExecutionPlan = toExecutionPlan(entry, req.model);
     for (const stage of plan.stages) {
-      const healthy = [...this.poolSlots(stage.pool).values()].filter((s) => s.instance.available?.() !== false);
+      const healthy = [...this.poolSlots(stage.pool).values()].filter((s) => !s.retiring && s.instance.available?.() !== false);
       if (healthy.length === 0) {
         throw new DiffmeshError(
           Code.UNAVAILABLE,
@@ -348,7 +363,8 @@ export class Scheduler {
       for (;;) {
         if (q.queue.size === 0) break;
         const free = [...this.poolSlots(pool).values()].filter(
-          (s) => s.active < s.instance.capacity && s.instance.available?.() !== false && versionMatches(s.instance, q.range),
+          (s) =>
+            !s.retiring && s.active < s.instance.capacity && s.instance.available?.() !== false && versionMatches(s.instance, q.range),
         );
         if (free.length === 0) break;
         const item = q.queue.dequeue();
@@ -433,6 +449,7 @@ export class Scheduler {
       )
       .finally(() => {
         slot.active -= 1;
+        if (slot.retiring && slot.active === 0) this.removeInstance(instance.id);
         this.pump(instance.pool);
       });
   }

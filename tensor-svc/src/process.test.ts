@@ -9,7 +9,17 @@ import * as grpc from '@grpc/grpc-js';
 import { crc32c } from '@node-rs/crc32';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadDiffmeshProtos, type TensorGetResponse__Output } from '@diffmesh/protos';
-import { RemoteTensorStore, TensorServiceClient, channelOptions, defaultShmDir, formatChecksum } from '@diffmesh/runtime';
+import {
+  RemoteTensorStore,
+  TensorServiceClient,
+  channelOptions,
+  createDiscovery,
+  defaultShmDir,
+  findNatsServer,
+  formatChecksum,
+  silentLogger,
+  startNatsServer,
+} from '@diffmesh/runtime';
 import { readMetric } from './metrics.js';
 
 // tensor-svc as users run it: `node tensor-svc/dist/main.js` in its own process (build first).
@@ -72,6 +82,9 @@ function metric(page: string, name: string, labels: Record<string, string> = {})
   if (v === undefined) throw new Error(`metric ${name} missing`);
   return v;
 }
+
+// Top-level await: the NATS test runs only where nats-server is installed.
+const natsBinary = await findNatsServer();
 
 let root: string;
 beforeAll(async () => {
@@ -194,6 +207,39 @@ describe('tensor-svc as a separate process', () => {
     }
     expect(await svc.stop()).toBe(0);
     expect(existsSync(shmDir)).toBe(false);
+  });
+
+  it.skipIf(!natsBinary)('registers in NATS as tensor-svc and leaves on SIGTERM', async () => {
+    const nats = await startNatsServer();
+    const discovery = await createDiscovery({ backend: 'nats', url: nats.url, pollIntervalMs: 200 }, silentLogger());
+    try {
+      const nodeId = `nats-${process.pid}`;
+      const svc = await startProcess(
+        {
+          DIFFMESH_TENSOR_NODE_ID: nodeId,
+          DIFFMESH_TENSOR_SHM_DIR: path.join(root, 'nats-shm'),
+          DIFFMESH_TENSOR_SPILL_DIR: path.join(root, 'nats-spill'),
+          DIFFMESH_TENSOR_NATS_URL: nats.url,
+        },
+        path.join(root, 'nats-shm'),
+      );
+      await expect.poll(async () => (await discovery.instances({ name: 'tensor-svc' })).length, { timeout: 10_000 }).toBe(1);
+      const [inst] = await discovery.instances({ name: 'tensor-svc' });
+      expect(inst).toMatchObject({
+        id: `tensor-svc-${nodeId}`,
+        stage: 'tensor',
+        nodeId,
+        grpcAddress: svc.address,
+        tensorAddress: svc.address,
+        capacity: 0,
+      });
+      expect(inst.metadata.shm_dir).toBe(path.join(root, 'nats-shm'));
+      expect(await svc.stop()).toBe(0);
+      await expect.poll(async () => (await discovery.instances({ name: 'tensor-svc' })).length, { timeout: 10_000 }).toBe(0);
+    } finally {
+      await discovery.close();
+      await nats.stop();
+    }
   });
 
   it('exits with status 2 and names the field on bad configuration', async () => {

@@ -1,0 +1,127 @@
+import { spawn, execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { decodePng } from '@diffmesh/runtime';
+import { generate, last, startTestMesh, type TestMesh } from './harness.js';
+
+const BIN = fileURLToPath(import.meta.resolve('@diffmesh/cli/bin'));
+
+function run(args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], { env, cwd, timeout: 60_000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('diffmesh up', () => {
+  it('starts a mesh, serves generate --remote and status, and stops every process on Ctrl-C', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-up-'));
+    const env = { ...process.env, DIFFMESH_STATE_FILE: path.join(dir, 'mesh.json') };
+    const up = spawn(process.execPath, [BIN, 'up'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      const lines: string[] = [];
+      await new Promise<void>((resolve, reject) => {
+        const rl = createInterface({ input: up.stdout! });
+        rl.on('line', (line) => {
+          lines.push(line);
+          if (line.startsWith('mesh ready')) resolve();
+        });
+        up.once('exit', (code) => reject(new Error(`diffmesh up exited with ${code}: ${lines.join('\n')}`)));
+      });
+      const nats = lines.find((l) => l.startsWith('nats '))?.split(' ')[1] ?? '';
+      expect(nats).toMatch(/^nats:\/\/127\.0\.0\.1:\d+$/);
+      const scheduler = lines.find((l) => l.startsWith('scheduler'))?.split(' ').at(-1) ?? '';
+      expect(scheduler).toMatch(/^127\.0\.0\.1:\d+$/);
+
+      // generate --remote ADDR, and --remote local (found through the state file)
+      const a = await run(['generate', 'a red circle on a blue background', '--remote', scheduler, '--seed', '9', '-o', 'a.png'], env, dir);
+      expect(a.stderr).not.toMatch(/diffmesh:/);
+      expect(a.code).toBe(0);
+      const b = await run(['generate', 'a red circle on a blue background', '--remote', 'local', '--seed', '9', '-o', 'b.png', '--no-progress'], env, dir);
+      expect(b.code).toBe(0);
+      const [pa, pb] = await Promise.all([readFile(path.join(dir, 'a.png')), readFile(path.join(dir, 'b.png'))]);
+      expect(pa.equals(pb)).toBe(true);
+      expect(decodePng(pa).width).toBe(256);
+      // the same bytes as the embedded runtime
+      const c = await run(['generate', 'a red circle on a blue background', '--seed', '9', '-o', 'c.png', '--no-progress'], env, dir);
+      expect(c.code).toBe(0);
+      expect(pa.equals(await readFile(path.join(dir, 'c.png')))).toBe(true);
+
+      const status = await run(['status'], env, dir);
+      expect(status.code).toBe(0);
+      for (const name of ['scheduler', 'encoder-svc', 'dit-svc', 'vae-svc']) expect(status.stdout).toMatch(new RegExp(`^${name}\\s`, 'm'));
+
+      const state = JSON.parse(await readFile(path.join(dir, 'mesh.json'), 'utf8')) as { natsUrl: string };
+      expect(state.natsUrl).toBe(nats);
+      const pids = (await new Promise<string>((resolve) => execFile('pgrep', ['-P', String(up.pid)], (_e, out) => resolve(out))))
+        .split('\n')
+        .filter(Boolean)
+        .map(Number);
+      expect(pids.length).toBeGreaterThanOrEqual(5); // nats-server, tensor-svc, scheduler, 3 stages
+
+      up.kill('SIGINT');
+      const code = await new Promise<number | null>((resolve) => up.once('exit', resolve));
+      expect(code).toBe(0);
+      expect(pids.filter(alive)).toEqual([]);
+      const after = await run(['status'], env, dir);
+      expect(after.code).toBe(1);
+      expect(after.stderr).toMatch(/no running mesh/);
+    } finally {
+      if (up.exitCode === null) up.kill('SIGKILL');
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 180_000);
+
+  it('explains that a missing mesh cannot be reached', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-up-'));
+    try {
+      const env = { ...process.env, DIFFMESH_STATE_FILE: path.join(dir, 'none.json') };
+      const r = await run(['generate', 'a red circle', '--remote', 'local', '-o', 'x.png'], env, dir);
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toMatch(/no running mesh found/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('graceful drain', () => {
+  let t: TestMesh | undefined;
+  afterEach(async () => {
+    await t?.stop();
+  });
+
+  it('lets a DiT instance finish its task after SIGTERM, then exit 0', async () => {
+    t = await startTestMesh({ capacities: { 'dit-svc': 1 } });
+    const mesh = t.mesh;
+    let terminated: Promise<number | NodeJS.Signals> | undefined;
+    const events = await generate(t.client, { params: { prompt: 'a purple square', width: 64, height: 64, numInferenceSteps: 60 } }, (e) => {
+      if (e.type === 'progress' && e.stage === 'denoising' && e.step === 3 && !terminated) {
+        const dit = mesh.supervisor.get('dit-svc-1');
+        dit?.child.kill('SIGTERM');
+        terminated = dit?.exited;
+      }
+    });
+    expect(last(events).type).toBe('completed');
+    // The instance finished the task it had (one attempt, all steps) before leaving.
+    const starts = events.filter((e) => e.type === 'stage_started' && e.stage === 'denoising');
+    expect(starts).toHaveLength(1);
+    const steps = events.flatMap((e) => (e.type === 'progress' && e.stage === 'denoising' ? [e.step] : []));
+    expect(steps.at(-1)).toBe(60);
+    expect(await terminated).toBe(0);
+  });
+});
