@@ -5,6 +5,7 @@
  * Sections add themselves to {@link SECTIONS}; each gets the parsed options and returns
  * the text to print.
  */
+import { formatMeshVsEmbedded, formatSchedulerOverhead, runMeshVsEmbedded, runSchedulerOverhead } from './mesh.js';
 import { formatTensorBench, runTensorBench } from './tensor.js';
 
 /** Options every section may read. */
@@ -24,6 +25,11 @@ export interface BenchSection {
 
 export const SECTIONS: BenchSection[] = [
   {
+    name: 'scheduler',
+    description: '(a) scheduler overhead: 3 no-op stage processes, p50/p99 and requests/s with 1 and 8 clients',
+    run: async (o) => formatSchedulerOverhead(await runSchedulerOverhead(o.reps ?? 400)),
+  },
+  {
     name: 'tensor',
     description: 'raw TCP vs tensor-svc gRPC Put/Get vs same-node shared memory, 64 MiB between two processes',
     run: async (o) =>
@@ -33,6 +39,11 @@ export const SECTIONS: BenchSection[] = [
           ...(o.sizeMiB !== undefined ? { sizeBytes: o.sizeMiB * 1024 * 1024 } : {}),
         }),
       ),
+  },
+  {
+    name: 'mesh-vs-embedded',
+    description: '(c) one tiny-shapes request through the mesh of processes vs embedded in one process',
+    run: async (o) => formatMeshVsEmbedded(await runMeshVsEmbedded(o.reps ?? 15)),
   },
 ];
 

@@ -6,6 +6,7 @@ import {
   type ListModelsResponse__Output,
 } from '@diffmesh/protos';
 import {
+  InlineTensorStore,
   RemoteTensorStore,
   channelOptions,
   clientCredentials,
@@ -70,7 +71,7 @@ export async function generateRemote(
 ): Promise<GenerateOutcome> {
   const started = Date.now();
   const client = schedulerClient(address);
-  const store = new RemoteTensorStore({ address: '', nodeId: `client-${process.pid}`, log, sameNodeReads: false });
+  const store = new InlineTensorStore(new RemoteTensorStore({ address: '', nodeId: `client-${process.pid}`, log, sameNodeReads: false }));
   try {
     const models = await listModels(client);
     const model = models.models.find((m) => m.name === args.model && !m.pattern);

@@ -9,11 +9,13 @@ import { defaultModelsRoot } from '@diffmesh/models';
 import { startLocalMesh, schedulerClient, type LocalMesh, type LocalMeshOptions, type SchedulerClient } from '@diffmesh/cli';
 import {
   DiffmeshError,
+  InlineTensorStore,
   RemoteTensorStore,
   fromWire,
   paramsToWire,
   silentLogger,
   type GenerationParams,
+  type TensorStore,
 } from '@diffmesh/runtime';
 import { eventFromWire, type RequestEvent } from '@diffmesh/scheduler';
 
@@ -21,7 +23,7 @@ import { eventFromWire, type RequestEvent } from '@diffmesh/scheduler';
 export interface TestMesh {
   mesh: LocalMesh;
   client: SchedulerClient;
-  store: RemoteTensorStore;
+  store: TensorStore;
   stop(): Promise<void>;
 }
 
@@ -35,7 +37,9 @@ export async function startTestMesh(opts: Partial<LocalMeshOptions> = {}): Promi
     ...opts,
   });
   const client = schedulerClient(mesh.schedulerAddress);
-  const store = new RemoteTensorStore({ address: mesh.tensorAddress, nodeId: 'test-client', log: silentLogger(), sameNodeReads: false });
+  const store = new InlineTensorStore(
+    new RemoteTensorStore({ address: mesh.tensorAddress, nodeId: 'test-client', log: silentLogger(), sameNodeReads: false }),
+  );
   return {
     mesh,
     client,

@@ -8,10 +8,11 @@ import type { RequestEvent } from '@diffmesh/scheduler';
 import { cancel, generate, get, last, rejection, startTestMesh, submit, watch, type TestMesh } from './harness.js';
 
 // One mesh — nats-server, tensor-svc, scheduler, encoder-svc, dit-svc, vae-svc, each its own
-// process — shared by the tests of this file.
+// process — shared by the tests of this file. Every object goes through tensor-svc here
+// (no small objects passed by value), so the transfers and deletes are exercised.
 let t: TestMesh;
 beforeAll(async () => {
-  t = await startTestMesh();
+  t = await startTestMesh({ stageArgs: ['--inline-max-bytes', '0'] });
 }, 120_000);
 afterAll(async () => {
   await t?.stop();
@@ -117,7 +118,8 @@ describe('a mesh of separate processes', () => {
 
   it('expires a tensor after its TTL', async () => {
     const ref = await t.store.put(
-      { requestId: 'ttl-test', name: 'short-lived', data: toBytes(new Float32Array([1, 2, 3])), shape: [3], dtype: 'float32' },
+      // Large enough to be stored, not passed by value.
+      { requestId: 'ttl-test', name: 'short-lived', data: toBytes(new Float32Array(64 * 1024)), shape: [64 * 1024], dtype: 'float32' },
       { ttlMs: 300 },
     );
     expect((await t.store.stat(ref)).ref.objectId).toBe(ref.objectId);

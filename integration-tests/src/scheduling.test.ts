@@ -29,15 +29,12 @@ describe('scheduling across processes', () => {
     const priorities = Array.from({ length: 20 }, (_, i) => (i * 7) % 5); // 0..4, interleaved
     const ids: string[] = [];
     for (const [i, priority] of priorities.entries()) {
-      const r = await submit(client, { params: { prompt: `a red circle number ${i}`, ...small, numInferenceSteps: 2 }, priority });
+      // Enough steps that each DiT task takes several milliseconds: start times are ms.
+      const r = await submit(client, { params: { prompt: `a red circle number ${i}`, ...small, numInferenceSteps: 16 }, priority });
       ids.push(r.reqId);
-    }
-    // Every request must be waiting for the DiT slot before the blocker finishes, or the
-    // order would say nothing.
-    for (;;) {
-      const states = await Promise.all(ids.map((id) => get(client, id)));
-      if (states.every((s) => s.currentStageIndex === 1)) break;
-      await new Promise((r) => setTimeout(r, 50));
+      // Let it reach the DiT queue before the next one, so the queue's arrival order is the
+      // submission order and only the DiT queue's own ordering can sort them.
+      while ((await get(client, r.reqId)).currentStageIndex !== 1) await new Promise((res) => setTimeout(res, 5));
     }
     expect((await get(client, blocker.reqId)).status).toBe('REQUEST_STATUS_RUNNING');
     // Free the slot: the queue now drains in its own order.

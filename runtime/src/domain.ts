@@ -36,6 +36,8 @@ export interface ObjectRef {
   ttlMs: number;
   /** `crc32c:<hex>` of the bytes. */
   checksum: string;
+  /** The bytes, for a small object passed by value (no owner, nothing to delete). */
+  inlineData?: Uint8Array;
 }
 
 /** One stage of an execution plan. */

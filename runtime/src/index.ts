@@ -39,6 +39,7 @@ export type { CreateTensorStoreOptions, TensorStoreBackend, TensorStoreConfig, T
 export { MemoryTensorStore, formatBytes } from './tensor-store/memory.js';
 export type { MemoryTensorStoreOptions } from './tensor-store/memory.js';
 export type { ObjectInfo, ObjectKey, PutOptions, PutTensorInput, StoredTensor, TensorStore, TensorStoreUsage } from './tensor-store/types.js';
+export { DEFAULT_INLINE_MAX_BYTES, InlineTensorStore } from './tensor-store/inline.js';
 export { tensorToFrames } from './media/frames.js';
 export type { RgbFrames } from './media/frames.js';
 export { decodePng, encodePng } from './media/png.js';

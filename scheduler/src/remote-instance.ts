@@ -40,6 +40,9 @@ export interface RemoteInstanceOptions {
   onGone?: (id: string, reason: string) => void;
 }
 
+/** How long a cancelled task may take to confirm before its slot is freed anyway. */
+const CANCEL_CONFIRM_MS = 5_000;
+
 interface Pending {
   resolve(r: StageResult): void;
   reject(e: unknown): void;
@@ -125,12 +128,20 @@ export class RemoteInstance implements StageInstance {
     }
     const key = `${task.reqId}#${task.stageIndex}#${task.attempt}`;
     return new Promise<StageResult>((resolve, reject) => {
+      // The slot stays taken until the instance confirms it stopped (its TaskFailed answer),
+      // so the next task is never sent to an instance that is still busy; an instance that
+      // does not answer in time is given up on.
       const onAbort = (): void => {
-        if (!this.pending.delete(key)) return;
+        if (!this.pending.has(key)) return;
         this.stream.write({
           cancel: { reqId: task.reqId, stageIndex: task.stageIndex, attempt: task.attempt, reason: 'request cancelled' },
         });
-        reject(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'task cancelled'));
+        setTimeout(() => {
+          const p = this.pending.get(key);
+          if (!p) return;
+          this.pending.delete(key);
+          p.reject(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'task cancelled; the instance did not confirm'));
+        }, CANCEL_CONFIRM_MS).unref();
       };
       if (hooks.signal.aborted) {
         reject(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'task cancelled'));

@@ -556,14 +556,21 @@ export class Scheduler {
       ctx.error = { ...error, code: Code[e.code] ?? String(e.code) };
       event = { type: 'failed', reqId: ctx.reqId, error, at: now };
     }
-    // Intermediates are deleted before the end is announced, so a client that sees the end
-    // sees a clean store; on completion the outputs stay for the client (their TTL reaps them).
+    // A cancelled or failed request's objects are deleted before the end is announced, so a
+    // client that sees the end sees a clean store. A completed one is announced at once; its
+    // intermediates go right after, and its outputs stay for the client (their TTL reaps them).
     const keep = new Set(outcome.type === 'completed' ? Object.values(outcome.outputs).map((r) => r.objectId) : []);
     const doomed = Object.values(ctx.refs).filter((r) => !keep.has(r.objectId));
-    void this.deleteObjects(ctx.reqId, doomed, outcome.type !== 'completed').then(() => {
+    const announce = (): void => {
       run.events.push(event);
       run.events.close();
-    });
+    };
+    if (outcome.type === 'completed') {
+      announce();
+      void this.deleteObjects(ctx.reqId, doomed, false);
+    } else {
+      void this.deleteObjects(ctx.reqId, doomed, true).then(announce);
+    }
     const t = setTimeout(() => this.requests.delete(ctx.reqId), this.opts.limits.retentionMs);
     t.unref();
   }

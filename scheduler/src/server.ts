@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   GrpcServer,
+  InlineTensorStore,
   RemoteTensorStore,
   createDiscovery,
   createTaskQueue,
@@ -30,7 +31,8 @@ export interface RunningScheduler {
 export async function startSchedulerService(config: SchedulerConfig, log: Logger, version: string): Promise<RunningScheduler> {
   const instanceId = config.instanceId || `scheduler-${randomUUID().slice(0, 8)}`;
   const registry = await loadPlanRegistry(config.plansFile || undefined);
-  const store = new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log });
+  // Inline refs (small objects passed by value) need no delete; the rest go to their owners.
+  const store = new InlineTensorStore(new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log }));
   const scheduler = new Scheduler({
     registry,
     store,

@@ -39,7 +39,7 @@ export const TensorSvcConfigSchema = z
       .int()
       .nonnegative()
       .default(0)
-      .describe('most bytes one Get stream holds that the transport has not flushed yet, however slowly the client reads (0 = 2 × chunkBytes; at least chunkBytes)'),
+      .describe('most object bytes one stream holds in the heap: Get chunks read but not yet flushed to the socket, however slowly the client reads; Put chunks received but not yet written (0 = 2 × chunkBytes; at least chunkBytes)'),
     memoryCapacityBytes: z
       .number()
       .int()

@@ -234,7 +234,7 @@ describe('TTL, Stat, Touch, Delete', () => {
     expect(svc.store.usage().memory.bytes).toBe(0);
   });
 
-  it('sweeps expired objects in the background', async () => {
+  it('deletes expired objects on sweep', async () => {
     let t = 0;
     const svc = await service({ defaultTtlMs: 1000 }, () => t);
     const c = client(svc);
@@ -243,6 +243,18 @@ describe('TTL, Stat, Touch, Delete', () => {
     expect(await svc.store.sweep()).toBe(1);
     expect(existsSync(objectPath(svc.shmDir, ref.objectId))).toBe(false);
     expect((await rejection(c.stat(ref.objectId))).reason).toBe('OBJECT_EXPIRED');
+  });
+
+  it('sweeps expired objects in the background on its interval', async () => {
+    let t = 0;
+    const svc = await service({ defaultTtlMs: 1000, sweepIntervalMs: 20 }, () => t);
+    const c = client(svc);
+    const ref = await c.put({ name: 'x', shape: [8], dtype: 'uint8' }, new Uint8Array(8));
+    const file = objectPath(svc.shmDir, ref.objectId);
+    expect(existsSync(file)).toBe(true);
+    t = 1000;
+    await expect.poll(() => existsSync(file), { timeout: 10_000 }).toBe(false);
+    expect(svc.store.usage().memory).toMatchObject({ objects: 0, bytes: 0 });
   });
 
   it('touch restarts the TTL, optionally with a new one; the file mtime follows the expiry', async () => {
@@ -336,6 +348,16 @@ describe('capacity and spill', () => {
     await expect(put('late')).resolves.toMatchObject({ sizeBytes: MiB });
   });
 
+  it('reports a device that runs out of space (ENOSPC) as STORE_FULL', async () => {
+    const svc = await service();
+    const enospc = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+    const err = svc.store.fsError(enospc, 'disk', { name: 'latents', sizeBytes: 3 * MiB }) as DiffmeshError;
+    expect(err).toBeInstanceOf(DiffmeshError);
+    expect(err.code).toBe(Code.RESOURCE_EXHAUSTED);
+    expect(err.reason).toBe('STORE_FULL');
+    expect(err.message).toBe(`tensor store full: no space left in ${svc.config.spillDir} (spill disk) while writing "latents" (3.0 MiB)`);
+  });
+
   it('says when an object can never fit', async () => {
     const svc = await service({ chunkBytes: MiB, memoryCapacityBytes: MiB, diskCapacityBytes: 0 });
     const c = client(svc);
@@ -347,13 +369,13 @@ describe('capacity and spill', () => {
 
   it('a client retries STORE_FULL after the suggested delay and succeeds once space frees', async () => {
     const svc = await service({ chunkBytes: MiB, memoryCapacityBytes: MiB, diskCapacityBytes: 0, retryAfterMs: 100 });
-    const store = remoteStore(svc, 'elsewhere', { retry: { attempts: 3, maxDelayMs: 150 } });
+    const store = remoteStore(svc, 'elsewhere', { retry: { attempts: 5, maxDelayMs: 150 } });
     const first = await store.put({ requestId: 'r', name: 'a', data: new Uint8Array(MiB), shape: [MiB], dtype: 'uint8' });
     const pending = store.put({ requestId: 'r', name: 'b', data: new Uint8Array(MiB), shape: [MiB], dtype: 'uint8' });
-    await expect.poll(() => svc.metrics.snapshot().errors.Put, { interval: 5 }).toBe(1);
+    await expect.poll(() => svc.metrics.snapshot().errors.Put, { interval: 5, timeout: 10_000 }).toBe(1);
     await store.delete(first);
     await expect(pending).resolves.toMatchObject({ name: 'b' });
-    expect(store.stats().retries).toBe(1);
+    expect(store.stats().retries).toBeGreaterThanOrEqual(1);
   });
 });
 
@@ -463,7 +485,7 @@ describe('cancellation', () => {
     const p = c.get(ref.objectId, { signal: ac.signal, into: (n) => { queueMicrotask(() => ac.abort()); return new Uint8Array(n); } });
     const err = await rejection(p);
     expect(err.code).toBe(Code.CANCELLED);
-    await expect.poll(() => svc.metrics.snapshot().openStreams).toBe(0);
+    await expect.poll(() => svc.metrics.snapshot().openStreams, { timeout: 10_000 }).toBe(0);
     expect(svc.metrics.snapshot().streamBufferedBytes).toBe(0);
     expect(svc.metrics.snapshot().errors.Get).toBe(0);
   });
@@ -473,10 +495,10 @@ describe('cancellation', () => {
     const c = client(svc, { chunkBytes: MiB, maxInflightBytes: MiB });
     const ac = new AbortController();
     const p = c.put({ name: 'x', shape: [64 * MiB], dtype: 'uint8' }, new Uint8Array(64 * MiB), { signal: ac.signal });
-    await expect.poll(() => svc.metrics.snapshot().calls.Put, { interval: 1 }).toBe(1);
+    await expect.poll(() => svc.metrics.snapshot().calls.Put, { interval: 1, timeout: 10_000 }).toBe(1);
     ac.abort();
     expect((await rejection(p)).code).toBe(Code.CANCELLED);
-    await expect.poll(() => svc.store.usage().memory.reservedBytes).toBe(0);
+    await expect.poll(() => svc.store.usage().memory.reservedBytes, { timeout: 10_000 }).toBe(0);
     expect(svc.store.usage().memory.objects).toBe(0);
   });
 });
@@ -498,7 +520,7 @@ describe('transient failures', () => {
     const first = await rejection(store.get(ref));
     expect(first.code).toBe(Code.UNAVAILABLE);
     expect(first.reason).not.toBe('BREAKER_OPEN');
-    expect(store.stats().retries).toBe(1);
+    expect(store.stats().retries).toBeGreaterThanOrEqual(1);
     await rejection(store.get(ref));
     const open = await rejection(store.get(ref));
     expect(open.code).toBe(Code.UNAVAILABLE);

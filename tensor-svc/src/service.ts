@@ -54,7 +54,11 @@ export interface TensorServiceOptions {
   maxStreamBufferedBytes: number;
   /** The owner written into refs; may be set after the server binds (see {@link TensorServiceImpl.owner}). */
   owner?: TensorOwner;
+  /** HTTP/2 receive window offered to Put clients. Default 16 MiB, as clients' `channelOptions()`. */
+  receiveWindowBytes?: number;
 }
+
+const RECEIVE_WINDOW_BYTES = 16 * 1024 * 1024;
 
 const MAX_NAME_LENGTH = 256;
 
@@ -104,8 +108,10 @@ function checkedId(id: string): string {
  * until grpc-js reports it written to the socket), and waits for 'drain' whenever `write()`
  * returns false. A client that stops reading thus stops the server after its HTTP/2 window
  * and socket buffers fill, with at most `maxStreamBufferedBytes` of that stream in the heap.
- * A Put takes the next message only after the previous chunk is on disk; grpc-js then
- * stops reading from the connection and HTTP/2 flow control holds the client back.
+ * A Put writes each chunk to its file while reading the next ones, and stops reading once
+ * `maxStreamBufferedBytes` are received but not yet written; grpc-js then stops reading from
+ * the connection and HTTP/2 flow control holds the client back (its window is at most the
+ * 16 MiB this service offers per connection, see `widenReceiveWindow`).
  */
 export class TensorServiceImpl {
   /** The owner written into refs. Set it once the server is bound. */
@@ -115,6 +121,7 @@ export class TensorServiceImpl {
   private readonly log: Logger;
   private readonly chunkBytes: number;
   private readonly maxBuffered: number;
+  private readonly receiveWindowBytes: number;
 
   constructor(opts: TensorServiceOptions) {
     this.store = opts.store;
@@ -123,6 +130,7 @@ export class TensorServiceImpl {
     this.chunkBytes = opts.chunkBytes;
     this.maxBuffered = Math.max(opts.maxStreamBufferedBytes, opts.chunkBytes);
     this.owner = opts.owner ?? { address: '', nodeId: '' };
+    this.receiveWindowBytes = opts.receiveWindowBytes ?? RECEIVE_WINDOW_BYTES;
   }
 
   /** The service for {@link GrpcServer.start}. */
@@ -150,6 +158,7 @@ export class TensorServiceImpl {
     this.metrics.call('Put');
     this.metrics.streamOpened();
     limitReadAhead(call);
+    widenReceiveWindow(call, this.receiveWindowBytes);
     let writer: PutWriter | undefined;
     let creating: Promise<PutWriter> | undefined;
     let finished = false;
@@ -397,4 +406,33 @@ function expiryTrailer(info: StoredObjectInfo): grpc.Metadata {
 function limitReadAhead(call: object): void {
   const state = (call as { _readableState?: { highWaterMark?: unknown } })._readableState;
   if (state && typeof state.highWaterMark === 'number') state.highWaterMark = 1;
+}
+
+/** HTTP/2 sessions whose receive window has been widened. */
+const widened = new WeakSet<object>();
+
+/**
+ * grpc-js applies `grpc-node.flow_control_window` to client channels only: a server keeps
+ * HTTP/2's 64 KiB receive windows, so every 64 KiB of a Put waits for a WINDOW_UPDATE round
+ * trip (a third of the loopback throughput). On the first Put of a connection this sends
+ * SETTINGS_INITIAL_WINDOW_SIZE and widens the connection window to `bytes`, which the client
+ * applies to open streams too (RFC 9113 §6.9.2). Memory stays bounded: the connection window
+ * caps what a client may send ahead on all its streams together. Best effort: reaches the
+ * session through grpc-js internals, and does nothing if they change shape.
+ */
+function widenReceiveWindow(call: object, bytes: number): void {
+  try {
+    let c = (call as { call?: unknown }).call as { stream?: { session?: unknown }; nextCall?: unknown } | undefined;
+    for (let i = 0; c && !c.stream && i < 16; i++) c = c.nextCall as typeof c;
+    const session = c?.stream?.session as
+      | { destroyed?: boolean; setLocalWindowSize?: (n: number) => void; settings?: (s: { initialWindowSize: number }) => void }
+      | undefined;
+    if (!session || session.destroyed || widened.has(session)) return;
+    if (typeof session.setLocalWindowSize !== 'function' || typeof session.settings !== 'function') return;
+    widened.add(session);
+    session.setLocalWindowSize(bytes);
+    session.settings({ initialWindowSize: bytes });
+  } catch {
+    // An optimisation only: the default windows still work.
+  }
 }

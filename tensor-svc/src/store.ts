@@ -256,26 +256,29 @@ export class TieredStore {
 
   /** Deletes every expired object now; returns how many. */
   sweep(): Promise<number> {
-    this.sweeping ??= (async () => {
-      try {
-        if (this.closed) return 0;
-        const now = this.now();
-        let n = 0;
-        let bytes = 0;
-        for (const entry of [...this.objects.values()]) {
-          if (now >= entry.expiresAt) {
-            bytes += entry.ref.sizeBytes;
-            await this.expire(entry);
-            n += 1;
-          }
-        }
-        if (n > 0) this.opts.log.debug({ objects: n, bytes }, 'tensor store: deleted expired objects');
-        return n;
-      } finally {
-        this.sweeping = undefined;
+    if (this.sweeping) return this.sweeping;
+    // `.finally` always runs later, so the field is set before it is cleared.
+    const run = this.sweepNow().finally(() => {
+      if (this.sweeping === run) this.sweeping = undefined;
+    });
+    this.sweeping = run;
+    return run;
+  }
+
+  private async sweepNow(): Promise<number> {
+    if (this.closed) return 0;
+    const now = this.now();
+    let n = 0;
+    let bytes = 0;
+    for (const entry of [...this.objects.values()]) {
+      if (now >= entry.expiresAt) {
+        bytes += entry.ref.sizeBytes;
+        await this.expire(entry);
+        n += 1;
       }
-    })();
-    return this.sweeping;
+    }
+    if (n > 0) this.opts.log.debug({ objects: n, bytes }, 'tensor store: deleted expired objects');
+    return n;
   }
 
   usage(): StoreUsage {

@@ -45,6 +45,8 @@ export interface LocalMeshOptions {
   logDir?: string;
   /** Extra flags for the scheduler, e.g. `--max-queue-length 4`. */
   schedulerArgs?: string[];
+  /** Flags added to every stage process, e.g. `--inline-max-bytes 0`. */
+  stageArgs?: string[];
   /** Slots per instance of each stage service (default: dit-svc 4, others 2). */
   capacities?: Partial<Record<StageProcessSpec['service'], number>>;
 }
@@ -90,7 +92,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     const tensor = await supervisor.start({
       name: 'tensor-svc',
       entry: serviceEntry('tensor-svc'),
-      args: [...common],
+      args: [...common, '--nats', natsUrl],
       readyPrefix: 'tensor-svc listening on ',
     });
     const scheduler = await supervisor.start({
@@ -120,6 +122,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
           '--threads', String(opts.threads ?? 1),
           '--models-dirs', (spec.modelsDirs ?? opts.modelsDirs).join(','),
           ...(spec.lazy ? [] : ['--models', spec.models.join(',')]),
+          ...(opts.stageArgs ?? []),
           ...(spec.args ?? []),
         ],
         ...(spec.env ? { env: spec.env } : {}),

@@ -40,10 +40,16 @@ export function createBreaker<A extends unknown[], R>(
     // A filtered error is passed to the caller but not counted as a failure.
     errorFilter: (err: unknown) => !countsForBreaker(err),
   });
-  breaker.fallback(() => {
-    throw new DiffmeshError(Code.UNAVAILABLE, 'BREAKER_OPEN', `circuit breaker "${opts.name}" is open`, {
-      retryAfterMs: opts.resetTimeoutMs ?? 5_000,
-    });
+  // opossum calls the fallback for every failure, not only when open (its last argument is
+  // the error): answer BREAKER_OPEN only for a call the open breaker refused.
+  breaker.fallback((...args: unknown[]) => {
+    const err = args.at(-1) as { code?: unknown } | undefined;
+    if (err?.code === 'EOPENBREAKER') {
+      throw new DiffmeshError(Code.UNAVAILABLE, 'BREAKER_OPEN', `circuit breaker "${opts.name}" is open`, {
+        retryAfterMs: opts.resetTimeoutMs ?? 5_000,
+      });
+    }
+    throw err;
   });
   return breaker;
 }

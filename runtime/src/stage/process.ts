@@ -9,7 +9,7 @@ import { GrpcServer } from '../grpc/server.js';
 import { LogConfigSchema, type Logger } from '../logging/index.js';
 import { ModelCatalog } from '../models/catalog.js';
 import { SessionCache } from '../onnx/sessions.js';
-import { createTensorStore } from '../tensor-store/index.js';
+import { InlineTensorStore, createTensorStore } from '../tensor-store/index.js';
 import type { TensorStore } from '../tensor-store/index.js';
 import { RemoteTensorStore } from '../tensor-client/index.js';
 import type { OnnxStageDeps } from './onnx-stage.js';
@@ -31,6 +31,7 @@ export const StageServiceConfigSchema = z.object({
   tensorAddress: z.string().default('').describe("this node's tensor-svc host:port (empty = in-process store)"),
   drainGraceMs: z.number().int().nonnegative().default(30_000).describe('time to finish tasks after SIGTERM'),
   version: z.string().default('').describe('version advertised in discovery (default: the package version)'),
+  inlineMaxBytes: z.number().int().nonnegative().default(64 * 1024).describe('outputs up to this size travel inside the task messages instead of through tensor-svc (0 = never)'),
   log: LogConfigSchema.default({ level: 'info', pretty: false }),
 });
 export type StageServiceConfig = z.output<typeof StageServiceConfigSchema>;
@@ -55,6 +56,7 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       TENSOR_ADDRESS: 'tensorAddress',
       DRAIN_GRACE_MS: 'drainGraceMs',
       VERSION: 'version',
+      INLINE_MAX_BYTES: 'inlineMaxBytes',
       LOG_LEVEL: 'log.level',
     },
     flags: {
@@ -71,6 +73,7 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       tensor: 'tensorAddress',
       'drain-grace-ms': 'drainGraceMs',
       version: 'version',
+      'inline-max-bytes': 'inlineMaxBytes',
       'log-level': 'log.level',
     },
   });
@@ -104,9 +107,12 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
   const { config, log } = opts;
   const instanceId = config.instanceId || `${opts.name}-${randomUUID().slice(0, 8)}`;
   const version = config.version || opts.version;
-  const store: TensorStore = config.tensorAddress
-    ? new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log })
-    : createTensorStore({ backend: 'memory' }, { nodeId: config.nodeId });
+  const store: TensorStore = new InlineTensorStore(
+    config.tensorAddress
+      ? new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log })
+      : createTensorStore({ backend: 'memory' }, { nodeId: config.nodeId }),
+    config.inlineMaxBytes,
+  );
   const sessions = new SessionCache({ intraOpThreads: config.threads, interOpThreads: 1 });
   const catalog = new ModelCatalog(config.modelsDirs);
   const handler = opts.createHandler({ catalog, sessions, store, models: config.models });
@@ -152,12 +158,15 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
     service,
     stop(graceMs = config.drainGraceMs) {
       stopping ??= (async () => {
+        const deadline = Date.now() + graceMs;
         server.setServing(false);
         await registration?.stop().catch((err: unknown) => log.warn({ err }, 'could not leave discovery'));
         const drained = service.drain();
         const timer = new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref());
         await Promise.race([drained, timer]);
-        await server.drain(0);
+        // Results may still be on their way: the scheduler closes its dispatch stream once it
+        // has them (it retires an instance that left discovery), which lets the server stop.
+        await server.drain(Math.max(1000, deadline - Date.now()));
         await discovery?.close();
         await sessions.close();
         await store.close();

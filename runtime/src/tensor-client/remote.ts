@@ -321,20 +321,7 @@ export class RemoteTensorStore implements TensorStore {
       ...(this.opts.unaryTimeoutMs !== undefined ? { unaryTimeoutMs: this.opts.unaryTimeoutMs } : {}),
     });
     const name = `tensor-svc ${address}`;
-    const resetTimeoutMs = this.opts.breaker?.resetTimeoutMs ?? 5_000;
     const breaker = createBreaker((thunk: () => Promise<unknown>) => thunk(), { ...this.opts.breaker, name });
-    // opossum also calls the fallback after an ordinary failure; keep that failure as it is
-    // and answer BREAKER_OPEN only when the breaker really is open.
-    breaker.fallback((...args: unknown[]) => {
-      const err = args[args.length - 1];
-      if ((err as { code?: unknown } | undefined)?.code === 'EOPENBREAKER') {
-        throw new DiffmeshError(Code.UNAVAILABLE, 'BREAKER_OPEN', `${name}: circuit breaker open after repeated failures`, {
-          retryAfterMs: resetTimeoutMs,
-          metadata: { address },
-        });
-      }
-      throw err;
-    });
     owner = { client, breaker };
     this.owners.set(address, owner);
     return owner;

@@ -26,3 +26,4 @@ export type {
   TensorStore,
   TensorStoreUsage,
 } from './types.js';
+export { DEFAULT_INLINE_MAX_BYTES, InlineTensorStore } from './inline.js';

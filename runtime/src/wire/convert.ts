@@ -147,6 +147,7 @@ export function objectRefToWire(ref: ObjectRef): WireObjectRef {
     name: ref.name,
     ttlMs: toUint32(ref.ttlMs),
     checksum: ref.checksum,
+    ...(ref.inlineData && ref.inlineData.length > 0 ? { inlineData: Buffer.from(ref.inlineData.buffer, ref.inlineData.byteOffset, ref.inlineData.byteLength) } : {}),
   };
 }
 
@@ -162,6 +163,7 @@ export function objectRefFromWire(ref: WireObjectRef): ObjectRef {
     name: ref.name ?? '',
     ttlMs: ref.ttlMs ?? 0,
     checksum: ref.checksum ?? '',
+    ...(ref.inlineData && ref.inlineData.length > 0 ? { inlineData: new Uint8Array(ref.inlineData as Uint8Array) } : {}),
   };
 }
 

@@ -45,6 +45,11 @@ export interface ObjectRef {
    * `crc32c:<hex>` of the bytes.
    */
   'checksum'?: (string);
+  /**
+   * The bytes themselves, for small objects passed by value instead of through a
+   * tensor service (empty otherwise). Such a ref has no owner and needs no delete.
+   */
+  'inlineData'?: (Buffer | Uint8Array | string);
 }
 
 /**
@@ -88,4 +93,9 @@ export interface ObjectRef__Output {
    * `crc32c:<hex>` of the bytes.
    */
   'checksum': (string);
+  /**
+   * The bytes themselves, for small objects passed by value instead of through a
+   * tensor service (empty otherwise). Such a ref has no owner and needs no delete.
+   */
+  'inlineData': (Buffer);
 }
