@@ -7,7 +7,7 @@ import { Code, DiffmeshError, asDiffmeshError, invalidParameter } from '../error
 import { createBreaker, type BreakerOptions, type CircuitBreaker } from '../grpc/breaker.js';
 import type { TlsFiles } from '../grpc/options.js';
 import type { Logger } from '../logging/index.js';
-import { DTYPE_BYTES, byteLengthOf } from '../tensor-store/bytes.js';
+import { checkPutInput } from '../tensor-store/bytes.js';
 import type {
   ObjectInfo,
   ObjectKey,
@@ -132,20 +132,7 @@ export class RemoteTensorStore implements TensorStore {
 
   async put(input: PutTensorInput, opts: PutOptions = {}): Promise<ObjectRef> {
     this.checkOpen();
-    checkName('request_id', input.requestId);
-    checkName('name', input.name);
-    if (!(input.dtype in DTYPE_BYTES)) throw invalidParameter('dtype', `unknown dtype ${JSON.stringify(input.dtype)}`);
-    if (!Array.isArray(input.shape) || !input.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
-      throw invalidParameter('shape', `must be a list of non-negative integers, got ${JSON.stringify(input.shape)}`);
-    }
-    if (!(input.data instanceof Uint8Array)) throw invalidParameter('data', 'must be a Uint8Array');
-    const expected = byteLengthOf(input.shape, input.dtype);
-    if (input.data.byteLength !== expected) {
-      throw invalidParameter(
-        'data',
-        `${input.data.byteLength} bytes do not match shape [${input.shape.join(', ')}] of ${input.dtype} (${expected} bytes)`,
-      );
-    }
+    checkPutInput(input);
     const ttlMs = opts.ttlMs ?? 0;
     if (!Number.isSafeInteger(ttlMs) || ttlMs < 0 || ttlMs > 0xffffffff) {
       throw invalidParameter('ttl_ms', `must be a non-negative integer number of milliseconds, got ${ttlMs}`);
@@ -395,12 +382,6 @@ function idOf(key: ObjectKey): string {
 
 function copyRef(ref: ObjectRef): ObjectRef {
   return { ...ref, shape: [...ref.shape] };
-}
-
-function checkName(field: string, value: unknown): void {
-  if (typeof value !== 'string' || value === '' || value.includes(':')) {
-    throw invalidParameter(field, `must be a non-empty string without ":", got ${JSON.stringify(value)}`);
-  }
 }
 
 /** A ref whose checksum differs from the owner's names another version of the object. */

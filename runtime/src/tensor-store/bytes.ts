@@ -1,5 +1,6 @@
 import { crc32c } from '@node-rs/crc32';
 import type { Dtype } from '../domain.js';
+import { invalidParameter } from '../errors/errors.js';
 
 /**
  * Tensor bytes are little-endian element data, the layout of typed arrays on every platform
@@ -86,4 +87,27 @@ function typedView<A extends ArrayBufferView>(data: Uint8Array, size: number, Ct
   const copy = new Ctor(length);
   toBytes(copy).set(data);
   return copy;
+}
+
+/**
+ * Validates what a store is asked to put, naming the bad field: `request_id` and `name`
+ * (non-empty, no ":"), `dtype`, `shape`, and `data` (a Uint8Array of exactly shape × dtype bytes).
+ */
+export function checkPutInput(input: { requestId: unknown; name: unknown; dtype: unknown; shape: unknown; data: unknown }): void {
+  for (const [field, value] of [['request_id', input.requestId], ['name', input.name]] as const) {
+    if (typeof value !== 'string' || value === '' || value.includes(':')) {
+      throw invalidParameter(field, `must be a non-empty string without ":", got ${JSON.stringify(value)}`);
+    }
+  }
+  const dtype = input.dtype as Dtype;
+  if (typeof dtype !== 'string' || !(dtype in DTYPE_BYTES)) throw invalidParameter('dtype', `unknown dtype ${JSON.stringify(dtype)}`);
+  const shape = input.shape as number[];
+  if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+    throw invalidParameter('shape', `must be a list of non-negative integers, got ${JSON.stringify(shape)}`);
+  }
+  if (!(input.data instanceof Uint8Array)) throw invalidParameter('data', 'must be a Uint8Array');
+  const expected = byteLengthOf(shape, dtype);
+  if (input.data.byteLength !== expected) {
+    throw invalidParameter('data', `${input.data.byteLength} bytes do not match shape [${shape.join(', ')}] of ${dtype} (${expected} bytes)`);
+  }
 }

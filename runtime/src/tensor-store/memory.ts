@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Dtype, ObjectRef } from '../domain.js';
 import { Code, DiffmeshError, invalidParameter } from '../errors/index.js';
 import type { Logger } from '../logging/index.js';
-import { DTYPE_BYTES, byteLengthOf, checksumOf } from './bytes.js';
+import { checkPutInput, checksumOf } from './bytes.js';
 import type {
   ObjectInfo,
   ObjectKey,
@@ -88,20 +88,7 @@ export class MemoryTensorStore implements TensorStore {
 
   async put(input: PutTensorInput, opts: PutOptions = {}): Promise<ObjectRef> {
     this.checkOpen();
-    checkName('request_id', input.requestId);
-    checkName('name', input.name);
-    if (!(input.dtype in DTYPE_BYTES)) throw invalidParameter('dtype', `unknown dtype ${JSON.stringify(input.dtype)}`);
-    if (!Array.isArray(input.shape) || !input.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
-      throw invalidParameter('shape', `must be a list of non-negative integers, got ${JSON.stringify(input.shape)}`);
-    }
-    if (!(input.data instanceof Uint8Array)) throw invalidParameter('data', 'must be a Uint8Array');
-    const expected = byteLengthOf(input.shape, input.dtype);
-    if (input.data.byteLength !== expected) {
-      throw invalidParameter(
-        'data',
-        `${input.data.byteLength} bytes do not match shape [${input.shape.join(', ')}] of ${input.dtype} (${expected} bytes)`,
-      );
-    }
+    checkPutInput(input);
     const ttlMs = this.ttlOf(opts.ttlMs);
     const size = input.data.byteLength;
     this.reserve(size, input);
@@ -301,12 +288,6 @@ function idOf(key: ObjectKey): string {
 
 function copyRef(ref: ObjectRef): ObjectRef {
   return { ...ref, shape: [...ref.shape] };
-}
-
-function checkName(field: string, value: unknown): void {
-  if (typeof value !== 'string' || value === '' || value.includes(':')) {
-    throw invalidParameter(field, `must be a non-empty string without ":", got ${JSON.stringify(value)}`);
-  }
 }
 
 function expiredError(id: string): DiffmeshError {
