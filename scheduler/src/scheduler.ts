@@ -5,6 +5,7 @@ import {
   DiffmeshError,
   asDiffmeshError,
   isRetryableCode,
+  linkedAbort,
   resolveParams,
   toExecutionPlan,
   type ExecutionPlan,
@@ -422,12 +423,10 @@ export class Scheduler {
       attempt: task.attempt,
       at: started,
     });
-    const stageTimeout = this.opts.limits.stageTimeoutMs;
-    const signal =
-      stageTimeout > 0 ? AbortSignal.any([run.abort.signal, AbortSignal.timeout(stageTimeout)]) : run.abort.signal;
+    const abort = linkedAbort(run.abort.signal, this.opts.limits.stageTimeoutMs);
     instance
       .execute(task, {
-        signal,
+        signal: abort.signal,
         onProgress: (p) => {
           if (run.done) return;
           run.state.step = p.step;
@@ -445,9 +444,10 @@ export class Scheduler {
       })
       .then(
         (result) => this.stageDone(run, item, result.outputs),
-        (err: unknown) => this.stageFailed(run, item, signal, err),
+        (err: unknown) => this.stageFailed(run, item, abort.timedOut(), err),
       )
       .finally(() => {
+        abort.dispose();
         slot.active -= 1;
         if (slot.retiring && slot.active === 0) this.removeInstance(instance.id);
         this.pump(instance.pool);
@@ -491,14 +491,13 @@ export class Scheduler {
     this.finish(run, { type: 'completed', outputs });
   }
 
-  private stageFailed(run: Running, item: QueuedTask, signal: AbortSignal, err: unknown): void {
+  private stageFailed(run: Running, item: QueuedTask, timedOut: boolean, err: unknown): void {
     if (run.done) {
       // The stage may have stored objects before it stopped.
       void this.deleteObjects(item.task.reqId, [], true);
       return;
     }
     const { task } = item;
-    const timedOut = signal.aborted && !run.abort.signal.aborted;
     const error = timedOut
       ? new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `stage ${task.stage} exceeded its deadline`)
       : asDiffmeshError(err);

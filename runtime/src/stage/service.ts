@@ -9,6 +9,7 @@ import type {
   WorkResponse,
 } from '@diffmesh/protos';
 import { loadDiffmeshProtos } from '@diffmesh/protos';
+import { linkedAbort } from '../abort.js';
 import { Code, DiffmeshError, asDiffmeshError } from '../errors/index.js';
 import type { Logger } from '../logging/index.js';
 import type { ServiceBinding } from '../grpc/server.js';
@@ -159,19 +160,20 @@ export class StageService {
           metadata: { field: 'model' },
         });
       }
-      const deadlineSignal = task.deadline > 0 ? AbortSignal.timeout(Math.max(0, task.deadline - Date.now())) : undefined;
-      const combined = deadlineSignal ? AbortSignal.any([signal, deadlineSignal]) : signal;
+      const abort = linkedAbort(signal, task.deadline > 0 ? Math.max(1, task.deadline - Date.now()) : 0);
       try {
         return await this.handler.execute(task, {
-          signal: combined,
+          signal: abort.signal,
           onProgress: (p) => onProgress(p.step, p.totalSteps),
           log: this.log.child({ reqId: task.reqId, stage: task.stage, attempt: task.attempt }),
         });
       } catch (err) {
-        if (deadlineSignal?.aborted && !signal.aborted) {
+        if (abort.timedOut()) {
           throw new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `task deadline passed during ${task.stage}`);
         }
         throw err;
+      } finally {
+        abort.dispose();
       }
     } finally {
       this.inFlight -= 1;
