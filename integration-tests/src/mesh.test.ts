@@ -9,10 +9,11 @@ import { cancel, generate, get, last, rejection, startTestMesh, submit, watch, t
 
 // One mesh — nats-server, tensor-svc, scheduler, encoder-svc, dit-svc, vae-svc, each its own
 // process — shared by the tests of this file. Every object goes through tensor-svc here
-// (no small objects passed by value), so the transfers and deletes are exercised.
+// (no small objects passed by value), so the transfers and deletes are exercised, and every
+// denoising step is reported.
 let t: TestMesh;
 beforeAll(async () => {
-  t = await startTestMesh({ stageArgs: ['--inline-max-bytes', '0'] });
+  t = await startTestMesh({ stageArgs: ['--inline-max-bytes', '0', '--progress-interval-ms', '0'] });
 }, 120_000);
 afterAll(async () => {
   await t?.stop();

@@ -31,6 +31,7 @@ export const StageServiceConfigSchema = z.object({
   tensorAddress: z.string().default('').describe("this node's tensor-svc host:port (empty = in-process store)"),
   drainGraceMs: z.number().int().nonnegative().default(30_000).describe('time to finish tasks after SIGTERM'),
   version: z.string().default('').describe('version advertised in discovery (default: the package version)'),
+  progressIntervalMs: z.number().int().nonnegative().default(50).describe('least time between two progress messages of a task; the last step is always sent (0 = every step)'),
   inlineMaxBytes: z.number().int().nonnegative().default(64 * 1024).describe('outputs up to this size travel inside the task messages instead of through tensor-svc (0 = never)'),
   log: LogConfigSchema.default({ level: 'info', pretty: false }),
 });
@@ -57,6 +58,7 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       DRAIN_GRACE_MS: 'drainGraceMs',
       VERSION: 'version',
       INLINE_MAX_BYTES: 'inlineMaxBytes',
+      PROGRESS_INTERVAL_MS: 'progressIntervalMs',
       LOG_LEVEL: 'log.level',
     },
     flags: {
@@ -74,6 +76,7 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       'drain-grace-ms': 'drainGraceMs',
       version: 'version',
       'inline-max-bytes': 'inlineMaxBytes',
+      'progress-interval-ms': 'progressIntervalMs',
       'log-level': 'log.level',
     },
   });
@@ -125,6 +128,7 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
       pool: config.pool,
       version,
       capacity: config.capacity,
+      progressIntervalMs: config.progressIntervalMs,
       ...(config.tensorAddress ? { tensorAddress: config.tensorAddress } : {}),
     },
     log,

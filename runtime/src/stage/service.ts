@@ -36,6 +36,11 @@ export interface StageInstanceIdentity {
   capacity: number;
   /** Address of this node's tensor-svc, if any. */
   tensorAddress?: string;
+  /**
+   * Least time between two progress messages of a task (the last step is always sent).
+   * 0 = every step. Keeps fast models from spending their CPU on progress traffic.
+   */
+  progressIntervalMs?: number;
 }
 
 export function taskToWire(t: StageTask): Task {
@@ -161,10 +166,17 @@ export class StageService {
         });
       }
       const abort = linkedAbort(signal, task.deadline > 0 ? Math.max(1, task.deadline - Date.now()) : 0);
+      const interval = this.identity.progressIntervalMs ?? 0;
+      let lastProgress = -Infinity;
       try {
         return await this.handler.execute(task, {
           signal: abort.signal,
-          onProgress: (p) => onProgress(p.step, p.totalSteps),
+          onProgress: (p) => {
+            const now = performance.now();
+            if (p.step < p.totalSteps && now - lastProgress < interval) return;
+            lastProgress = now;
+            onProgress(p.step, p.totalSteps);
+          },
           log: this.log.child({ reqId: task.reqId, stage: task.stage, attempt: task.attempt }),
         });
       } catch (err) {
