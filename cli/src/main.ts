@@ -58,7 +58,7 @@ export async function main(argv: string[]): Promise<number> {
   let code: number = EXIT.ok;
   program
     .command('generate')
-    .description('generate an image or video in this process (embedded runtime, nothing external)')
+    .description('generate an image or video: in this process (embedded runtime, nothing external), or through a running mesh with --remote')
     .argument('<prompt>', 'what to generate, e.g. "a red circle on a blue background"')
     .option('-o, --output <file>', 'output file: .png for an image; .mp4 (ffmpeg), .gif or .apng for a video')
     .option('-m, --model <name>', 'model name', 'diffmesh/tiny-shapes')
