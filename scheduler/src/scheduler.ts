@@ -340,7 +340,15 @@ export class Scheduler {
     ctx.updatedAt = now;
     const timing = this.timing(run, stageIndex);
     timing.queuedAt = timing.queuedAt || now;
-    run.events.push({ type: 'queued', reqId: ctx.reqId, stageIndex, stage: stage.name, pool: stage.pool, at: now });
+    run.events.push({
+      type: 'queued',
+      reqId: ctx.reqId,
+      stageIndex,
+      stage: stage.name,
+      pool: stage.pool,
+      position: queue.size - 1,
+      at: now,
+    });
   }
 
   private timing(run: Running, stageIndex: number): StageTiming {

@@ -230,7 +230,7 @@ export function eventToWire(e: RequestEvent, sequence: number, state?: RequestSt
   const base = { reqId: e.reqId, time: timestampToWire(e.at), sequence };
   switch (e.type) {
     case 'queued':
-      return { ...base, queued: { pool: e.pool, position: 0 } };
+      return { ...base, queued: { pool: e.pool, position: e.position } };
     case 'stage_started':
       return {
         ...base,
@@ -289,7 +289,7 @@ export function eventToWire(e: RequestEvent, sequence: number, state?: RequestSt
 export function eventFromWire(e: WireRequestEventOutput): RequestEvent | undefined {
   const at = e.time ? timestampFromWire(e.time) : Date.now();
   const reqId = e.reqId;
-  if (e.queued) return { type: 'queued', reqId, stageIndex: 0, stage: 'text_encoding', pool: e.queued.pool, at };
+  if (e.queued) return { type: 'queued', reqId, stageIndex: 0, stage: 'text_encoding', pool: e.queued.pool, position: e.queued.position, at };
   if (e.stageStarted) {
     const s = e.stageStarted;
     return {

@@ -72,7 +72,16 @@ export interface RequestState {
 
 /** Events of one request, in order; the last one is `completed`, `failed` or `cancelled`. */
 export type RequestEvent =
-  | { type: 'queued'; reqId: string; stageIndex: number; stage: StageName; pool: string; at: number }
+  | {
+      type: 'queued';
+      reqId: string;
+      stageIndex: number;
+      stage: StageName;
+      pool: string;
+      /** Tasks waiting in the same queue when this one joined it (0 = first in line). */
+      position: number;
+      at: number;
+    }
   | {
       type: 'stage_started';
       reqId: string;

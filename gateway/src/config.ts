@@ -1,0 +1,102 @@
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import { LogConfigSchema, MAX_PROMPT_LENGTH, defineConfig } from '@diffmesh/runtime';
+
+const HOST_PORT = /^(\[[0-9a-fA-F:.]+\]|[^\s:/]+):\d{1,5}$/;
+
+const hostPort = (what: string) =>
+  z.string().regex(HOST_PORT, `expected host:port for ${what}, e.g. 127.0.0.1:8080 (port 0 = any free port)`);
+
+/** The gateway's configuration (env prefix `DIFFMESH_GATEWAY_`). */
+export const GatewayConfigSchema = z.object({
+  listen: hostPort('the HTTP listener').default('127.0.0.1:8080').describe('public HTTP listen address host:port (port 0 = any free port)'),
+  adminListen: hostPort('the admin listener')
+    .default('127.0.0.1:9464')
+    .describe('admin HTTP listen address for /healthz, /readyz and /metrics, never authenticated'),
+  publicUrl: z
+    .string()
+    .regex(/^https?:\/\/[^\s]+[^/\s]$/, 'expected an absolute http(s) URL without a trailing slash')
+    .or(z.literal(''))
+    .default('')
+    .describe('base URL clients reach the gateway at, used in result URLs (empty = from the Host header)'),
+  nodeId: z.string().min(1).default(hostname()).describe('node the gateway runs on (same-node tensor reads use shared memory)'),
+  natsUrl: z.string().default('').describe('NATS server(s) for discovery of schedulers and tensor services (empty = static addresses only)'),
+  schedulerAddresses: z
+    .array(hostPort('a scheduler'))
+    .default([])
+    .describe('scheduler gRPC addresses used besides (or instead of) the discovered ones'),
+  tensorAddresses: z
+    .array(hostPort('a tensor service'))
+    .default([])
+    .describe('tensor-svc gRPC addresses for the /api/v1/objects routes, besides the discovered ones'),
+  apiKeys: z.array(z.string().min(1, 'an API key cannot be empty')).default([]).describe('accepted bearer API keys (empty = authentication off)'),
+  rateLimitPerMinute: z.number().int().nonnegative().default(0).describe('requests per minute per API key (per client address when auth is off); 0 = no limit'),
+  rateLimitBurst: z.number().int().nonnegative().default(0).describe('bucket size of the rate limit (0 = rateLimitPerMinute)'),
+  maxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024).describe('largest request body accepted (413 above it)'),
+  maxPromptChars: z.number().int().positive().default(MAX_PROMPT_LENGTH).describe('longest prompt or negative prompt accepted, in characters'),
+  corsOrigins: z
+    .array(z.string().regex(/^(\*|https?:\/\/[^\s/]+)$/, 'expected "*" or an origin such as https://app.example.com'))
+    .default([])
+    .describe('origins allowed by CORS ("*" = any); empty = CORS off'),
+  ffmpegPath: z.string().min(1).default('ffmpeg').describe('ffmpeg binary for MP4 video results (animated GIF when it does not run)'),
+  resultTtlMs: z.number().int().positive().max(0xffffffff).default(3_600_000).describe('how long image results (url format) and video jobs stay fetchable'),
+  upstreamTimeoutMs: z.number().int().positive().default(30_000).describe('deadline of unary calls to schedulers and tensor services'),
+  maxVideoJobs: z.number().int().positive().default(1000).describe('most video jobs kept at once (oldest finished ones are dropped first)'),
+  drainGraceMs: z.number().int().nonnegative().default(10_000).describe('time open requests get to finish after SIGTERM'),
+  log: LogConfigSchema.default({ level: 'info', pretty: false }),
+});
+export type GatewayConfig = z.output<typeof GatewayConfigSchema>;
+export type GatewayConfigInput = z.input<typeof GatewayConfigSchema>;
+
+export const gatewayConfig = defineConfig({
+  name: 'gateway',
+  schema: GatewayConfigSchema,
+  envPrefix: 'DIFFMESH_GATEWAY_',
+  env: {
+    LISTEN: 'listen',
+    ADMIN_LISTEN: 'adminListen',
+    PUBLIC_URL: 'publicUrl',
+    NODE_ID: 'nodeId',
+    NATS_URL: 'natsUrl',
+    SCHEDULER_ADDRESSES: 'schedulerAddresses',
+    TENSOR_ADDRESSES: 'tensorAddresses',
+    API_KEYS: 'apiKeys',
+    RATE_LIMIT_PER_MINUTE: 'rateLimitPerMinute',
+    RATE_LIMIT_BURST: 'rateLimitBurst',
+    MAX_BODY_BYTES: 'maxBodyBytes',
+    MAX_PROMPT_CHARS: 'maxPromptChars',
+    CORS_ORIGINS: 'corsOrigins',
+    FFMPEG_PATH: 'ffmpegPath',
+    RESULT_TTL_MS: 'resultTtlMs',
+    UPSTREAM_TIMEOUT_MS: 'upstreamTimeoutMs',
+    MAX_VIDEO_JOBS: 'maxVideoJobs',
+    DRAIN_GRACE_MS: 'drainGraceMs',
+    LOG_LEVEL: 'log.level',
+  },
+  flags: {
+    listen: 'listen',
+    'admin-listen': 'adminListen',
+    'public-url': 'publicUrl',
+    'node-id': 'nodeId',
+    nats: 'natsUrl',
+    schedulers: 'schedulerAddresses',
+    tensors: 'tensorAddresses',
+    'api-keys': 'apiKeys',
+    'rate-limit-per-minute': 'rateLimitPerMinute',
+    'rate-limit-burst': 'rateLimitBurst',
+    'max-body-bytes': 'maxBodyBytes',
+    'max-prompt-chars': 'maxPromptChars',
+    'cors-origins': 'corsOrigins',
+    ffmpeg: 'ffmpegPath',
+    'result-ttl-ms': 'resultTtlMs',
+    'upstream-timeout-ms': 'upstreamTimeoutMs',
+    'max-video-jobs': 'maxVideoJobs',
+    'drain-grace-ms': 'drainGraceMs',
+    'log-level': 'log.level',
+  },
+});
+
+/** A complete configuration from partial settings (defaults filled in, validated). */
+export function gatewayConfigFrom(input: GatewayConfigInput = {}): GatewayConfig {
+  return GatewayConfigSchema.parse(input);
+}
