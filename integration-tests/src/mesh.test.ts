@@ -13,7 +13,10 @@ import { cancel, generate, get, last, rejection, startTestMesh, submit, watch, t
 // denoising step is reported.
 let t: TestMesh;
 beforeAll(async () => {
-  t = await startTestMesh({ stageArgs: ['--inline-max-bytes', '0', '--progress-interval-ms', '0'] });
+  t = await startTestMesh({
+    stageArgs: ['--inline-max-bytes', '0', '--progress-interval-ms', '0'],
+    schedulerArgs: ['--metrics-listen', '127.0.0.1:0'],
+  });
 }, 120_000);
 afterAll(async () => {
   await t?.stop();
@@ -140,6 +143,22 @@ describe('a mesh of separate processes', () => {
       }
     }
     expect(err).toMatchObject({ code: Code.NOT_FOUND, reason: 'OBJECT_EXPIRED' });
+  });
+
+  it('exports Prometheus metrics from the scheduler, found through discovery', async () => {
+    const before = await generate(t.client, { params: { prompt: 'a red circle', width: 64, height: 64, numInferenceSteps: 7 } });
+    expect(last(before).type).toBe('completed');
+    const scheduler = (await t.mesh.discovery.instances()).find((i) => i.name === 'scheduler');
+    const url = scheduler?.metadata.metrics_url ?? '';
+    expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    const text = await (await fetch(url)).text();
+    const value = (pattern: RegExp): number => Number(text.match(pattern)?.[1] ?? NaN);
+    expect(value(/^diffmesh_requests_completed_total\{model="diffmesh\/tiny-shapes"\} (\d+)/m)).toBeGreaterThanOrEqual(1);
+    expect(value(/^diffmesh_requests_submitted_total\{model="diffmesh\/tiny-shapes"\} (\d+)/m)).toBeGreaterThanOrEqual(1);
+    expect(value(/^diffmesh_denoising_steps_total\{pool="dit-tiny"\} (\d+)/m)).toBeGreaterThanOrEqual(7);
+    expect(value(/^diffmesh_worker_idle\{pool="dit-tiny"\} (\d+)/m)).toBe(4);
+    expect(value(/^diffmesh_breaker_state\{instance_id="dit-svc-1",pool="dit-tiny"\} (\d+)/m)).toBe(0);
+    expect(text).toMatch(/^diffmesh_stage_latency_seconds_bucket\{le="[^"]+",stage="denoising",pool="dit-tiny"\} \d+/m);
   });
 
   it('lists every registered service with `diffmesh status`', async () => {

@@ -18,6 +18,7 @@ export const SchedulerConfigSchema = z.object({
   stageTimeoutMs: z.number().int().nonnegative().default(300_000).describe('deadline of one stage dispatch (0 = none)'),
   retentionMs: z.number().int().positive().default(600_000).describe('how long finished requests stay visible'),
   drainGraceMs: z.number().int().nonnegative().default(30_000).describe('time to finish requests after SIGTERM'),
+  metricsListen: z.string().default('').describe('host:port of the Prometheus /metrics endpoint (empty = off; port 0 = any free port)'),
   log: LogConfigSchema.default({ level: 'info', pretty: false }),
 });
 export type SchedulerConfig = z.output<typeof SchedulerConfigSchema>;
@@ -41,6 +42,7 @@ export const schedulerConfig = defineConfig({
     STAGE_TIMEOUT_MS: 'stageTimeoutMs',
     RETENTION_MS: 'retentionMs',
     DRAIN_GRACE_MS: 'drainGraceMs',
+    METRICS_LISTEN: 'metricsListen',
     LOG_LEVEL: 'log.level',
   },
   flags: {
@@ -58,6 +60,7 @@ export const schedulerConfig = defineConfig({
     'stage-timeout-ms': 'stageTimeoutMs',
     'retention-ms': 'retentionMs',
     'drain-grace-ms': 'drainGraceMs',
+    'metrics-listen': 'metricsListen',
     'log-level': 'log.level',
   },
 });

@@ -3,6 +3,7 @@ export type { SchedulerConfig } from './config.js';
 export { EventLog } from './event-log.js';
 export { LocalInstance } from './local-instance.js';
 export { followDiscovery } from './membership.js';
+export { SchedulerMetrics, startMetricsEndpoint } from './metrics.js';
 export type { MembershipOptions } from './membership.js';
 export { RemoteInstance } from './remote-instance.js';
 export type { RemoteInstanceInfo, RemoteInstanceOptions } from './remote-instance.js';

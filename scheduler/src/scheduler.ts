@@ -52,6 +52,8 @@ export interface SchedulerOptions {
   limits: SchedulerLimits;
   /** Makes the queue for one pool (memory by default; durable backends later). */
   createQueue(pool: string, maxLength: number): TaskQueue<QueuedTask>;
+  /** Sees every event of every request (metrics, audit); must not throw. */
+  onEvent?: (event: RequestEvent, state: RequestState) => void;
 }
 
 /** A stage task waiting in a pool queue. */
@@ -296,6 +298,15 @@ export class Scheduler {
     return run;
   }
 
+  private emit(run: Running, event: RequestEvent): void {
+    run.events.push(event);
+    try {
+      this.opts.onEvent?.(event, run.state);
+    } catch (err) {
+      this.opts.log.warn({ err }, 'event observer failed');
+    }
+  }
+
   private poolSlots(pool: string): Map<string, InstanceSlot> {
     let p = this.slots.get(pool);
     if (!p) {
@@ -340,7 +351,7 @@ export class Scheduler {
     ctx.updatedAt = now;
     const timing = this.timing(run, stageIndex);
     timing.queuedAt = timing.queuedAt || now;
-    run.events.push({
+    this.emit(run, {
       type: 'queued',
       reqId: ctx.reqId,
       stageIndex,
@@ -421,7 +432,7 @@ export class Scheduler {
     ctx.updatedAt = started;
     run.state.step = 0;
     run.state.totalSteps = 0;
-    run.events.push({
+    this.emit(run, {
       type: 'stage_started',
       reqId: ctx.reqId,
       stageIndex: task.stageIndex,
@@ -439,7 +450,7 @@ export class Scheduler {
           if (run.done) return;
           run.state.step = p.step;
           run.state.totalSteps = p.totalSteps;
-          run.events.push({
+          this.emit(run, {
             type: 'progress',
             reqId: ctx.reqId,
             stageIndex: task.stageIndex,
@@ -474,7 +485,7 @@ export class Scheduler {
     Object.assign(ctx.refs, outputs);
     const timing = this.timing(run, task.stageIndex);
     timing.finishedAt = now;
-    run.events.push({
+    this.emit(run, {
       type: 'stage_finished',
       reqId: ctx.reqId,
       stageIndex: task.stageIndex,
@@ -569,7 +580,7 @@ export class Scheduler {
     const keep = new Set(outcome.type === 'completed' ? Object.values(outcome.outputs).map((r) => r.objectId) : []);
     const doomed = Object.values(ctx.refs).filter((r) => !keep.has(r.objectId));
     const announce = (): void => {
-      run.events.push(event);
+      this.emit(run, event);
       run.events.close();
     };
     if (outcome.type === 'completed') {

@@ -12,6 +12,7 @@ import {
 } from '@diffmesh/runtime';
 import type { SchedulerConfig } from './config.js';
 import { followDiscovery } from './membership.js';
+import { SchedulerMetrics, startMetricsEndpoint } from './metrics.js';
 import { Scheduler } from './scheduler.js';
 import { schedulerServiceBinding } from './service.js';
 
@@ -20,6 +21,8 @@ export interface RunningScheduler {
   address: string;
   instanceId: string;
   scheduler: Scheduler;
+  /** `http://host:port/metrics` when the endpoint is on. */
+  metricsUrl?: string;
   stop(graceMs?: number): Promise<void>;
 }
 
@@ -33,6 +36,7 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
   const registry = await loadPlanRegistry(config.plansFile || undefined);
   // Inline refs (small objects passed by value) need no delete; the rest go to their owners.
   const store = new InlineTensorStore(new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log }));
+  let metrics: SchedulerMetrics | undefined;
   const scheduler = new Scheduler({
     registry,
     store,
@@ -47,7 +51,11 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
       retentionMs: config.retentionMs,
     },
     createQueue: (name, maxLength) => createTaskQueue({ backend: 'memory', maxLength }, { name }),
+    onEvent: (e, state) => metrics?.observe(e, state),
   });
+  metrics = new SchedulerMetrics(scheduler);
+  const endpoint = config.metricsListen ? await startMetricsEndpoint(metrics.registry, config.metricsListen, log) : undefined;
+  if (endpoint) log.info({ url: endpoint.url }, 'metrics endpoint listening');
   const discovery: Discovery = await createDiscovery(
     config.natsUrl ? { backend: 'nats', url: config.natsUrl } : { backend: 'memory' },
     log,
@@ -67,6 +75,7 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
         grpcAddress: server.address,
         models: [],
         capacity: config.maxInFlight,
+        ...(endpoint ? { metadata: { metrics_url: endpoint.url } } : {}),
       },
       () => ({ inFlight: scheduler.inFlightCount(), queued: Object.values(scheduler.queueSizes()).reduce((a, b) => a + b, 0) }),
     );
@@ -76,6 +85,7 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
     address: server.address,
     instanceId,
     scheduler,
+    ...(endpoint ? { metricsUrl: endpoint.url } : {}),
     stop(graceMs = config.drainGraceMs) {
       stopping ??= (async () => {
         server.setServing(false);
@@ -85,6 +95,7 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
         unfollow();
         await discovery.close();
         await store.close();
+        await endpoint?.close();
       })();
       return stopping;
     },

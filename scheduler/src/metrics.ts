@@ -1,0 +1,173 @@
+import { createServer, type Server } from 'node:http';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Logger } from '@diffmesh/runtime';
+import type { Scheduler } from './scheduler.js';
+import type { RequestEvent, RequestState } from './types.js';
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+
+/**
+ * The scheduler's Prometheus metrics. Counters and histograms follow request events;
+ * gauges (queue depth, worker slots, breakers) are read from the scheduler when scraped.
+ */
+export class SchedulerMetrics {
+  readonly registry = new Registry();
+  private readonly submitted: Counter<'model'>;
+  private readonly completed: Counter<'model'>;
+  private readonly failed: Counter<'model' | 'reason'>;
+  private readonly cancelled: Counter<'model'>;
+  private readonly requestLatency: Histogram<'model'>;
+  private readonly stageLatency: Histogram<'stage' | 'pool'>;
+  private readonly queueWait: Histogram<'pool'>;
+  private readonly steps: Counter<'pool'>;
+  /** Last step seen per request and stage, to count steps when progress is coalesced. */
+  private readonly lastStep = new Map<string, number>();
+
+  constructor(scheduler: Scheduler) {
+    const r = this.registry;
+    collectDefaultMetrics({ register: r, prefix: 'diffmesh_scheduler_' });
+    this.submitted = new Counter({ name: 'diffmesh_requests_submitted_total', help: 'Requests accepted', labelNames: ['model'], registers: [r] });
+    this.completed = new Counter({ name: 'diffmesh_requests_completed_total', help: 'Requests completed', labelNames: ['model'], registers: [r] });
+    this.failed = new Counter({ name: 'diffmesh_requests_failed_total', help: 'Requests failed', labelNames: ['model', 'reason'], registers: [r] });
+    this.cancelled = new Counter({ name: 'diffmesh_requests_cancelled_total', help: 'Requests cancelled', labelNames: ['model'], registers: [r] });
+    this.requestLatency = new Histogram({
+      name: 'diffmesh_request_latency_seconds',
+      help: 'Accepted to completed',
+      labelNames: ['model'],
+      buckets: LATENCY_BUCKETS,
+      registers: [r],
+    });
+    this.stageLatency = new Histogram({
+      name: 'diffmesh_stage_latency_seconds',
+      help: 'Stage run time on an instance',
+      labelNames: ['stage', 'pool'],
+      buckets: LATENCY_BUCKETS,
+      registers: [r],
+    });
+    this.queueWait = new Histogram({
+      name: 'diffmesh_queue_wait_seconds',
+      help: 'Time a stage task waited in its pool queue',
+      labelNames: ['pool'],
+      buckets: LATENCY_BUCKETS,
+      registers: [r],
+    });
+    this.steps = new Counter({ name: 'diffmesh_denoising_steps_total', help: 'Denoising steps done', labelNames: ['pool'], registers: [r] });
+    new Gauge({
+      name: 'diffmesh_queue_size',
+      help: 'Tasks waiting per pool',
+      labelNames: ['pool'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const [pool, n] of Object.entries(scheduler.queueSizes())) this.set({ pool }, n);
+      },
+    });
+    const slots = (kind: 'active' | 'idle') =>
+      new Gauge({
+        name: `diffmesh_worker_${kind}`,
+        help: kind === 'active' ? 'Busy task slots per pool' : 'Free task slots per pool',
+        labelNames: ['pool'],
+        registers: [r],
+        collect() {
+          this.reset();
+          const byPool = new Map<string, number>();
+          for (const { instance, active } of scheduler.instances()) {
+            const v = kind === 'active' ? active : Math.max(0, instance.capacity - active);
+            byPool.set(instance.pool, (byPool.get(instance.pool) ?? 0) + v);
+          }
+          for (const [pool, v] of byPool) this.set({ pool }, v);
+        },
+      });
+    slots('active');
+    slots('idle');
+    new Gauge({
+      name: 'diffmesh_breaker_state',
+      help: 'Circuit breaker per stage instance: 0 closed, 1 half-open, 2 open',
+      labelNames: ['instance_id', 'pool'],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const { instance } of scheduler.instances()) {
+          const state = (instance as { breakerState?: () => string }).breakerState?.();
+          if (!state) continue;
+          this.set({ instance_id: instance.id, pool: instance.pool }, state === 'open' ? 2 : state === 'half-open' ? 1 : 0);
+        }
+      },
+    });
+  }
+
+  /** Scheduler `onEvent` hook. */
+  observe(e: RequestEvent, state: RequestState): void {
+    const model = state.context.model;
+    const key = `${e.reqId}#${'stageIndex' in e ? e.stageIndex : ''}`;
+    switch (e.type) {
+      case 'queued':
+        if (e.stageIndex === 0 && state.timings.every((t) => t.attempts === 0)) this.submitted.inc({ model });
+        return;
+      case 'progress':
+        if (e.stage === 'denoising') {
+          const pool = state.context.executionPlan.stages[e.stageIndex]?.pool ?? '';
+          this.steps.inc({ pool }, Math.max(0, e.step - (this.lastStep.get(key) ?? 0)));
+          this.lastStep.set(key, e.step);
+        }
+        return;
+      case 'stage_finished': {
+        const pool = state.context.executionPlan.stages[e.stageIndex]?.pool ?? '';
+        this.stageLatency.observe({ stage: e.stage, pool }, e.runMs / 1000);
+        this.queueWait.observe({ pool }, e.queueMs / 1000);
+        this.lastStep.delete(key);
+        return;
+      }
+      case 'completed':
+        this.completed.inc({ model });
+        this.requestLatency.observe({ model }, (e.at - state.context.createdAt) / 1000);
+        return;
+      case 'failed':
+        this.failed.inc({ model, reason: e.error.reason });
+        this.forget(e.reqId);
+        return;
+      case 'cancelled':
+        this.cancelled.inc({ model });
+        this.forget(e.reqId);
+        return;
+      default:
+    }
+  }
+
+  private forget(reqId: string): void {
+    for (const k of this.lastStep.keys()) if (k.startsWith(`${reqId}#`)) this.lastStep.delete(k);
+  }
+}
+
+/** Serves `GET /metrics` (Prometheus text) on `listen` (host:port; port 0 = any). */
+export async function startMetricsEndpoint(registry: Registry, listen: string, log: Logger): Promise<{ url: string; close(): Promise<void> }> {
+  const server: Server = createServer((req, res) => {
+    if (req.method === 'GET' && req.url?.split('?')[0] === '/metrics') {
+      registry.metrics().then(
+        (text) => {
+          res.writeHead(200, { 'content-type': registry.contentType });
+          res.end(text);
+        },
+        (err: unknown) => {
+          log.warn({ err }, 'metrics collection failed');
+          res.writeHead(500).end();
+        },
+      );
+      return;
+    }
+    res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /metrics\n');
+  });
+  const at = listen.lastIndexOf(':');
+  const host = listen.slice(0, at) || '127.0.0.1';
+  const port = Number(listen.slice(at + 1));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  const addr = server.address();
+  const bound = typeof addr === 'object' && addr ? addr.port : port;
+  return {
+    url: `http://${host}:${bound}/metrics`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
