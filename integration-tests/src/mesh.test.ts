@@ -15,7 +15,6 @@ let t: TestMesh;
 beforeAll(async () => {
   t = await startTestMesh({
     stageArgs: ['--inline-max-bytes', '0', '--progress-interval-ms', '0'],
-    schedulerArgs: ['--metrics-listen', '127.0.0.1:0'],
   });
 }, 120_000);
 afterAll(async () => {

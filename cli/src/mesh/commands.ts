@@ -46,6 +46,8 @@ export async function runUp(flags: UpFlags): Promise<number> {
   out(`nats ${mesh.natsUrl}`);
   out(`tensor-svc ${mesh.tensorAddress}`);
   out(`scheduler (gRPC) ${mesh.schedulerAddress}`);
+  const metricsUrl = (await mesh.discovery.instances()).find((i) => i.name === 'scheduler')?.metadata.metrics_url;
+  if (metricsUrl) out(`scheduler metrics ${metricsUrl}`);
   for (const p of mesh.supervisor.processes) {
     if (p.name !== 'scheduler' && p.name !== 'tensor-svc') out(`${p.name} ${p.address}`);
   }

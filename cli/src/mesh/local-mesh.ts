@@ -98,7 +98,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     const scheduler = await supervisor.start({
       name: 'scheduler',
       entry: serviceEntry('scheduler'),
-      args: [...common, '--nats', natsUrl, '--tensor', tensor.address, ...(opts.schedulerArgs ?? [])],
+      args: [...common, '--nats', natsUrl, '--tensor', tensor.address, '--metrics-listen', '127.0.0.1:0', ...(opts.schedulerArgs ?? [])],
       readyPrefix: 'scheduler listening on ',
     });
     discovery = await createDiscovery({ backend: 'nats', url: natsUrl }, opts.log);
