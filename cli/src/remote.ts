@@ -15,6 +15,7 @@ import {
   randomSeed,
   type GenerationParams,
   type Logger,
+  type TlsFiles,
 } from '@diffmesh/runtime';
 import { eventFromWire, type RequestEvent } from '@diffmesh/scheduler';
 import { follow, planOutput, writeResult, type GenerateArgs, type GenerateOutcome } from './generate.js';
@@ -31,13 +32,14 @@ export interface SchedulerClient extends grpc.Client {
   [method: string]: unknown;
 }
 
-export function schedulerClient(address: string): SchedulerClient {
+/** A SchedulerService client; `tls` for a mesh that serves TLS (plaintext otherwise). */
+export function schedulerClient(address: string, tls?: TlsFiles): SchedulerClient {
   const Ctor = loadDiffmeshProtos().diffmesh.scheduler.v1.SchedulerService as unknown as new (
     address: string,
     creds: grpc.ChannelCredentials,
     options: grpc.ChannelOptions,
   ) => SchedulerClient;
-  return new Ctor(address, clientCredentials(), channelOptions());
+  return new Ctor(address, clientCredentials(tls), channelOptions());
 }
 
 export function listModels(client: SchedulerClient, timeoutMs = 10_000): Promise<ListModelsResponse__Output> {

@@ -12,6 +12,7 @@ import {
   InlineTensorStore,
   RemoteTensorStore,
   fromWire,
+  loadTlsFiles,
   paramsToWire,
   silentLogger,
   type GenerationParams,
@@ -36,9 +37,16 @@ export async function startTestMesh(opts: Partial<LocalMeshOptions> = {}): Promi
     log: silentLogger(),
     ...opts,
   });
-  const client = schedulerClient(mesh.schedulerAddress);
+  const tls = opts.tls ? loadTlsFiles({ ...opts.tls, requireClientCert: false }) : undefined;
+  const client = schedulerClient(mesh.schedulerAddress, tls);
   const store = new InlineTensorStore(
-    new RemoteTensorStore({ address: mesh.tensorAddress, nodeId: 'test-client', log: silentLogger(), sameNodeReads: false }),
+    new RemoteTensorStore({
+      address: mesh.tensorAddress,
+      nodeId: 'test-client',
+      log: silentLogger(),
+      sameNodeReads: false,
+      ...(tls ? { tls } : {}),
+    }),
   );
   return {
     mesh,

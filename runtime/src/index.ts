@@ -56,8 +56,8 @@ export { ERROR_DOMAIN, ERROR_HEADERS, STATUS_DETAILS_KEY, TRANSPORT_REASON, code
 export type { HeaderSource } from './wire/errors.js';
 export { countsForBreaker, createBreaker } from './grpc/breaker.js';
 export type { BreakerOptions, CircuitBreaker } from './grpc/breaker.js';
-export { MAX_MESSAGE_BYTES, channelOptions, clientCredentials, serverCredentials } from './grpc/options.js';
-export type { TlsFiles } from './grpc/options.js';
+export { MAX_MESSAGE_BYTES, TlsConfigSchema, channelOptions, clientCredentials, loadTlsFiles, serverCredentials, tlsConfigMappings } from './grpc/options.js';
+export type { TlsConfig, TlsFiles } from './grpc/options.js';
 export { GrpcServer } from './grpc/server.js';
 export type { GrpcServerOptions, ServiceBinding } from './grpc/server.js';
 export { INSTANCE_STAGES } from './discovery/types.js';

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { LogConfigSchema, defineConfig } from '@diffmesh/runtime';
+import { LogConfigSchema, TlsConfigSchema, defineConfig } from '@diffmesh/runtime';
 
 /** The scheduler service's configuration (env prefix `DIFFMESH_SCHEDULER_`). */
 export const SchedulerConfigSchema = z.object({
@@ -19,6 +19,7 @@ export const SchedulerConfigSchema = z.object({
   retentionMs: z.number().int().positive().default(600_000).describe('how long finished requests stay visible'),
   drainGraceMs: z.number().int().nonnegative().default(30_000).describe('time to finish requests after SIGTERM'),
   metricsListen: z.string().default('').describe('host:port of the Prometheus /metrics endpoint (empty = off; port 0 = any free port)'),
+  tls: TlsConfigSchema.prefault({}).describe('TLS of the scheduler API and of its calls to stage services and tensor-svc'),
   log: LogConfigSchema.default({ level: 'info', pretty: false }),
 });
 export type SchedulerConfig = z.output<typeof SchedulerConfigSchema>;
@@ -44,6 +45,10 @@ export const schedulerConfig = defineConfig({
     DRAIN_GRACE_MS: 'drainGraceMs',
     METRICS_LISTEN: 'metricsListen',
     LOG_LEVEL: 'log.level',
+    TLS_CA: 'tls.ca',
+    TLS_CERT: 'tls.cert',
+    TLS_KEY: 'tls.key',
+    TLS_REQUIRE_CLIENT_CERT: 'tls.requireClientCert',
   },
   flags: {
     listen: 'listen',
@@ -62,5 +67,9 @@ export const schedulerConfig = defineConfig({
     'drain-grace-ms': 'drainGraceMs',
     'metrics-listen': 'metricsListen',
     'log-level': 'log.level',
+    'tls-ca': 'tls.ca',
+    'tls-cert': 'tls.cert',
+    'tls-key': 'tls.key',
+    'tls-require-client-cert': 'tls.requireClientCert',
   },
 });

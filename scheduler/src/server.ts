@@ -5,6 +5,7 @@ import {
   RemoteTensorStore,
   createDiscovery,
   createTaskQueue,
+  loadTlsFiles,
   loadPlanRegistry,
   type Discovery,
   type Logger,
@@ -35,7 +36,10 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
   const instanceId = config.instanceId || `scheduler-${randomUUID().slice(0, 8)}`;
   const registry = await loadPlanRegistry(config.plansFile || undefined);
   // Inline refs (small objects passed by value) need no delete; the rest go to their owners.
-  const store = new InlineTensorStore(new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log }));
+  const tls = loadTlsFiles(config.tls);
+  const store = new InlineTensorStore(
+    new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log, ...(tls ? { tls } : {}) }),
+  );
   let metrics: SchedulerMetrics | undefined;
   const scheduler = new Scheduler({
     registry,
@@ -60,8 +64,13 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
     config.natsUrl ? { backend: 'nats', url: config.natsUrl } : { backend: 'memory' },
     log,
   );
-  const unfollow = followDiscovery(scheduler, discovery, { log });
-  const server = await GrpcServer.start({ address: config.listen, services: [schedulerServiceBinding(scheduler, registry)], log });
+  const unfollow = followDiscovery(scheduler, discovery, { log, ...(tls ? { tls } : {}) });
+  const server = await GrpcServer.start({
+    address: config.listen,
+    services: [schedulerServiceBinding(scheduler, registry)],
+    log,
+    ...(tls ? { tls } : {}),
+  });
   let registration: Registration | undefined;
   if (config.natsUrl) {
     registration = await discovery.register(

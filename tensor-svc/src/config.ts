@@ -1,7 +1,7 @@
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { LogConfigSchema, defaultShmDir, defineConfig, type LoadConfigOptions, loadConfig } from '@diffmesh/runtime';
+import { LogConfigSchema, TlsConfigSchema, defaultShmDir, defineConfig, type LoadConfigOptions, loadConfig } from '@diffmesh/runtime';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -89,6 +89,7 @@ export const TensorSvcConfigSchema = z
       .default('')
       .describe('NATS server(s) to register in as `tensor-svc` (stage `tensor`), comma-separated (empty = not registered)'),
     instanceId: z.string().default('').describe('instance id in discovery (empty = tensor-svc-<nodeId>)'),
+    tls: TlsConfigSchema.prefault({}).describe('TLS of the TensorService API'),
     log: LogConfigSchema.prefault({}),
   })
   .superRefine((c, ctx) => {
@@ -137,6 +138,10 @@ export const tensorSvcConfig = defineConfig({
     DRAIN_GRACE_MS: 'drainGraceMs',
     NATS_URL: 'natsUrl',
     INSTANCE_ID: 'instanceId',
+    TLS_CA: 'tls.ca',
+    TLS_CERT: 'tls.cert',
+    TLS_KEY: 'tls.key',
+    TLS_REQUIRE_CLIENT_CERT: 'tls.requireClientCert',
     LOG_LEVEL: 'log.level',
     LOG_PRETTY: 'log.pretty',
   },
@@ -158,6 +163,10 @@ export const tensorSvcConfig = defineConfig({
     'drain-grace-ms': 'drainGraceMs',
     nats: 'natsUrl',
     'instance-id': 'instanceId',
+    'tls-ca': 'tls.ca',
+    'tls-cert': 'tls.cert',
+    'tls-key': 'tls.key',
+    'tls-require-client-cert': 'tls.requireClientCert',
     'log-level': 'log.level',
     'log-pretty': 'log.pretty',
   },

@@ -1,4 +1,4 @@
-import { GrpcServer, type Logger, type TlsFiles } from '@diffmesh/runtime';
+import { GrpcServer, loadTlsFiles, type Logger, type TlsFiles } from '@diffmesh/runtime';
 import { resolveTensorSvcConfig, type ResolvedTensorSvcConfig, type TensorSvcConfig, type TensorSvcConfigInput } from './config.js';
 import { TensorMetrics, startMetricsServer, type MetricsServer } from './metrics.js';
 import { TensorServiceImpl } from './service.js';
@@ -71,7 +71,9 @@ export async function startTensorService(
   });
   let server: GrpcServer;
   try {
-    server = await GrpcServer.start({ address: c.listen, services: [service.binding()], log, ...(opts.tls ? { tls: opts.tls } : {}) });
+    // TLS from the options (programs embedding the service) or from the configuration.
+    const tls = opts.tls ?? loadTlsFiles(c.tls);
+    server = await GrpcServer.start({ address: c.listen, services: [service.binding()], log, ...(tls ? { tls } : {}) });
   } catch (err) {
     await store.close();
     throw err;

@@ -47,6 +47,8 @@ export interface LocalMeshOptions {
   schedulerArgs?: string[];
   /** Flags added to every stage process, e.g. `--inline-max-bytes 0`. */
   stageArgs?: string[];
+  /** TLS files (PEM paths) for every service, as server and as client (mutual TLS). */
+  tls?: { ca: string; cert: string; key: string };
   /** Slots per instance of each stage service (default: dit-svc 4, others 2). */
   capacities?: Partial<Record<StageProcessSpec['service'], number>>;
 }
@@ -88,7 +90,10 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
   try {
     if (!opts.natsUrl) nats = await startNatsServer({ log: opts.log });
     const natsUrl = opts.natsUrl ?? nats!.url;
-    const common = ['--node-id', nodeId, '--log-level', 'info'];
+    const tlsArgs = opts.tls
+      ? ['--tls-ca', opts.tls.ca, '--tls-cert', opts.tls.cert, '--tls-key', opts.tls.key, '--tls-require-client-cert']
+      : [];
+    const common = ['--node-id', nodeId, '--log-level', 'info', ...tlsArgs];
     const tensor = await supervisor.start({
       name: 'tensor-svc',
       entry: serviceEntry('tensor-svc'),

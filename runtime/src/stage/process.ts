@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { ConfigError, defineConfig, loadConfig, type ConfigDefinition } from '../config/index.js';
 import { createDiscovery } from '../discovery/index.js';
 import type { Discovery, Registration } from '../discovery/index.js';
+import { TlsConfigSchema, loadTlsFiles } from '../grpc/options.js';
 import { GrpcServer } from '../grpc/server.js';
 import { LogConfigSchema, type Logger } from '../logging/index.js';
 import { ModelCatalog } from '../models/catalog.js';
@@ -33,6 +34,7 @@ export const StageServiceConfigSchema = z.object({
   version: z.string().default('').describe('version advertised in discovery (default: the package version)'),
   progressIntervalMs: z.number().int().nonnegative().default(50).describe('least time between two progress messages of a task; the last step is always sent (0 = every step)'),
   inlineMaxBytes: z.number().int().nonnegative().default(64 * 1024).describe('outputs up to this size travel inside the task messages instead of through tensor-svc (0 = never)'),
+  tls: TlsConfigSchema.prefault({}).describe('TLS of this service and of its calls to tensor-svc'),
   log: LogConfigSchema.default({ level: 'info', pretty: false }),
 });
 export type StageServiceConfig = z.output<typeof StageServiceConfigSchema>;
@@ -60,6 +62,10 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       INLINE_MAX_BYTES: 'inlineMaxBytes',
       PROGRESS_INTERVAL_MS: 'progressIntervalMs',
       LOG_LEVEL: 'log.level',
+      TLS_CA: 'tls.ca',
+      TLS_CERT: 'tls.cert',
+      TLS_KEY: 'tls.key',
+      TLS_REQUIRE_CLIENT_CERT: 'tls.requireClientCert',
     },
     flags: {
       listen: 'listen',
@@ -78,6 +84,10 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       'inline-max-bytes': 'inlineMaxBytes',
       'progress-interval-ms': 'progressIntervalMs',
       'log-level': 'log.level',
+      'tls-ca': 'tls.ca',
+      'tls-cert': 'tls.cert',
+      'tls-key': 'tls.key',
+      'tls-require-client-cert': 'tls.requireClientCert',
     },
   });
 }
@@ -110,9 +120,10 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
   const { config, log } = opts;
   const instanceId = config.instanceId || `${opts.name}-${randomUUID().slice(0, 8)}`;
   const version = config.version || opts.version;
+  const tls = loadTlsFiles(config.tls);
   const store: TensorStore = new InlineTensorStore(
     config.tensorAddress
-      ? new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log })
+      ? new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log, ...(tls ? { tls } : {}) })
       : createTensorStore({ backend: 'memory' }, { nodeId: config.nodeId }),
     config.inlineMaxBytes,
   );
@@ -133,7 +144,7 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
     },
     log,
   );
-  const server = await GrpcServer.start({ address: config.listen, services: [service.binding()], log });
+  const server = await GrpcServer.start({ address: config.listen, services: [service.binding()], log, ...(tls ? { tls } : {}) });
   let discovery: Discovery | undefined;
   let registration: Registration | undefined;
   if (config.natsUrl) {
