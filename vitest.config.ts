@@ -13,14 +13,15 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['*/src/**/*.test.ts'],
-          exclude: ['**/node_modules/**', '**/dist/**', 'integration-tests/**'],
+          exclude: ['**/node_modules/**', '**/dist/**', 'integration-tests/**', 'gateway/src/**'],
         },
       },
       {
         extends: true,
         test: {
           name: 'integration',
-          include: ['integration-tests/src/**/*.test.ts'],
+          // The gateway's tests drive whole meshes of processes too.
+          include: ['integration-tests/src/**/*.test.ts', 'gateway/src/**/*.test.ts'],
           fileParallelism: false,
         },
       },

@@ -97,6 +97,8 @@ export async function main(argv: string[]): Promise<number> {
     .description('start a local mesh: nats-server and every service as its own process (Ctrl-C stops it)')
     .option('--nats <url>', 'use this NATS server instead of starting one')
     .option('--models <names>', 'models to serve (comma-separated)', 'diffmesh/tiny-shapes')
+    .option('--gateway-listen <host:port>', 'HTTP address of the gateway', '127.0.0.1:8080')
+    .option('--no-gateway', 'do not start the HTTP gateway')
     .addOption(
       new Option('--models-dir <dir...>', 'folders holding <org>/<name>/model.json')
         .env('DIFFMESH_MODELS_DIR')
@@ -109,7 +111,7 @@ export async function main(argv: string[]): Promise<number> {
         .env('DIFFMESH_LOG_LEVEL')
         .default('warn'),
     )
-    .action(async (flags: { nats?: string; models: string; modelsDir: string[]; threads: string; logLevel: string }) => {
+    .action(async (flags: { nats?: string; gateway: boolean; gatewayListen: string; models: string; modelsDir: string[]; threads: string; logLevel: string }) => {
       code = await runUp(flags);
     });
 

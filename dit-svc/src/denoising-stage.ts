@@ -1,5 +1,7 @@
 import {
+  ATTR,
   MicroBatcher,
+  SPAN,
   NoiseRng,
   OnnxStage,
   float32View,
@@ -11,6 +13,7 @@ import {
   type StageResult,
   type StageTask,
   type OnnxStageDeps,
+  withSpan,
 } from '@diffmesh/runtime';
 import { applyGuidance, samplerFor } from './samplers.js';
 
@@ -19,6 +22,15 @@ export interface DenoisingStageOptions extends OnnxStageDeps {
   maxBatch: number;
   /** Called after every denoiser run with its batch size (for metrics). */
   onBatch?: (size: number, ms: number) => void;
+}
+
+/** What one item gets back from a denoiser run. */
+interface StepOutput {
+  out: Float32Array;
+  /** Items in the run that produced it. */
+  batchSize: number;
+  /** Which run (a counter), to tell whether two items shared one. */
+  run: number;
 }
 
 interface StepItem {
@@ -39,7 +51,8 @@ interface StepItem {
 export class DenoisingStage extends OnnxStage {
   readonly stage = 'denoising' as const;
   protected readonly modelFile = 'denoiser' as const;
-  private readonly batcher: MicroBatcher<StepItem, Float32Array>;
+  private readonly batcher: MicroBatcher<StepItem, StepOutput>;
+  private runs = 0;
 
   constructor(private readonly opts: DenoisingStageOptions) {
     super(opts);
@@ -78,12 +91,23 @@ export class DenoisingStage extends OnnxStage {
         text: text.data,
         textShape: text.shape,
       });
-      const [outCond, outUncond] = await Promise.all([
-        this.batcher.submit(key, item(cond), ctx.signal),
-        uncond ? this.batcher.submit(key, item(uncond), ctx.signal) : undefined,
-      ]);
-      const out = outUncond ? applyGuidance(outUncond, outCond, p.guidanceScale) : outCond;
-      sampler.step(x, out, i);
+      // One span per step: the wait for the shared batch and the run itself.
+      await withSpan(
+        SPAN.modelRun,
+        { [ATTR.stage]: this.stage, [ATTR.model]: task.model, [ATTR.step]: i + 1, [ATTR.stepCount]: total },
+        async (span) => {
+          const [outCond, outUncond] = await Promise.all([
+            this.batcher.submit(key, item(cond), ctx.signal),
+            uncond ? this.batcher.submit(key, item(uncond), ctx.signal) : undefined,
+          ]);
+          span.setAttributes({
+            [ATTR.batchSize]: Math.max(outCond.batchSize, outUncond?.batchSize ?? 0),
+            [ATTR.modelRuns]: outUncond && outUncond.run !== outCond.run ? 2 : 1,
+          });
+          const out = outUncond ? applyGuidance(outUncond.out, outCond.out, p.guidanceScale) : outCond.out;
+          sampler.step(x, out, i);
+        },
+      );
       ctx.onProgress({ step: i + 1, totalSteps: total });
     }
     const latents = await this.opts.store.put({
@@ -104,7 +128,7 @@ export class DenoisingStage extends OnnxStage {
   }
 
   /** Stacks items along the batch axis, runs the denoiser once, splits the output. */
-  private async runBatch(items: StepItem[]): Promise<Float32Array[]> {
+  private async runBatch(items: StepItem[]): Promise<StepOutput[]> {
     const first = items[0];
     const session = await this.opts.sessions.get(first.file);
     const n = items.length;
@@ -125,7 +149,11 @@ export class DenoisingStage extends OnnxStage {
       encoder_hidden_states: new ort.Tensor('float32', text, [n, ...first.textShape.slice(1)]),
     });
     const out = result.out.data as Float32Array;
-    this.opts.onBatch?.(n, performance.now() - started);
-    return items.map((_, b) => out.slice(b * sampleSize, (b + 1) * sampleSize));
+    const ms = performance.now() - started;
+    this.opts.metrics?.modelRun(ms / 1000);
+    this.opts.metrics?.denoiseBatch?.(n);
+    this.opts.onBatch?.(n, ms);
+    const run = ++this.runs;
+    return items.map((_, b) => ({ out: out.slice(b * sampleSize, (b + 1) * sampleSize), batchSize: n, run }));
   }
 }

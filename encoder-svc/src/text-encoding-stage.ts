@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { Tokenizer } from '@huggingface/tokenizers';
 import {
+  ATTR,
   OnnxStage,
   ort,
   toBytes,
@@ -46,7 +47,10 @@ export class TextEncodingStage extends OnnxStage {
     ids.set(await this.tokenize(task.model, task.params.negativePrompt), L);
     ctx.signal.throwIfAborted();
     const session = await this.deps.sessions.get(m.file('textEncoder'));
-    const result = await session.run({ input_ids: new ort.Tensor('int64', ids, [2, L]) });
+    // One run encodes the prompt and the negative prompt together: batch size 2.
+    const result = await this.runModel({ [ATTR.model]: task.model, [ATTR.batchSize]: 2 }, () =>
+      session.run({ input_ids: new ort.Tensor('int64', ids, [2, L]) }),
+    );
     const hidden = result.last_hidden_state;
     const data = hidden.data as Float32Array;
     const D = hidden.dims[2];

@@ -15,8 +15,7 @@ export const GatewayConfigSchema = z.object({
     .describe('admin HTTP listen address for /healthz, /readyz and /metrics, never authenticated'),
   publicUrl: z
     .string()
-    .regex(/^https?:\/\/[^\s]+[^/\s]$/, 'expected an absolute http(s) URL without a trailing slash')
-    .or(z.literal(''))
+    .refine((s) => s === '' || /^https?:\/\/\S+[^/\s]$/.test(s), 'expected an absolute http(s) URL without a trailing slash')
     .default('')
     .describe('base URL clients reach the gateway at, used in result URLs (empty = from the Host header)'),
   nodeId: z.string().min(1).default(hostname()).describe('node the gateway runs on (same-node tensor reads use shared memory)'),

@@ -1,4 +1,4 @@
-import type * as grpc from '@grpc/grpc-js';
+import * as grpc from '@grpc/grpc-js';
 import type {
   CancelResponse__Output,
   GenerateResponse__Output,
@@ -66,6 +66,14 @@ export interface RequestSpec {
   priority?: number;
   timeoutMs?: number;
   requestId?: string;
+  /** gRPC metadata sent with the call, e.g. a W3C `traceparent`. */
+  metadata?: Record<string, string>;
+}
+
+function callMetadata(spec: RequestSpec): grpc.Metadata {
+  const md = new grpc.Metadata();
+  for (const [k, v] of Object.entries(spec.metadata ?? {})) md.set(k, v);
+  return md;
 }
 
 function wireRequest(spec: RequestSpec) {
@@ -98,7 +106,9 @@ export async function generate(
   spec: RequestSpec,
   onEvent?: (e: RequestEvent, call: grpc.ClientReadableStream<GenerateResponse__Output>) => void,
 ): Promise<RequestEvent[]> {
-  const stream = c.Generate(wireRequest(spec));
+  // The generated client takes metadata before the options (the typed interface omits it).
+  const start = c.Generate as unknown as (req: unknown, md: grpc.Metadata) => grpc.ClientReadableStream<GenerateResponse__Output>;
+  const stream = start.call(c, wireRequest(spec), callMetadata(spec));
   const events: RequestEvent[] = [];
   try {
     for await (const msg of stream as AsyncIterable<GenerateResponse__Output>) {

@@ -31,7 +31,10 @@ describe('diffmesh up', () => {
   it('starts a mesh, serves generate --remote and status, and stops every process on Ctrl-C', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-up-'));
     const env = { ...process.env, DIFFMESH_STATE_FILE: path.join(dir, 'mesh.json') };
-    const up = spawn(process.execPath, [BIN, 'up'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const up = spawn(process.execPath, [BIN, 'up', '--gateway-listen', '127.0.0.1:0'], {
+      env: { ...env, DIFFMESH_API_KEY: 'test-key-123' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     try {
       const lines: string[] = [];
       await new Promise<void>((resolve, reject) => {
@@ -61,6 +64,24 @@ describe('diffmesh up', () => {
       expect(c.code).toBe(0);
       expect(pa.equals(await readFile(path.join(dir, 'c.png')))).toBe(true);
 
+      // The gateway of the mesh serves the OpenAI-compatible image endpoint with the API key.
+      const gateway = lines.find((l) => l.startsWith('gateway '))?.split(' ')[1] ?? '';
+      expect(gateway).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(lines).toContain('API key test-key-123 (from DIFFMESH_API_KEY)');
+      const body = JSON.stringify({ model: 'diffmesh/tiny-shapes', prompt: 'a red circle on a blue background', size: '256x256', response_format: 'b64_json', seed: 9 });
+      const denied = await fetch(`${gateway}/v1/images/generations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      expect(denied.status).toBe(401);
+      const res = await fetch(`${gateway}/v1/images/generations`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: 'Bearer test-key-123' },
+        body,
+      });
+      expect(res.status).toBe(200);
+      const json = (await res.json()) as { data: Array<{ b64_json: string }> };
+      const png = Buffer.from(json.data[0].b64_json, 'base64');
+      expect(decodePng(png).width).toBe(256);
+      expect(png.equals(pa)).toBe(true); // same seed, same picture as the CLI through the scheduler
+
       const status = await run(['status'], env, dir);
       expect(status.code).toBe(0);
       for (const name of ['scheduler', 'encoder-svc', 'dit-svc', 'vae-svc']) expect(status.stdout).toMatch(new RegExp(`^${name}\\s`, 'm'));
@@ -71,7 +92,7 @@ describe('diffmesh up', () => {
         .split('\n')
         .filter(Boolean)
         .map(Number);
-      expect(pids.length).toBeGreaterThanOrEqual(5); // nats-server, tensor-svc, scheduler, 3 stages
+      expect(pids.length).toBeGreaterThanOrEqual(7); // nats-server, tensor-svc, scheduler, 3 stages, gateway
 
       up.kill('SIGINT');
       const code = await new Promise<number | null>((resolve) => up.once('exit', resolve));

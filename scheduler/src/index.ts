@@ -3,7 +3,9 @@ export type { SchedulerConfig } from './config.js';
 export { EventLog } from './event-log.js';
 export { LocalInstance } from './local-instance.js';
 export { followDiscovery } from './membership.js';
-export { SchedulerMetrics, startMetricsEndpoint } from './metrics.js';
+export { SchedulerMetrics } from './metrics.js';
+/** Moved to @diffmesh/runtime; re-exported for existing callers. */
+export { startMetricsEndpoint } from '@diffmesh/runtime';
 export type { MembershipOptions } from './membership.js';
 export { RemoteInstance } from './remote-instance.js';
 export type { RemoteInstanceInfo, RemoteInstanceOptions } from './remote-instance.js';

@@ -1,4 +1,13 @@
-import type { Logger, StageHandler, StageResult, StageTask } from '@diffmesh/runtime';
+import {
+  ATTR,
+  SPAN,
+  extractTraceContext,
+  withSpan,
+  type Logger,
+  type StageHandler,
+  type StageResult,
+  type StageTask,
+} from '@diffmesh/runtime';
 import type { ExecuteHooks, StageInstance } from './types.js';
 
 /** A stage handler running in this process, as a dispatch target (the embedded runtime). */
@@ -23,10 +32,26 @@ export class LocalInstance implements StageInstance {
   }
 
   execute(task: StageTask, hooks: ExecuteHooks): Promise<StageResult> {
-    return this.handler.execute(task, {
-      signal: hooks.signal,
-      onProgress: hooks.onProgress,
-      log: this.log.child({ reqId: task.reqId, stage: task.stage }),
-    });
+    // The same span a stage service makes, so an embedded trace has the mesh's shape.
+    return withSpan(
+      SPAN.stageExecute,
+      {
+        [ATTR.requestId]: task.reqId,
+        [ATTR.model]: task.model,
+        [ATTR.stage]: task.stage,
+        [ATTR.stageIndex]: task.stageIndex,
+        [ATTR.attempt]: task.attempt,
+        [ATTR.pool]: this.pool,
+        [ATTR.instanceId]: this.id,
+        [ATTR.nodeId]: this.nodeId,
+      },
+      () =>
+        this.handler.execute(task, {
+          signal: hooks.signal,
+          onProgress: hooks.onProgress,
+          log: this.log.child({ reqId: task.reqId, stage: task.stage }),
+        }),
+      { parent: extractTraceContext(task.traceContext) },
+    );
   }
 }

@@ -1,6 +1,4 @@
-import { createServer, type Server } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Logger } from '@diffmesh/runtime';
 import type { Scheduler } from './scheduler.js';
 import type { RequestEvent, RequestState } from './types.js';
 
@@ -137,37 +135,4 @@ export class SchedulerMetrics {
   private forget(reqId: string): void {
     for (const k of this.lastStep.keys()) if (k.startsWith(`${reqId}#`)) this.lastStep.delete(k);
   }
-}
-
-/** Serves `GET /metrics` (Prometheus text) on `listen` (host:port; port 0 = any). */
-export async function startMetricsEndpoint(registry: Registry, listen: string, log: Logger): Promise<{ url: string; close(): Promise<void> }> {
-  const server: Server = createServer((req, res) => {
-    if (req.method === 'GET' && req.url?.split('?')[0] === '/metrics') {
-      registry.metrics().then(
-        (text) => {
-          res.writeHead(200, { 'content-type': registry.contentType });
-          res.end(text);
-        },
-        (err: unknown) => {
-          log.warn({ err }, 'metrics collection failed');
-          res.writeHead(500).end();
-        },
-      );
-      return;
-    }
-    res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /metrics\n');
-  });
-  const at = listen.lastIndexOf(':');
-  const host = listen.slice(0, at) || '127.0.0.1';
-  const port = Number(listen.slice(at + 1));
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => resolve());
-  });
-  const addr = server.address();
-  const bound = typeof addr === 'object' && addr ? addr.port : port;
-  return {
-    url: `http://${host}:${bound}/metrics`,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
 }

@@ -277,4 +277,19 @@ describe('Scheduler', () => {
     expect(b.context.reqId).toBe('client-1');
     expect(b).toBe(a);
   });
+
+  it('hands the client trace context to every stage task, even with tracing off', async () => {
+    const { scheduler, stages } = setup();
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const { context } = scheduler.submit({ model: 'test/model', params: { prompt: 'x' }, traceContext: { traceparent, tracestate: 'v=1' } });
+    expect(context.traceContext).toEqual({ traceparent, tracestate: 'v=1' });
+    await events(scheduler, context.reqId);
+    for (const stage of Object.values(stages)) {
+      expect(stage.calls.map((t) => t.traceContext)).toEqual([{ traceparent, tracestate: 'v=1' }]);
+    }
+    // Without one (and no tracer), tasks carry none rather than a made-up context.
+    const other = scheduler.submit({ model: 'test/model', params: { prompt: 'y' }, traceContext: { traceparent: 'not-a-traceparent' } });
+    await events(scheduler, other.context.reqId);
+    expect(stages.vae_decoding.calls[1].traceContext).toEqual({});
+  });
 });

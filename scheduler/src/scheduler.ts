@@ -1,16 +1,27 @@
 import { randomUUID } from 'node:crypto';
+import { trace } from '@opentelemetry/api';
 import semver from 'semver';
 import {
+  ATTR,
   Code,
   DiffmeshError,
+  SPAN,
+  SpanKind,
   asDiffmeshError,
+  diffmeshTracer,
+  extractTraceContext,
+  injectTraceContext,
   isRetryableCode,
   linkedAbort,
+  recordError,
   resolveParams,
+  spanLogFields,
   toExecutionPlan,
   type ExecutionPlan,
   type ObjectRef,
+  type OtelContext,
   type PlanStage,
+  type Span,
   type Logger,
   type PlanRegistry,
   type RequestContext,
@@ -80,6 +91,12 @@ interface PoolQueue {
 
 interface Running {
   state: RequestState;
+  /** The `diffmesh.request` span, ended when the request ends. */
+  span: Span;
+  /** Context holding {@link span}: the parent of the request's queue-wait and dispatch spans. */
+  traceCtx: OtelContext;
+  /** The `diffmesh.queue_wait` span while a task of the request waits in a queue. */
+  queueSpan?: Span;
   events: EventLog<RequestEvent>;
   abort: AbortController;
   timer?: NodeJS.Timeout;
@@ -156,12 +173,34 @@ export class Scheduler {
    * (RESOURCE_EXHAUSTED). Nothing is half-accepted.
    */
   submit(req: GenerateRequest): RequestState {
-    if (this.stopped) {
-      throw new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'scheduler is shutting down', { retryAfterMs: 1000 });
-    }
-    if (req.requestId) {
+    if (!this.stopped && req.requestId) {
       const existing = this.requests.get(req.requestId);
       if (existing) return existing.state;
+    }
+    // One trace per request: the client's span (if it sent a traceparent) is the parent.
+    const parent = extractTraceContext(req.traceContext);
+    const reqId = req.requestId ?? randomUUID();
+    const span = diffmeshTracer().startSpan(
+      SPAN.request,
+      {
+        kind: SpanKind.SERVER,
+        attributes: { [ATTR.requestId]: reqId, [ATTR.model]: req.model, [ATTR.priority]: req.priority ?? 0 },
+      },
+      parent,
+    );
+    try {
+      return this.accept(req, reqId, span, trace.setSpan(parent, span));
+    } catch (err) {
+      recordError(span, err);
+      span.setAttribute(ATTR.requestStatus, 'rejected');
+      span.end();
+      throw err;
+    }
+  }
+
+  private accept(req: GenerateRequest, reqId: string, span: Span, traceCtx: OtelContext): RequestState {
+    if (this.stopped) {
+      throw new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'scheduler is shutting down', { retryAfterMs: 1000 });
     }
     const entry = this.opts.registry.lookup(req.model);
     const params = resolveParams(entry, { ...req.params });
@@ -195,7 +234,6 @@ export class Scheduler {
       );
     }
     const now = Date.now();
-    const reqId = req.requestId ?? randomUUID();
     const timeoutMs = req.timeoutMs && req.timeoutMs > 0 ? req.timeoutMs : this.opts.limits.defaultTimeoutMs;
     const context: RequestContext = {
       reqId,
@@ -210,13 +248,16 @@ export class Scheduler {
       priority: req.priority ?? 0,
       timeoutMs,
       retryCount: 0,
-      traceContext: req.traceContext ?? {},
+      // The request span's context: every hop of the request continues from it.
+      traceContext: injectTraceContext(traceCtx),
     };
     const run: Running = {
       state: { context, step: 0, totalSteps: 0, timings: [], result: {} },
       events: new EventLog<RequestEvent>(),
       abort: new AbortController(),
       done: false,
+      span,
+      traceCtx,
     };
     // Enqueue first: a full queue throws before anything is recorded.
     this.enqueue(run, 0, 1);
@@ -347,6 +388,21 @@ export class Scheduler {
     const admitted = stageIndex > 0 || attempt > 1;
     queue.enqueue({ task, queuedAt: now }, { priority: ctx.priority, id: taskId, admitted });
     run.queuedIn = { key, taskId };
+    run.queueSpan?.end();
+    run.queueSpan = diffmeshTracer().startSpan(
+      SPAN.queueWait,
+      {
+        attributes: {
+          [ATTR.requestId]: ctx.reqId,
+          [ATTR.pool]: stage.pool,
+          [ATTR.stage]: stage.name,
+          [ATTR.stageIndex]: stageIndex,
+          [ATTR.attempt]: attempt,
+          [ATTR.queuePosition]: queue.size - 1,
+        },
+      },
+      run.traceCtx,
+    );
     ctx.currentStageIndex = stageIndex;
     ctx.updatedAt = now;
     const timing = this.timing(run, stageIndex);
@@ -392,6 +448,7 @@ export class Scheduler {
         const run = this.requests.get(item.task.reqId);
         if (!run || run.done) continue;
         run.queuedIn = undefined;
+        endQueueWait(run, 'ok');
         this.dispatch(run, item, this.choose(free, item.task));
       }
     }
@@ -442,9 +499,28 @@ export class Scheduler {
       attempt: task.attempt,
       at: started,
     });
+    const span = diffmeshTracer().startSpan(
+      SPAN.dispatch,
+      {
+        kind: SpanKind.CLIENT,
+        attributes: {
+          [ATTR.requestId]: ctx.reqId,
+          [ATTR.model]: ctx.model,
+          [ATTR.pool]: instance.pool,
+          [ATTR.stage]: task.stage,
+          [ATTR.stageIndex]: task.stageIndex,
+          [ATTR.attempt]: task.attempt,
+          [ATTR.instanceId]: instance.id,
+          [ATTR.nodeId]: instance.nodeId,
+        },
+      },
+      run.traceCtx,
+    );
+    // The instance continues the trace from the dispatch span.
+    const sent: StageTask = { ...task, traceContext: injectTraceContext(trace.setSpan(run.traceCtx, span)) };
     const abort = linkedAbort(run.abort.signal, this.opts.limits.stageTimeoutMs);
     instance
-      .execute(task, {
+      .execute(sent, {
         signal: abort.signal,
         onProgress: (p) => {
           if (run.done) return;
@@ -462,8 +538,18 @@ export class Scheduler {
         },
       })
       .then(
-        (result) => this.stageDone(run, item, result.outputs),
-        (err: unknown) => this.stageFailed(run, item, abort.timedOut(), err),
+        (result) => {
+          span.setAttribute(ATTR.outcome, 'ok');
+          span.end();
+          this.stageDone(run, item, result.outputs);
+        },
+        (err: unknown) => {
+          const timedOut = abort.timedOut();
+          span.setAttribute(ATTR.outcome, timedOut ? 'timeout' : run.done ? 'cancelled' : 'failed');
+          recordError(span, timedOut ? new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `stage ${task.stage} exceeded its deadline`) : err);
+          span.end();
+          this.stageFailed(run, item, timedOut, err);
+        },
       )
       .finally(() => {
         abort.dispose();
@@ -525,7 +611,7 @@ export class Scheduler {
       ctx.retryCount += 1;
       const delay = this.opts.limits.retryBackoffMs * 2 ** (task.attempt - 1);
       this.opts.log.warn(
-        { reqId: ctx.reqId, stage: task.stage, attempt: task.attempt, reason: error.reason, delay },
+        { reqId: ctx.reqId, stage: task.stage, attempt: task.attempt, reason: error.reason, delay, ...spanLogFields(run.span) },
         'stage failed; retrying',
       );
       const t = setTimeout(() => {
@@ -540,7 +626,7 @@ export class Scheduler {
       t.unref();
       return;
     }
-    if (!(err instanceof DiffmeshError)) this.opts.log.error({ reqId: ctx.reqId, err }, 'stage failed');
+    if (!(err instanceof DiffmeshError)) this.opts.log.error({ reqId: ctx.reqId, err, ...spanLogFields(run.span) }, 'stage failed');
     this.finish(run, { type: 'failed', error });
   }
 
@@ -559,6 +645,7 @@ export class Scheduler {
       this.queues.get(run.queuedIn.key)?.queue.remove(run.queuedIn.taskId);
       run.queuedIn = undefined;
     }
+    endQueueWait(run, outcome.type === 'cancelled' ? 'cancelled' : 'failed');
     if (outcome.type !== 'completed') run.abort.abort(outcome.type === 'failed' ? outcome.error : undefined);
     let event: RequestEvent;
     if (outcome.type === 'completed') {
@@ -573,7 +660,10 @@ export class Scheduler {
       const error = { code: e.code, reason: e.reason, message: e.message, ...(e.field ? { field: e.field } : {}) };
       ctx.error = { ...error, code: Code[e.code] ?? String(e.code) };
       event = { type: 'failed', reqId: ctx.reqId, error, at: now };
+      recordError(run.span, e);
     }
+    run.span.setAttributes({ [ATTR.requestStatus]: ctx.status, [ATTR.retryCount]: ctx.retryCount });
+    run.span.end();
     // A cancelled or failed request's objects are deleted before the end is announced, so a
     // client that sees the end sees a clean store. A completed one is announced at once; its
     // intermediates go right after, and its outputs stay for the client (their TTL reaps them).
@@ -608,6 +698,14 @@ export class Scheduler {
       this.opts.log.warn({ reqId, failed: failed.length, err: (failed[0] as PromiseRejectedResult).reason }, 'could not delete some request objects');
     }
   }
+}
+
+/** Ends the queue-wait span of a request, if it has one. */
+function endQueueWait(run: Running, outcome: 'ok' | 'failed' | 'cancelled'): void {
+  if (!run.queueSpan) return;
+  run.queueSpan.setAttribute(ATTR.outcome, outcome);
+  run.queueSpan.end();
+  run.queueSpan = undefined;
 }
 
 /** True when no range is given or the instance's version satisfies it. */

@@ -7,13 +7,14 @@ import {
   createTaskQueue,
   loadTlsFiles,
   loadPlanRegistry,
+  startMetricsEndpoint,
   type Discovery,
   type Logger,
   type Registration,
 } from '@diffmesh/runtime';
 import type { SchedulerConfig } from './config.js';
 import { followDiscovery } from './membership.js';
-import { SchedulerMetrics, startMetricsEndpoint } from './metrics.js';
+import { SchedulerMetrics } from './metrics.js';
 import { Scheduler } from './scheduler.js';
 import { schedulerServiceBinding } from './service.js';
 

@@ -36,6 +36,7 @@ import {
   stageNameToWire,
   timestampToWire,
   toWire,
+  traceContextFromMetadata,
   type PlanRegistry,
   type Reason,
   type ServiceBinding,
@@ -56,9 +57,9 @@ export function schedulerServiceBinding(scheduler: Scheduler, registry: PlanRegi
     name: 'diffmesh.scheduler.v1.SchedulerService',
     definition: proto.diffmesh.scheduler.v1.SchedulerService.service,
     implementation: {
-      Submit: unary<SubmitRequest__Output, SubmitResponse>((req) => {
+      Submit: unary<SubmitRequest__Output, SubmitResponse>((req, metadata) => {
         const existing = req.requestId !== '' && hasRequest(scheduler, req.requestId);
-        const state = scheduler.submit(fromWireRequest(req));
+        const state = scheduler.submit(fromWireRequest(req, metadata));
         return { reqId: state.context.reqId, status: requestStatusToWire(state.context.status), existing };
       }),
       Get: unary<SchedulerGetRequest__Output, SchedulerGetResponse>((req) => getResponse(scheduler.get(requireId(req.reqId)))),
@@ -84,7 +85,7 @@ export function schedulerServiceBinding(scheduler: Scheduler, registry: PlanRegi
       Generate: (call: grpc.ServerWritableStream<GenerateRequest__Output, GenerateResponse>) => {
         let state: RequestState;
         try {
-          state = scheduler.submit(fromWireRequest(call.request));
+          state = scheduler.submit(fromWireRequest(call.request, call.metadata));
         } catch (err) {
           call.emit('error', toWire(err));
           return;
@@ -129,10 +130,10 @@ function requireId(id: string): string {
   return id;
 }
 
-function unary<Req, Res>(fn: (req: Req) => Res): grpc.handleUnaryCall<Req, Res> {
+function unary<Req, Res>(fn: (req: Req, metadata: grpc.Metadata) => Res): grpc.handleUnaryCall<Req, Res> {
   return (call, cb) => {
     try {
-      cb(null, fn(call.request));
+      cb(null, fn(call.request, call.metadata));
     } catch (err) {
       cb(toWire(err));
     }
@@ -164,7 +165,8 @@ async function stream(
   }
 }
 
-function fromWireRequest(req: SubmitRequest__Output | GenerateRequest__Output): GenerateRequest {
+/** A client's request; its W3C trace context (`traceparent`/`tracestate` metadata) makes the request's trace a child of the client's span. */
+function fromWireRequest(req: SubmitRequest__Output | GenerateRequest__Output, metadata?: grpc.Metadata): GenerateRequest {
   if (!req.model) {
     throw new DiffmeshError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'model: is required', { metadata: { field: 'model' } });
   }
@@ -175,6 +177,7 @@ function fromWireRequest(req: SubmitRequest__Output | GenerateRequest__Output): 
     priority: req.priority,
     ...(req.timeoutMs > 0 ? { timeoutMs: req.timeoutMs } : {}),
     ...(req.requestId ? { requestId: req.requestId } : {}),
+    traceContext: traceContextFromMetadata(metadata),
   };
 }
 

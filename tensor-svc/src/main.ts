@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { readFileSync, realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import { ConfigError, createDiscovery, createLogger, type LoadConfigOptions, type Logger } from '@diffmesh/runtime';
+import { ConfigError, createDiscovery, createLogger, startTelemetry, traceLogFields, type LoadConfigOptions, type Logger } from '@diffmesh/runtime';
 import { loadTensorSvcConfig, type TensorSvcConfig } from './config.js';
 import { startTensorService, type RunningTensorService, type TensorServiceInfo } from './server.js';
 
@@ -32,13 +32,22 @@ export async function runTensorSvc(opts: RunTensorSvcOptions = {}): Promise<void
     process.stderr.write(`tensor-svc: invalid configuration\n${err.message}\n`);
     process.exit(2);
   }
-  const log = createLogger({ name: 'tensor-svc', level: config.log.level, pretty: config.log.pretty, base: { nodeId: config.nodeId } });
+  const log = createLogger({
+    name: 'tensor-svc',
+    level: config.log.level,
+    pretty: config.log.pretty,
+    base: { nodeId: config.nodeId },
+    mixin: traceLogFields,
+  });
+  // Tracing from the standard OTEL_* variables (off without an endpoint); flushed last on exit.
+  const telemetry = await startTelemetry({ serviceName: 'tensor-svc', serviceVersion: packageVersion(), log });
   let svc;
   try {
     svc = await startTensorService(config, log);
   } catch (err) {
     log.fatal({ err }, 'tensor-svc failed to start');
     process.stderr.write(`tensor-svc: ${err instanceof Error ? err.message : String(err)}\n`);
+    await telemetry.shutdown();
     process.exit(1);
   }
   process.stdout.write(`tensor-svc listening on ${svc.address}\n`);
@@ -58,9 +67,13 @@ export async function runTensorSvc(opts: RunTensorSvcOptions = {}): Promise<void
       await leave?.().catch((err: unknown) => log.warn({ err }, 'onReady cleanup failed'));
       await running.stop();
     })().then(
-      () => process.exit(0),
-      (err: unknown) => {
+      async () => {
+        await telemetry.shutdown();
+        process.exit(0);
+      },
+      async (err: unknown) => {
         log.error({ err }, 'stop failed');
+        await telemetry.shutdown();
         process.exit(1);
       },
     );
@@ -77,6 +90,7 @@ export async function runTensorSvc(opts: RunTensorSvcOptions = {}): Promise<void
     } catch (err) {
       log.fatal({ err }, 'tensor-svc onReady failed; stopping');
       await running.stop(0);
+      await telemetry.shutdown();
       process.exit(1);
     }
   }

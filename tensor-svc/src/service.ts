@@ -17,8 +17,15 @@ import type {
   TouchResponse,
 } from '@diffmesh/protos';
 import {
+  ATTR,
   ByteBudget,
   Code,
+  SPAN,
+  SpanKind,
+  contextFromMetadata,
+  diffmeshTracer,
+  recordError,
+  spanLogFields,
   DTYPES,
   DiffmeshError,
   EXPIRES_AT_METADATA,
@@ -32,6 +39,7 @@ import {
   type Logger,
   type ObjectRef,
   type ServiceBinding,
+  type Span,
 } from '@diffmesh/runtime';
 import type { TensorMetrics, TensorMethod } from './metrics.js';
 import { checkObjectId, type ObjectHeader, type ObjectReader, type PutWriter, type StoredObjectInfo, type TieredStore } from './store.js';
@@ -157,6 +165,9 @@ export class TensorServiceImpl {
   ): void {
     this.metrics.call('Put');
     this.metrics.streamOpened();
+    const span = serverSpan(SPAN.tensorServerPut, 'Put', call.metadata);
+    /** Object bytes received on this stream. */
+    let received = 0;
     limitReadAhead(call);
     widenReceiveWindow(call, this.receiveWindowBytes);
     let writer: PutWriter | undefined;
@@ -170,12 +181,15 @@ export class TensorServiceImpl {
       if (finished) return;
       finished = true;
       this.metrics.streamClosed();
+      span.setAttribute(ATTR.tensorBytes, ref?.sizeBytes ?? received);
+      if (err !== undefined) recordError(span, err);
+      span.end();
       if (err !== undefined) {
         // Frees the reservation and the temporary file (a no-op after a commit).
         if (creating) void creating.then((w) => w.abort(), () => undefined);
         if (!call.cancelled) {
           this.metrics.error('Put');
-          this.logFailure('Put', err);
+          this.logFailure('Put', err, span);
           callback(toWire(err));
         }
         // Whatever else the client sends is read and dropped, so the call can complete.
@@ -196,6 +210,11 @@ export class TensorServiceImpl {
         if (msg.kind === 'header' && msg.header) {
           if (creating) throw invalidParameter('header', 'a Put carries exactly one header, as its first message');
           const header = parsePutHeader(msg.header);
+          span.setAttributes({
+            [ATTR.tensorObjectId]: header.objectId,
+            [ATTR.tensorName]: header.name,
+            'diffmesh.tensor.size_bytes': header.sizeBytes,
+          });
           // Chunks wait until the file exists and the bytes are reserved.
           waitingForHeader = true;
           call.pause();
@@ -213,6 +232,7 @@ export class TensorServiceImpl {
           if (!writer) throw invalidParameter('header', 'the first message of a Put must be a header; got a chunk');
           const data = msg.chunk.data;
           const n = data.byteLength;
+          received += n;
           const written = writer.write(uint64(msg.chunk.offset, 'chunk.offset'), data);
           unwritten += n;
           this.metrics.buffer(n);
@@ -259,6 +279,9 @@ export class TensorServiceImpl {
   private async get(call: grpc.ServerWritableStream<TensorGetRequest__Output, TensorGetResponse>): Promise<void> {
     this.metrics.call('Get');
     this.metrics.streamOpened();
+    const span = serverSpan(SPAN.tensorServerGet, 'Get', call.metadata);
+    /** Object bytes handed to the transport. */
+    let sent = 0;
     const abort = new AbortController();
     const onCancel = (): void => abort.abort(cancelled('Get cancelled by the client'));
     call.on('cancelled', onCancel);
@@ -267,11 +290,13 @@ export class TensorServiceImpl {
     let reader: ObjectReader | undefined;
     try {
       const req = call.request;
+      span.setAttribute(ATTR.tensorObjectId, req.objectId);
       const id = checkedId(req.objectId);
       const offset = uint64(req.offset, 'offset');
       const length = uint64(req.length, 'length');
       reader = await this.store.openRead(id);
       const size = reader.ref.sizeBytes;
+      span.setAttributes({ [ATTR.tensorName]: reader.ref.name, 'diffmesh.tensor.size_bytes': size });
       if (offset > size) throw invalidParameter('offset', `${offset} is past the end of object ${id} (${size} bytes)`);
       const end = length === 0 ? size : offset + length;
       if (end > size) throw invalidParameter('length', `offset ${offset} + length ${length} is past the end of object ${id} (${size} bytes)`);
@@ -317,6 +342,7 @@ export class TensorServiceImpl {
         const data = n === buf.byteLength ? buf : buf.subarray(0, n);
         crc = crc32c(data, crc);
         await write({ chunk: { offset: String(pos), data } }, n, buf);
+        sent += n;
         pos += n;
       }
       await scan(end, size);
@@ -331,11 +357,14 @@ export class TensorServiceImpl {
       }
       call.end();
     } catch (err) {
+      recordError(span, abort.signal.aborted ? cancelled('Get cancelled by the client') : err);
       if (abort.signal.aborted) return; // the client is gone; nobody to tell
       this.metrics.error('Get');
-      this.logFailure('Get', err);
+      this.logFailure('Get', err, span);
       call.emit('error', toWire(err));
     } finally {
+      span.setAttribute(ATTR.tensorBytes, sent);
+      span.end();
       call.off('cancelled', onCancel);
       budget.releaseAll();
       this.metrics.streamClosed();
@@ -381,13 +410,30 @@ export class TensorServiceImpl {
     return { ...ref, ownerAddress: this.owner.address, ownerNodeId: this.owner.nodeId };
   }
 
-  private logFailure(method: TensorMethod, err: unknown): void {
+  private logFailure(method: TensorMethod, err: unknown, span?: Span): void {
+    const trace = spanLogFields(span);
     if (err instanceof DiffmeshError && err.code !== Code.INTERNAL) {
-      this.log.debug({ method, code: err.code, reason: err.reason, message: err.message }, 'tensor call refused');
+      this.log.debug({ method, code: err.code, reason: err.reason, message: err.message, ...trace }, 'tensor call refused');
     } else {
-      this.log.error({ method, err }, 'tensor call failed');
+      this.log.error({ method, err, ...trace }, 'tensor call failed');
     }
   }
+
+}
+
+/**
+ * The server span of a Put or Get stream: a child of the trace context in the call's
+ * metadata (the tensor client's span), so transfers show under the stage that made them.
+ */
+function serverSpan(name: string, method: string, metadata: grpc.Metadata): Span {
+  return diffmeshTracer().startSpan(
+    name,
+    {
+      kind: SpanKind.SERVER,
+      attributes: { 'rpc.system': 'grpc', 'rpc.service': SERVICE_NAMES.tensor, 'rpc.method': method },
+    },
+    contextFromMetadata(metadata),
+  );
 }
 
 function expiryTrailer(info: StoredObjectInfo): grpc.Metadata {

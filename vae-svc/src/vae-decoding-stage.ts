@@ -1,4 +1,5 @@
 import {
+  ATTR,
   OnnxStage,
   float32View,
   invalidParameter,
@@ -28,7 +29,9 @@ export class VaeDecodingStage extends OnnxStage {
     const { data } = await this.deps.store.get(ref);
     ctx.signal.throwIfAborted();
     const session = await this.deps.sessions.get(m.file('vaeDecoder'));
-    const result = await session.run({ latent: new ort.Tensor('float32', float32View(data), ref.shape) });
+    const result = await this.runModel({ [ATTR.model]: task.model, [ATTR.batchSize]: ref.shape[0] ?? 1 }, () =>
+      session.run({ latent: new ort.Tensor('float32', float32View(data), ref.shape) }),
+    );
     const sample = result.sample;
     const { width, height, frames: list } = tensorToFrames(sample.data as Float32Array, [...sample.dims]);
     const frames = list.length;

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import {
   NatsServerNotFoundError,
   createDiscovery,
@@ -10,6 +11,8 @@ import { clearState, readState, writeState } from './state.js';
 
 interface UpFlags {
   nats?: string;
+  gateway: boolean;
+  gatewayListen: string;
   models: string;
   modelsDir: string[];
   threads: string;
@@ -25,10 +28,13 @@ export async function runUp(flags: UpFlags): Promise<number> {
     process.stderr.write(`diffmesh: threads: expected a non-negative integer, got "${flags.threads}"\n`);
     return 2;
   }
+  // The gateway turns auth on with a key from DIFFMESH_API_KEY, or one made up here.
+  const apiKey = process.env.DIFFMESH_API_KEY || `dm-${randomBytes(24).toString('base64url')}`;
   let mesh;
   try {
     mesh = await startLocalMesh({
       ...(flags.nats ? { natsUrl: flags.nats } : {}),
+      ...(flags.gateway ? { gateway: { listen: flags.gatewayListen, apiKeys: [apiKey] } } : {}),
       modelsDirs: flags.modelsDir,
       models,
       threads,
@@ -51,8 +57,13 @@ export async function runUp(flags: UpFlags): Promise<number> {
   for (const p of mesh.supervisor.processes) {
     if (p.name !== 'scheduler' && p.name !== 'tensor-svc') out(`${p.name} ${p.address}`);
   }
+  if (mesh.gatewayUrl) {
+    out(`gateway ${mesh.gatewayUrl} (OpenAPI: ${mesh.gatewayUrl}/openapi.json)`);
+    out(`API key ${apiKey}${process.env.DIFFMESH_API_KEY ? ' (from DIFFMESH_API_KEY)' : ' (generated; set DIFFMESH_API_KEY to choose one)'}`);
+  }
   await writeState({
     pid: process.pid,
+    ...(mesh.gatewayUrl ? { gatewayUrl: mesh.gatewayUrl } : {}),
     natsUrl: mesh.natsUrl,
     schedulerAddress: mesh.schedulerAddress,
     tensorAddress: mesh.tensorAddress,

@@ -49,14 +49,23 @@ export interface LocalMeshOptions {
   stageArgs?: string[];
   /** TLS files (PEM paths) for every service, as server and as client (mutual TLS). */
   tls?: { ca: string; cert: string; key: string };
+  /** Start the HTTP gateway too (after the stages). */
+  gateway?: { listen?: string; adminListen?: string; apiKeys: string[] };
   /** Slots per instance of each stage service (default: dit-svc 4, others 2). */
   capacities?: Partial<Record<StageProcessSpec['service'], number>>;
+  /**
+   * Environment added to every service process (tensor-svc, scheduler, stages), e.g. the
+   * `OTEL_*` variables of a trace collector. A stage's own `env` wins over it.
+   */
+  env?: Record<string, string>;
 }
 
 export interface LocalMesh {
   natsUrl: string;
   schedulerAddress: string;
   tensorAddress: string;
+  /** `http://host:port` of the gateway, when started. */
+  gatewayUrl?: string;
   logDir: string;
   supervisor: Supervisor;
   discovery: Discovery;
@@ -66,7 +75,7 @@ export interface LocalMesh {
 }
 
 /** Absolute path of a service package's compiled entry point. */
-export function serviceEntry(pkg: 'scheduler' | 'tensor-svc' | 'encoder-svc' | 'dit-svc' | 'vae-svc'): string {
+export function serviceEntry(pkg: 'scheduler' | 'tensor-svc' | 'encoder-svc' | 'dit-svc' | 'vae-svc' | 'gateway'): string {
   return fileURLToPath(import.meta.resolve(`@diffmesh/${pkg}/main`));
 }
 
@@ -98,12 +107,14 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
       name: 'tensor-svc',
       entry: serviceEntry('tensor-svc'),
       args: [...common, '--nats', natsUrl],
+      ...(opts.env ? { env: opts.env } : {}),
       readyPrefix: 'tensor-svc listening on ',
     });
     const scheduler = await supervisor.start({
       name: 'scheduler',
       entry: serviceEntry('scheduler'),
       args: [...common, '--nats', natsUrl, '--tensor', tensor.address, '--metrics-listen', '127.0.0.1:0', ...(opts.schedulerArgs ?? [])],
+      ...(opts.env ? { env: opts.env } : {}),
       readyPrefix: 'scheduler listening on ',
     });
     discovery = await createDiscovery({ backend: 'nats', url: natsUrl }, opts.log);
@@ -126,11 +137,12 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
           '--capacity', String(spec.capacity),
           '--threads', String(opts.threads ?? 1),
           '--models-dirs', (spec.modelsDirs ?? opts.modelsDirs).join(','),
+          '--metrics-listen', '127.0.0.1:0',
           ...(spec.lazy ? [] : ['--models', spec.models.join(',')]),
           ...(opts.stageArgs ?? []),
           ...(spec.args ?? []),
         ],
-        ...(spec.env ? { env: spec.env } : {}),
+        ...(opts.env || spec.env ? { env: { ...opts.env, ...spec.env } } : {}),
         readyPrefix: `${spec.service} listening on `,
       });
       await waitForInstance(disc, procName, 15_000);
@@ -157,15 +169,36 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     // Start stage processes one at a time: on two cores, parallel model loading only thrashes.
     for (const spec of [...specs, ...(opts.extraStages ?? [])]) await addStage(spec);
 
+    let gatewayUrl: string | undefined;
+    if (opts.gateway) {
+      const gw = await supervisor.start({
+        name: 'gateway',
+        entry: serviceEntry('gateway'),
+        args: [
+          '--node-id', nodeId,
+          '--log-level', 'info',
+          '--nats', natsUrl,
+          '--listen', opts.gateway.listen ?? '127.0.0.1:0',
+          '--admin-listen', opts.gateway.adminListen ?? '127.0.0.1:0',
+        ],
+        // Keys go in the environment, not argv (argv is visible to every user in ps).
+        env: { ...opts.env, DIFFMESH_GATEWAY_API_KEYS: opts.gateway.apiKeys.join(',') },
+        readyPrefix: 'gateway listening on ',
+      });
+      gatewayUrl = gw.address;
+    }
+
     return {
       natsUrl,
       schedulerAddress: scheduler.address,
       tensorAddress: tensor.address,
+      ...(gatewayUrl ? { gatewayUrl } : {}),
       logDir,
       supervisor,
       discovery: disc,
       addStage,
       async stop() {
+        await supervisor.stop('gateway');
         await supervisor.stop('scheduler');
         await supervisor.stopAll();
         await disc.close();

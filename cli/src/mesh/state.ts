@@ -8,6 +8,8 @@ export interface MeshState {
   natsUrl: string;
   schedulerAddress: string;
   tensorAddress: string;
+  /** `http://host:port` of the gateway, when `up` started one. */
+  gatewayUrl?: string;
   logDir: string;
   startedAt: string;
 }

@@ -4,6 +4,7 @@ import {
   NatsError,
   RequestStrategy,
   connect,
+  headers,
   type NatsConnection,
   type Service,
   type ServiceClient,
@@ -12,6 +13,7 @@ import {
 } from 'nats';
 import { Code, DiffmeshError } from '../errors/index.js';
 import { silentLogger, type Logger } from '../logging/index.js';
+import { injectTraceContext } from '../telemetry/propagation.js';
 import {
   ListenerSet,
   cloneInstance,
@@ -512,7 +514,14 @@ class NatsRegistration implements Registration {
   private publish(subject: string, body: unknown): void {
     if (this.nc.isClosed()) return;
     try {
-      this.nc.publish(subject, new TextEncoder().encode(JSON.stringify(body)));
+      // The active trace context (if any) travels in the message headers.
+      const trace = Object.entries(injectTraceContext());
+      let h;
+      if (trace.length > 0) {
+        h = headers();
+        for (const [k, v] of trace) h.set(k, v);
+      }
+      this.nc.publish(subject, new TextEncoder().encode(JSON.stringify(body)), h ? { headers: h } : undefined);
     } catch (err) {
       this.log.debug({ err, subject }, 'discovery: publishing a notice failed');
     }

@@ -8,6 +8,7 @@ import type { Discovery, Registration } from '../discovery/index.js';
 import { TlsConfigSchema, loadTlsFiles } from '../grpc/options.js';
 import { GrpcServer } from '../grpc/server.js';
 import { LogConfigSchema, type Logger } from '../logging/index.js';
+import { StageMetrics, startMetricsEndpoint, type MetricsEndpoint } from '../metrics/index.js';
 import { ModelCatalog } from '../models/catalog.js';
 import { SessionCache } from '../onnx/sessions.js';
 import { InlineTensorStore, createTensorStore } from '../tensor-store/index.js';
@@ -32,6 +33,7 @@ export const StageServiceConfigSchema = z.object({
   tensorAddress: z.string().default('').describe("this node's tensor-svc host:port (empty = in-process store)"),
   drainGraceMs: z.number().int().nonnegative().default(30_000).describe('time to finish tasks after SIGTERM'),
   version: z.string().default('').describe('version advertised in discovery (default: the package version)'),
+  metricsListen: z.string().default('').describe('host:port of the Prometheus /metrics endpoint (empty = off; port 0 = any free port)'),
   progressIntervalMs: z.number().int().nonnegative().default(50).describe('least time between two progress messages of a task; the last step is always sent (0 = every step)'),
   inlineMaxBytes: z.number().int().nonnegative().default(64 * 1024).describe('outputs up to this size travel inside the task messages instead of through tensor-svc (0 = never)'),
   tls: TlsConfigSchema.prefault({}).describe('TLS of this service and of its calls to tensor-svc'),
@@ -61,6 +63,7 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       VERSION: 'version',
       INLINE_MAX_BYTES: 'inlineMaxBytes',
       PROGRESS_INTERVAL_MS: 'progressIntervalMs',
+      METRICS_LISTEN: 'metricsListen',
       LOG_LEVEL: 'log.level',
       TLS_CA: 'tls.ca',
       TLS_CERT: 'tls.cert',
@@ -83,6 +86,7 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       version: 'version',
       'inline-max-bytes': 'inlineMaxBytes',
       'progress-interval-ms': 'progressIntervalMs',
+      'metrics-listen': 'metricsListen',
       'log-level': 'log.level',
       'tls-ca': 'tls.ca',
       'tls-cert': 'tls.cert',
@@ -100,6 +104,11 @@ export interface StartStageServiceOptions {
   config: StageServiceConfig;
   log: Logger;
   createHandler(deps: OnnxStageDeps): StageHandler;
+  /**
+   * `host:port` of a Prometheus `/metrics` endpoint (port 0 = any free port; empty or absent
+   * = off). Defaults to the config's `metricsListen`.
+   */
+  metricsListen?: string;
 }
 
 /** A running stage service. */
@@ -107,17 +116,24 @@ export interface RunningStageService {
   address: string;
   instanceId: string;
   service: StageService;
+  /** The instance's metrics (also served on {@link metricsUrl} when enabled). */
+  metrics: StageMetrics;
+  /** `http://host:port/metrics` when the endpoint is on. */
+  metricsUrl?: string;
   /** Graceful stop: leave discovery, NOT_SERVING, finish tasks (up to the grace), close. Idempotent. */
   stop(graceMs?: number): Promise<void>;
 }
 
 /**
  * Starts a stage service: loads and warms its models, serves StageService with health and
- * reflection, and registers in NATS (when configured) with its gRPC address, node, pool,
- * stage, models and capacity.
+ * reflection, serves Prometheus metrics when `metricsListen` is set, and registers in NATS
+ * (when configured) with its gRPC address, node, pool, stage, models, capacity and
+ * `metrics_url`.
  */
 export async function startStageService(opts: StartStageServiceOptions): Promise<RunningStageService> {
   const { config, log } = opts;
+  // Read from the config once its schema has the field (see StartStageServiceOptions.metricsListen).
+  const metricsListen = opts.metricsListen ?? config.metricsListen;
   const instanceId = config.instanceId || `${opts.name}-${randomUUID().slice(0, 8)}`;
   const version = config.version || opts.version;
   const tls = loadTlsFiles(config.tls);
@@ -129,7 +145,19 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
   );
   const sessions = new SessionCache({ intraOpThreads: config.threads, interOpThreads: 1 });
   const catalog = new ModelCatalog(config.modelsDirs);
-  const handler = opts.createHandler({ catalog, sessions, store, models: config.models });
+  // The handler's stage is known only once it exists; its model runs report through this proxy.
+  let metrics: StageMetrics | undefined;
+  const handler = opts.createHandler({
+    catalog,
+    sessions,
+    store,
+    models: config.models,
+    metrics: {
+      modelRun: (seconds) => metrics?.modelRun(seconds),
+      denoiseBatch: (size) => metrics?.denoiseBatch(size),
+    },
+  });
+  metrics = new StageMetrics({ stage: handler.stage, pool: config.pool, processMetrics: metricsListen !== '' });
   for (const model of config.models) await handler.warm?.(model);
   const service = new StageService(
     handler,
@@ -143,8 +171,21 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
       ...(config.tensorAddress ? { tensorAddress: config.tensorAddress } : {}),
     },
     log,
+    { metrics },
   );
   const server = await GrpcServer.start({ address: config.listen, services: [service.binding()], log, ...(tls ? { tls } : {}) });
+  let endpoint: MetricsEndpoint | undefined;
+  if (metricsListen) {
+    try {
+      endpoint = await startMetricsEndpoint(metrics.registry, metricsListen, log);
+    } catch (err) {
+      server.forceStop();
+      await sessions.close();
+      await store.close();
+      throw err;
+    }
+    log.info({ url: endpoint.url }, 'metrics endpoint listening');
+  }
   let discovery: Discovery | undefined;
   let registration: Registration | undefined;
   if (config.natsUrl) {
@@ -161,6 +202,7 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
         models: config.models,
         capacity: config.capacity,
         ...(config.tensorAddress ? { tensorAddress: config.tensorAddress } : {}),
+        ...(endpoint ? { metadata: { metrics_url: endpoint.url } } : {}),
       },
       () => ({ inFlight: service.load.inFlight }),
     );
@@ -171,6 +213,8 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
     address: server.address,
     instanceId,
     service,
+    metrics,
+    ...(endpoint ? { metricsUrl: endpoint.url } : {}),
     stop(graceMs = config.drainGraceMs) {
       stopping ??= (async () => {
         const deadline = Date.now() + graceMs;
@@ -185,27 +229,39 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
         await discovery?.close();
         await sessions.close();
         await store.close();
+        await endpoint?.close();
       })();
       return stopping;
     },
   };
 }
 
+/** Options of {@link runProcess}. */
+export interface RunProcessOptions {
+  /** Flushed and shut down after the service stops (and before a failed start exits). */
+  telemetry?: { shutdown(): Promise<void> };
+}
+
 /**
- * Runs `start` as a process: SIGTERM/SIGINT drain gracefully (a second signal forces an
- * exit). Prints the listen line on stdout for supervisors such as `diffmesh up`.
+ * Runs `start` as a process: SIGTERM/SIGINT drain gracefully, then flush telemetry and exit
+ * (a second signal forces an exit). Prints the listen line on stdout for supervisors such
+ * as `diffmesh up`.
  */
 export async function runProcess(
   name: string,
   log: Logger,
   start: () => Promise<{ address: string; stop(graceMs?: number): Promise<void> }>,
+  opts: RunProcessOptions = {},
 ): Promise<void> {
+  // Telemetry's shutdown never rejects; the catch is for foreign implementations.
+  const flush = (): Promise<void> => opts.telemetry?.shutdown().catch(() => undefined) ?? Promise.resolve();
   let running: { address: string; stop(graceMs?: number): Promise<void> };
   try {
     running = await start();
   } catch (err) {
     log.fatal({ err }, `${name} failed to start`);
     process.stderr.write(`${name}: ${err instanceof Error ? err.message : String(err)}\n`);
+    await flush();
     process.exit(1);
   }
   process.stdout.write(`${name} listening on ${running.address}\n`);
@@ -218,9 +274,13 @@ export async function runProcess(
     }
     log.info({ sig }, 'draining');
     running.stop().then(
-      () => process.exit(0),
-      (err: unknown) => {
+      async () => {
+        await flush();
+        process.exit(0);
+      },
+      async (err: unknown) => {
         log.error({ err }, 'stop failed');
+        await flush();
         process.exit(1);
       },
     );

@@ -1,4 +1,5 @@
 import type * as grpc from '@grpc/grpc-js';
+import { context as otelContext, trace } from '@opentelemetry/api';
 import type {
   DescribeResponse,
   ExecuteRequest__Output,
@@ -11,8 +12,11 @@ import type {
 import { loadDiffmeshProtos } from '@diffmesh/protos';
 import { linkedAbort } from '../abort.js';
 import { Code, DiffmeshError, asDiffmeshError } from '../errors/index.js';
-import type { Logger } from '../logging/index.js';
+import { traceFieldsFromTraceparent, type Logger } from '../logging/index.js';
 import type { ServiceBinding } from '../grpc/server.js';
+import type { StageMetrics, StageTaskOutcome } from '../metrics/stage.js';
+import { extractTraceContext } from '../telemetry/propagation.js';
+import { ATTR, SPAN, SpanKind, diffmeshTracer, recordError } from '../telemetry/spans.js';
 import {
   objectRefsFromWire,
   objectRefsToWire,
@@ -41,6 +45,12 @@ export interface StageInstanceIdentity {
    * 0 = every step. Keeps fast models from spending their CPU on progress traffic.
    */
   progressIntervalMs?: number;
+}
+
+/** Options of {@link StageService}. */
+export interface StageServiceOptions {
+  /** Task counts, durations, in-flight and step metrics; absent = none. */
+  metrics?: StageMetrics;
 }
 
 export function taskToWire(t: StageTask): Task {
@@ -88,6 +98,7 @@ export class StageService {
     private readonly handler: StageHandler,
     readonly identity: StageInstanceIdentity,
     private readonly log: Logger,
+    private readonly opts: StageServiceOptions = {},
   ) {}
 
   get load(): { inFlight: number; capacity: number; draining: boolean } {
@@ -147,9 +158,46 @@ export class StageService {
     }
   }
 
+  /**
+   * Runs one task in a `diffmesh.stage.execute` span, a child of the trace context the task
+   * carries (the scheduler's dispatch span): everything the handler does — model runs, tensor
+   * transfers, log lines — belongs to the request's trace.
+   */
   private async run(task: StageTask, signal: AbortSignal, onProgress: (step: number, total: number) => void): Promise<StageResult> {
-    this.admit();
+    const id = this.identity;
+    const parent = extractTraceContext(task.traceContext);
+    const span = diffmeshTracer().startSpan(
+      SPAN.stageExecute,
+      {
+        kind: SpanKind.SERVER,
+        attributes: {
+          [ATTR.requestId]: task.reqId,
+          [ATTR.model]: task.model,
+          [ATTR.stage]: task.stage,
+          [ATTR.stageIndex]: task.stageIndex,
+          [ATTR.attempt]: task.attempt,
+          [ATTR.pool]: id.pool,
+          [ATTR.instanceId]: id.instanceId,
+          [ATTR.nodeId]: id.nodeId,
+        },
+      },
+      parent,
+    );
+    const metrics = this.opts.metrics;
+    try {
+      this.admit();
+    } catch (err) {
+      metrics?.refused();
+      recordError(span, err);
+      span.setAttribute(ATTR.outcome, 'refused');
+      span.end();
+      throw err;
+    }
     this.inFlight += 1;
+    const ended = metrics?.taskStarted();
+    let outcome: Exclude<StageTaskOutcome, 'refused'> = 'failed';
+    let step = 0;
+    let totalSteps = task.stage === 'denoising' ? task.params.numInferenceSteps : 1;
     try {
       if (task.stage !== this.handler.stage) {
         throw new DiffmeshError(
@@ -166,28 +214,44 @@ export class StageService {
         });
       }
       const abort = linkedAbort(signal, task.deadline > 0 ? Math.max(1, task.deadline - Date.now()) : 0);
-      const interval = this.identity.progressIntervalMs ?? 0;
+      const interval = id.progressIntervalMs ?? 0;
+      const denoising = task.stage === 'denoising';
       let lastProgress = -Infinity;
       try {
-        return await this.handler.execute(task, {
-          signal: abort.signal,
-          onProgress: (p) => {
-            const now = performance.now();
-            if (p.step < p.totalSteps && now - lastProgress < interval) return;
-            lastProgress = now;
-            onProgress(p.step, p.totalSteps);
-          },
-          log: this.log.child({ reqId: task.reqId, stage: task.stage, attempt: task.attempt }),
-        });
+        const result = await otelContext.with(trace.setSpan(parent, span), () =>
+          this.handler.execute(task, {
+            signal: abort.signal,
+            onProgress: (p) => {
+              if (denoising) metrics?.denoisingSteps(p.step - step);
+              step = Math.max(step, p.step);
+              totalSteps = p.totalSteps;
+              const now = performance.now();
+              if (p.step < p.totalSteps && now - lastProgress < interval) return;
+              lastProgress = now;
+              onProgress(p.step, p.totalSteps);
+            },
+            log: this.log.child({ reqId: task.reqId, stage: task.stage, attempt: task.attempt }),
+          }),
+        );
+        outcome = 'ok';
+        return result;
       } catch (err) {
         if (abort.timedOut()) {
+          outcome = 'timeout';
           throw new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `task deadline passed during ${task.stage}`);
         }
+        if (abort.signal.aborted) outcome = 'cancelled';
         throw err;
       } finally {
         abort.dispose();
       }
+    } catch (err) {
+      recordError(span, err);
+      throw err;
     } finally {
+      span.setAttributes({ [ATTR.outcome]: outcome, [ATTR.stepCount]: totalSteps, [ATTR.stepsDone]: step });
+      span.end();
+      ended?.(outcome);
       this.inFlight -= 1;
       if (this.inFlight === 0) {
         for (const resolve of this.idle) resolve();
@@ -300,7 +364,8 @@ export class StageService {
 
   private logFailure(task: StageTask, err: unknown): void {
     const e = asDiffmeshError(err);
-    const fields = { reqId: task.reqId, stage: task.stage, attempt: task.attempt, reason: e.reason };
+    const { traceId } = traceFieldsFromTraceparent(task.traceContext.traceparent);
+    const fields = { reqId: task.reqId, stage: task.stage, attempt: task.attempt, reason: e.reason, ...(traceId ? { traceId } : {}) };
     if (e.code === Code.INTERNAL) this.log.error({ ...fields, err }, 'task failed');
     else this.log.warn({ ...fields, message: e.message }, 'task failed');
   }

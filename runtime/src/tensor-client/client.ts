@@ -11,6 +11,7 @@ import type {
 import type { Dtype, ObjectRef } from '../domain.js';
 import { Code, DiffmeshError, asDiffmeshError, cancelled, invalidParameter } from '../errors/index.js';
 import { channelOptions, clientCredentials, type TlsFiles } from '../grpc/options.js';
+import { traceMetadata } from '../telemetry/propagation.js';
 import type { ObjectInfo } from '../tensor-store/types.js';
 import { dtypeToWire, objectRefFromWire } from '../wire/convert.js';
 import { fromWire } from '../wire/errors.js';
@@ -158,7 +159,8 @@ export class TensorServiceClient {
         else resolve(ref as ObjectRef);
       };
       const budget = new ByteBudget(this.maxInflightBytes);
-      const call = this.raw.Put(this.callOptions(opts.timeoutMs ?? 0), (err, res) => {
+      // The active trace context travels in the call's metadata (tensor-svc continues the trace).
+      const call = this.raw.Put(traceMetadata(), this.callOptions(opts.timeoutMs ?? 0), (err, res) => {
         if (err) settle(opts.signal?.aborted ? cancelled('tensor put cancelled') : fromWire(err));
         else if (!res?.ref) settle(transportError(this.address, 'Put answered without a ref'));
         else {
@@ -213,7 +215,11 @@ export class TensorServiceClient {
     const length = opts.length ?? 0;
     const verify = opts.verify ?? true;
     if (opts.signal?.aborted) throw cancelled('tensor get cancelled');
-    const call = this.raw.Get({ objectId, offset: String(offset), length: String(length) }, this.callOptions(opts.timeoutMs ?? 0));
+    const call = this.raw.Get(
+      { objectId, offset: String(offset), length: String(length) },
+      traceMetadata(),
+      this.callOptions(opts.timeoutMs ?? 0),
+    );
     const onAbort = (): void => call.cancel();
     opts.signal?.addEventListener('abort', onAbort, { once: true });
     let ref: ObjectRef | undefined;
@@ -274,7 +280,7 @@ export class TensorServiceClient {
   /** An object's ref and expiry, without its bytes. */
   async stat(objectId: string, opts: TensorCallOptions = {}): Promise<ObjectInfo> {
     const { response, trailer } = await this.unary<{ ref: WireObjectRef | null }>(
-      (o, cb) => this.raw.Stat({ objectId }, o, cb),
+      (o, cb) => this.raw.Stat({ objectId }, traceMetadata(), o, cb),
       opts,
     );
     return this.info(response.ref, trailer, 'Stat');
@@ -282,14 +288,14 @@ export class TensorServiceClient {
 
   /** Deletes an object; false when it did not exist. */
   async delete(objectId: string, opts: TensorCallOptions = {}): Promise<boolean> {
-    const { response } = await this.unary<{ deleted: boolean }>((o, cb) => this.raw.Delete({ objectId }, o, cb), opts);
+    const { response } = await this.unary<{ deleted: boolean }>((o, cb) => this.raw.Delete({ objectId }, traceMetadata(), o, cb), opts);
     return response.deleted;
   }
 
   /** Restarts an object's TTL, with `ttlMs` when given (0 or absent = keep its TTL). */
   async touch(objectId: string, ttlMs = 0, opts: TensorCallOptions = {}): Promise<ObjectInfo> {
     const { response, trailer } = await this.unary<{ ref: WireObjectRef | null }>(
-      (o, cb) => this.raw.Touch({ objectId, ttlMs }, o, cb),
+      (o, cb) => this.raw.Touch({ objectId, ttlMs }, traceMetadata(), o, cb),
       opts,
     );
     return this.info(response.ref, trailer, 'Touch');

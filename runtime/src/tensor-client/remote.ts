@@ -2,11 +2,13 @@ import { randomBytes } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { crc32c } from '@node-rs/crc32';
+import { trace, context as otelContext } from '@opentelemetry/api';
 import type { ObjectRef } from '../domain.js';
 import { Code, DiffmeshError, asDiffmeshError, invalidParameter } from '../errors/index.js';
 import { createBreaker, type BreakerOptions, type CircuitBreaker } from '../grpc/breaker.js';
 import type { TlsFiles } from '../grpc/options.js';
 import type { Logger } from '../logging/index.js';
+import { ATTR, SPAN, SpanKind, withSpan } from '../telemetry/spans.js';
 import { checkPutInput } from '../tensor-store/bytes.js';
 import type {
   ObjectInfo,
@@ -130,6 +132,7 @@ export class RemoteTensorStore implements TensorStore {
     return { ...this.counters };
   }
 
+  /** Stores `input` in this node's tensor-svc, in a `diffmesh.tensor.put` span. */
   async put(input: PutTensorInput, opts: PutOptions = {}): Promise<ObjectRef> {
     this.checkOpen();
     checkPutInput(input);
@@ -137,45 +140,91 @@ export class RemoteTensorStore implements TensorStore {
     if (!Number.isSafeInteger(ttlMs) || ttlMs < 0 || ttlMs > 0xffffffff) {
       throw invalidParameter('ttl_ms', `must be a non-negative integer number of milliseconds, got ${ttlMs}`);
     }
-    // The id is chosen here so that a retried Put replaces, never duplicates, the object.
-    const objectId = `${input.requestId}:${input.name}:${randomBytes(6).toString('hex')}`;
-    const checksum = formatChecksum(crc32c(input.data));
     if (!this.address) {
       throw new DiffmeshError(Code.FAILED_PRECONDITION, 'INVALID_PARAMETER', 'tensor put: this client has no local tensor-svc address', {
         metadata: { field: 'address' },
       });
     }
-    const ref = await this.withOwner(this.address, 'Put', (client) =>
-      client.put(
-        { objectId, name: input.name, shape: input.shape, dtype: input.dtype, ttlMs, checksum },
-        input.data,
-        this.transferOptions(),
-      ),
+    // The id is chosen here so that a retried Put replaces, never duplicates, the object.
+    const objectId = `${input.requestId}:${input.name}:${randomBytes(6).toString('hex')}`;
+    const attributes = {
+      [ATTR.requestId]: input.requestId,
+      [ATTR.tensorName]: input.name,
+      [ATTR.tensorObjectId]: objectId,
+      [ATTR.tensorBytes]: input.data.byteLength,
+      [ATTR.tensorOwnerAddress]: this.address,
+      [ATTR.tensorPath]: 'grpc',
+      'server.address': this.address,
+    };
+    return withSpan(
+      SPAN.tensorPut,
+      attributes,
+      async (span) => {
+        const checksum = formatChecksum(crc32c(input.data));
+        const ref = await this.withOwner(this.address, 'Put', (client) =>
+          client.put(
+            { objectId, name: input.name, shape: input.shape, dtype: input.dtype, ttlMs, checksum },
+            input.data,
+            this.transferOptions(),
+          ),
+        );
+        this.counters.puts += 1;
+        span.setAttributes({ [ATTR.tensorOwnerNode]: ref.ownerNodeId, [ATTR.tensorSameNode]: ref.ownerNodeId === this.nodeId });
+        this.track(input.requestId, { objectId: ref.objectId, address: ref.ownerAddress || this.address, sizeBytes: ref.sizeBytes });
+        return ref;
+      },
+      { kind: SpanKind.CLIENT },
     );
-    this.counters.puts += 1;
-    this.track(input.requestId, { objectId: ref.objectId, address: ref.ownerAddress || this.address, sizeBytes: ref.sizeBytes });
-    return ref;
   }
 
+  /**
+   * Reads an object, in a `diffmesh.tensor.get` span: from shared memory when the ref names
+   * this node, else by a Get stream from its owner.
+   */
   async get(key: ObjectKey): Promise<StoredTensor> {
     this.checkOpen();
     const ref = typeof key === 'string' ? undefined : key;
     const objectId = idOf(key);
-    if (ref && (this.opts.sameNodeReads ?? true) && ref.ownerNodeId === this.nodeId) {
-      const data = await this.readShm(ref);
-      if (data) {
-        this.counters.shmReads += 1;
-        return { ref: copyRef(ref), data };
-      }
-    }
-    // One buffer for all attempts: allocating 64 MiB costs tens of milliseconds.
-    let buffer: Buffer | undefined;
-    const into = (n: number): Buffer => (buffer && buffer.byteLength >= n ? buffer : (buffer = Buffer.allocUnsafe(n)));
-    const result = await this.withOwner(this.ownerOf(ref ?? objectId), 'Get', (client) =>
-      client.get(objectId, { into, ...(ref?.checksum ? { expectedChecksum: ref.checksum } : {}), ...this.transferOptions() }),
+    const sameNode = ref !== undefined && ref.ownerNodeId === this.nodeId;
+    const attributes = {
+      // Object ids start with the request id (`{request_id}:{name}:{unique}`).
+      [ATTR.requestId]: objectId.slice(0, Math.max(0, objectId.indexOf(':'))),
+      [ATTR.tensorObjectId]: objectId,
+      ...(ref
+        ? {
+            [ATTR.tensorName]: ref.name,
+            [ATTR.tensorOwnerAddress]: ref.ownerAddress,
+            [ATTR.tensorOwnerNode]: ref.ownerNodeId,
+            [ATTR.tensorSameNode]: sameNode,
+          }
+        : {}),
+    };
+    return withSpan(
+      SPAN.tensorGet,
+      attributes,
+      async (span) => {
+        if (ref && sameNode && (this.opts.sameNodeReads ?? true)) {
+          const data = await this.readShm(ref);
+          if (data) {
+            this.counters.shmReads += 1;
+            span.setAttributes({ [ATTR.tensorPath]: 'shm', [ATTR.tensorBytes]: data.byteLength });
+            return { ref: copyRef(ref), data };
+          }
+        }
+        const owner = this.ownerOf(ref ?? objectId);
+        span.setAttributes({ [ATTR.tensorPath]: 'grpc', 'server.address': owner });
+        // One buffer for all attempts: allocating 64 MiB costs tens of milliseconds.
+        let buffer: Buffer | undefined;
+        const into = (n: number): Buffer => (buffer && buffer.byteLength >= n ? buffer : (buffer = Buffer.allocUnsafe(n)));
+        const result = await this.withOwner(owner, 'Get', (client) =>
+          client.get(objectId, { into, ...(ref?.checksum ? { expectedChecksum: ref.checksum } : {}), ...this.transferOptions() }),
+        );
+        this.counters.remoteReads += 1;
+        span.setAttribute(ATTR.tensorBytes, result.data.byteLength);
+        return { ref: result.ref, data: result.data };
+      },
+      { kind: SpanKind.CLIENT },
     );
-    this.counters.remoteReads += 1;
-    return { ref: result.ref, data: result.data };
   }
 
   async stat(key: ObjectKey): Promise<ObjectInfo> {
@@ -326,6 +375,7 @@ export class RemoteTensorStore implements TensorStore {
         if (attempt >= this.attempts || !isTransient(err)) throw err;
         const delay = this.backoff(attempt, err.retryAfterMs);
         this.counters.retries += 1;
+        trace.getSpan(otelContext.active())?.addEvent('retry', { attempt, 'error.type': Code[err.code] ?? String(err.code), [ATTR.errorReason]: err.reason, 'retry.delay_ms': delay });
         this.opts.log?.debug({ address, op, attempt, delayMs: delay, code: err.code, reason: err.reason }, 'tensor transfer failed; retrying');
         await sleep(delay);
       }

@@ -1,0 +1,145 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Code } from '@diffmesh/runtime';
+import { HttpStatusError, gatewayError } from './errors.js';
+
+/**
+ * Reads a request body up to `maxBytes`. A larger declared or actual body is a 413; the
+ * rest of an oversize body is not read (the connection is closed after the answer).
+ */
+export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > maxBytes) return Promise.reject(tooLarge(maxBytes));
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    let failed = false;
+    const onData = (chunk: Buffer): void => {
+      if (failed) return;
+      total += chunk.length;
+      if (total > maxBytes) {
+        // Stop keeping the bytes but let the socket drain: the 413 must still reach the client.
+        failed = true;
+        chunks.length = 0;
+        reject(tooLarge(maxBytes));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    req.on('data', onData);
+    let ended = false;
+    req.once('end', () => {
+      ended = true;
+      if (!failed) resolve(Buffer.concat(chunks, total));
+    });
+    req.once('close', () => {
+      if (!ended && !failed) reject(gatewayError(Code.CANCELLED, 'CANCELLED', 'the client went away while sending the body'));
+      failed = true;
+    });
+    req.once('error', (err) => {
+      if (!failed) reject(err);
+      failed = true;
+    });
+  });
+}
+
+function tooLarge(maxBytes: number): HttpStatusError {
+  return new HttpStatusError(413, 'PAYLOAD_TOO_LARGE', `request body is larger than the limit of ${maxBytes} bytes`, 'INVALID_PARAMETER', {
+    connection: 'close',
+  });
+}
+
+/**
+ * Whether a body of this content type may be read as JSON. Many clients send JSON labelled
+ * `text/plain` (fetch with a string body) or form-urlencoded (`curl -d`), so only types
+ * that cannot be JSON are refused.
+ */
+function mayBeJson(contentType: string | undefined): boolean {
+  if (!contentType) return true;
+  const base = contentType.split(';')[0].trim().toLowerCase();
+  return !/^(multipart\/|image\/|audio\/|video\/|application\/(octet-stream|x-protobuf|grpc|protobuf))/.test(base);
+}
+
+/**
+ * Parses a JSON request body into an object. Empty bodies are `{}`; malformed JSON is a
+ * 400 naming the problem; a body that is not an object is a 400 too.
+ */
+export function parseJsonObject(body: Buffer, contentType: string | undefined): Record<string, unknown> {
+  if (!mayBeJson(contentType)) {
+    throw new HttpStatusError(415, 'UNSUPPORTED_MEDIA_TYPE', `content type "${contentType}" is not supported; send application/json`);
+  }
+  const text = body.toString('utf8').trim();
+  if (text === '') return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `request body is not valid JSON: ${(err as Error).message}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `request body must be a JSON object, got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}`);
+  }
+  return value as Record<string, unknown>;
+}
+
+/** Writes a JSON response (unless the response has already started). */
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+    'cache-control': 'no-store',
+    ...headers,
+  });
+  res.end(text);
+}
+
+/** Writes bytes with backpressure; resolves false when the client went away. */
+export async function writeChunk(res: ServerResponse, chunk: string | Uint8Array): Promise<boolean> {
+  if (res.destroyed || res.writableEnded) return false;
+  if (res.write(chunk)) return true;
+  return new Promise<boolean>((resolve) => {
+    const done = (ok: boolean) => () => {
+      res.off('drain', onDrain);
+      res.off('close', onClose);
+      resolve(ok);
+    };
+    const onDrain = done(true);
+    const onClose = done(false);
+    res.once('drain', onDrain);
+    res.once('close', onClose);
+  });
+}
+
+/** Streams a byte array in slices, with backpressure; stops when the client goes away. */
+export async function sendBytes(res: ServerResponse, bytes: Uint8Array, headers: Record<string, string>): Promise<void> {
+  res.writeHead(200, { 'content-length': String(bytes.byteLength), ...headers });
+  const slice = 64 * 1024;
+  for (let off = 0; off < bytes.byteLength; off += slice) {
+    if (!(await writeChunk(res, bytes.subarray(off, Math.min(off + slice, bytes.byteLength))))) return;
+  }
+  res.end();
+}
+
+/** An AbortSignal that fires when the client disconnects before the response is complete. */
+export function clientGone(res: ServerResponse): AbortSignal {
+  const controller = new AbortController();
+  res.once('close', () => {
+    if (!res.writableFinished) controller.abort();
+  });
+  return controller.signal;
+}
+
+/** The first value of a header. */
+export function header(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name.toLowerCase()];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** Whether the client asked for server-sent events. */
+export function wantsEventStream(req: IncomingMessage): boolean {
+  return (header(req, 'accept') ?? '').toLowerCase().includes('text/event-stream');
+}

@@ -1,0 +1,12 @@
+#!/usr/bin/env node
+// gateway: config → upstream pools (discovery and/or addresses) → HTTP listeners → signal handling.
+import { createLogger, loadServiceConfig, packageVersion, runProcess } from '@diffmesh/runtime';
+import { gatewayConfig } from './config.js';
+import { startGateway, type RunningGateway } from './server.js';
+
+const config = loadServiceConfig(gatewayConfig, process.argv.slice(2));
+const log = createLogger({ name: 'gateway', ...config.log, base: { nodeId: config.nodeId } });
+let gateway: RunningGateway | undefined;
+// Prints `gateway listening on http://host:port` once both listeners are up.
+await runProcess('gateway', log, async () => (gateway = await startGateway(config, log, { version: packageVersion(import.meta.url) })));
+if (gateway) process.stdout.write(`gateway admin on ${gateway.adminAddress}\n`);

@@ -1,0 +1,432 @@
+/**
+ * OpenAI/SGLang-compatible endpoints: image generations, the model list and asynchronous
+ * video jobs. They call the scheduler through the same pool as the proto routes; pixels come
+ * from the tensor service named in the Completed event's ObjectRef.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ModelInfo__Output, RequestEvent__Output } from '@diffmesh/protos';
+import {
+  Code,
+  DiffmeshError,
+  MAX_SEED,
+  cancelled,
+  encodePng,
+  errorDetailFromWire,
+  globToRegExp,
+  objectRefFromWire,
+  paramsToWire,
+  randomSeed,
+  unknownModel,
+  type GenerationParams,
+  type Logger,
+  type ObjectRef,
+  type TensorStore,
+} from '@diffmesh/runtime';
+import { HttpStatusError, gatewayError } from './errors.js';
+import { header, readBody, sendBytes, sendJson } from './http-util.js';
+import { fetchFrames } from './media.js';
+import type { GatewayMetrics } from './metrics.js';
+import type { ResultStore } from './results.js';
+import type { SchedulerApi } from './scheduler-api.js';
+import type { VideoJobs, VideoSpec } from './videos.js';
+
+/** What the OpenAI endpoints need. */
+export interface OpenAiDeps {
+  api: SchedulerApi;
+  store: TensorStore;
+  results: ResultStore;
+  videos: VideoJobs;
+  models: ModelDirectory;
+  metrics: GatewayMetrics;
+  maxBodyBytes: number;
+  maxPromptChars: number;
+  /** Base URL for result URLs; '' = from the request's Host header. */
+  publicUrl: string;
+  log: Logger;
+}
+
+/** Per-request hook: maps a mesh field name in an error to the OpenAI parameter the client sent. */
+export type ParamMapper = (field: string) => string;
+
+type Modality = 'MODALITY_TEXT_TO_IMAGE' | 'MODALITY_TEXT_TO_VIDEO';
+
+/** The models the schedulers serve, cached briefly. */
+export class ModelDirectory {
+  private cached?: { at: number; models: ModelInfo__Output[] };
+
+  constructor(
+    private readonly api: SchedulerApi,
+    private readonly ttlMs = 5000,
+  ) {}
+
+  async list(signal?: AbortSignal): Promise<ModelInfo__Output[]> {
+    if (this.cached && Date.now() - this.cached.at < this.ttlMs) return this.cached.models;
+    const res = await this.api.listModels(signal);
+    this.cached = { at: Date.now(), models: res.models };
+    return res.models;
+  }
+
+  /** The entry serving `name` (exact first, then patterns), or the first model of `modality`. */
+  async resolve(name: string | undefined, modality: Modality, signal?: AbortSignal): Promise<{ name: string; info: ModelInfo__Output }> {
+    const models = await this.list(signal);
+    if (name === undefined) {
+      const first = models.find((m) => !m.pattern && m.modalities.includes(modality));
+      if (!first) {
+        throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `no model for ${modality.replace('MODALITY_', '').toLowerCase().replace(/_/g, '-')}; name one`, { field: 'model' });
+      }
+      return { name: first.name, info: first };
+    }
+    const info = models.find((m) => !m.pattern && m.name === name) ?? models.find((m) => m.pattern && globToRegExp(m.name).test(name));
+    if (!info) throw unknownModel(name, models.filter((m) => !m.pattern).map((m) => m.name));
+    if (!info.modalities.includes(modality)) {
+      throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `"${name}" does not do ${modality.replace('MODALITY_', '').toLowerCase().replace(/_/g, '-')}`, {
+        field: 'model',
+      });
+    }
+    return { name, info };
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Input checks, OpenAI style: each error names the parameter.
+
+function invalid(param: string, message: string): DiffmeshError {
+  return gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', message, { field: param });
+}
+
+function rejectUnknown(body: Record<string, unknown>, known: readonly string[]): void {
+  for (const key of Object.keys(body)) {
+    if (!known.includes(key)) throw invalid(key, `unrecognized request argument (supported: ${known.join(', ')})`);
+  }
+}
+
+function optString(body: Record<string, unknown>, name: string): string | undefined {
+  const v = body[name];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'string') throw invalid(name, `expected a string, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function prompt(body: Record<string, unknown>, name: string, maxChars: number, required: boolean): string | undefined {
+  const v = optString(body, name);
+  if (required && (v === undefined || v.trim() === '')) throw invalid(name, 'is required');
+  if (v !== undefined && v.length > maxChars) throw invalid(name, `is ${v.length} characters long; the limit is ${maxChars}`);
+  return v;
+}
+
+function optNumber(body: Record<string, unknown>, name: string, opts: { integer?: boolean; min?: number; max?: number } = {}): number | undefined {
+  const raw = body[name];
+  if (raw === undefined || raw === null || raw === '') return undefined;
+  const v = typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : raw;
+  const kind = opts.integer ? 'an integer' : 'a number';
+  if (typeof v !== 'number' || !Number.isFinite(v) || (opts.integer && !Number.isInteger(v))) {
+    throw invalid(name, `expected ${kind}, got ${JSON.stringify(raw)}`);
+  }
+  if ((opts.min !== undefined && v < opts.min) || (opts.max !== undefined && v > opts.max)) {
+    throw invalid(name, `must be ${kind} from ${opts.min ?? '-∞'} to ${opts.max ?? '∞'}, got ${v}`);
+  }
+  return v;
+}
+
+function optSeed(body: Record<string, unknown>): bigint | undefined {
+  const raw = body.seed;
+  if (raw === undefined || raw === null || raw === '') return undefined;
+  let n: bigint | undefined;
+  if (typeof raw === 'number' && Number.isSafeInteger(raw)) n = BigInt(raw);
+  else if (typeof raw === 'string' && /^\d+$/.test(raw.trim())) n = BigInt(raw.trim());
+  if (n === undefined || n < 0n || n > MAX_SEED) throw invalid('seed', `must be an integer from 0 to ${MAX_SEED}, got ${JSON.stringify(raw)}`);
+  return n;
+}
+
+function optSize(body: Record<string, unknown>): { width: number; height: number } | undefined {
+  const v = optString(body, 'size');
+  if (v === undefined || v === 'auto') return undefined;
+  const m = /^(\d{1,5})x(\d{1,5})$/.exec(v.trim());
+  if (!m) throw invalid('size', `expected "WIDTHxHEIGHT" such as "256x256", got ${JSON.stringify(v)}`);
+  return { width: Number(m[1]), height: Number(m[2]) };
+}
+
+/** Mesh parameter names → the OpenAI parameter the client used. */
+function mapper(extra: Record<string, string> = {}): ParamMapper {
+  const names: Record<string, string> = { width: 'size', height: 'size', ...extra };
+  return (field) => names[field.replace(/^params\./, '')] ?? field.replace(/^params\./, '');
+}
+
+/** The error a request's final event carries (or undefined for Completed). */
+function endError(e: RequestEvent__Output): DiffmeshError | undefined {
+  if (e.failed) return e.failed.error ? errorDetailFromWire(e.failed.error) : new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'generation failed');
+  if (e.cancelled) return cancelled('generation cancelled');
+  return undefined;
+}
+
+function baseUrl(deps: OpenAiDeps, req: IncomingMessage): string {
+  if (deps.publicUrl) return deps.publicUrl;
+  const proto = (header(req, 'x-forwarded-proto') ?? '').split(',')[0].trim() === 'https' ? 'https' : 'http';
+  return `${proto}://${header(req, 'host') ?? 'localhost'}`;
+}
+
+// ---------------------------------------------------------------------------------------
+// POST /v1/images/generations
+
+const IMAGE_FIELDS = [
+  'prompt',
+  'model',
+  'n',
+  'size',
+  'response_format',
+  'negative_prompt',
+  'num_inference_steps',
+  'guidance_scale',
+  'seed',
+  'priority',
+  // Accepted for compatibility; they change nothing here.
+  'quality',
+  'style',
+  'user',
+  'moderation',
+  'background',
+  'output_format',
+] as const;
+
+/** Runs one Generate to its end and returns the pixels' ref. */
+async function generateOne(api: SchedulerApi, model: string, params: Partial<GenerationParams> & { prompt: string }, priority: number, signal: AbortSignal): Promise<ObjectRef> {
+  for await (const e of api.generate({ model, params: paramsToWire(params), priority }, signal)) {
+    if (e.completed) {
+      const ref = e.completed.results.find((r) => r.name === 'pixels') ?? e.completed.results[0];
+      if (!ref) throw new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'generation finished without pixels');
+      return objectRefFromWire(ref);
+    }
+    const err = endError(e);
+    if (err) throw err;
+  }
+  throw new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', 'the scheduler ended the request without a result', { retryAfterMs: 1000 });
+}
+
+export async function createImages(deps: OpenAiDeps, req: IncomingMessage, res: ServerResponse, body: Record<string, unknown>, signal: AbortSignal, setMapper: (m: ParamMapper) => void): Promise<void> {
+  setMapper(mapper());
+  rejectUnknown(body, IMAGE_FIELDS);
+  const text = prompt(body, 'prompt', deps.maxPromptChars, true)!;
+  const negative = prompt(body, 'negative_prompt', deps.maxPromptChars, false);
+  const n = optNumber(body, 'n', { integer: true, min: 1, max: 4 }) ?? 1;
+  const size = optSize(body);
+  const format = optString(body, 'response_format') ?? 'b64_json';
+  if (format !== 'b64_json' && format !== 'url') throw invalid('response_format', `must be "b64_json" or "url", got ${JSON.stringify(format)}`);
+  const outputFormat = optString(body, 'output_format');
+  if (outputFormat !== undefined && outputFormat !== 'png') throw invalid('output_format', 'only "png" is supported');
+  const steps = optNumber(body, 'num_inference_steps', { integer: true, min: 1 });
+  const guidance = optNumber(body, 'guidance_scale', { min: 0 });
+  const priority = optNumber(body, 'priority', { integer: true, min: -(2 ** 31), max: 2 ** 31 - 1 }) ?? 0;
+  const seed = optSeed(body) ?? BigInt(randomSeed());
+  const model = await deps.models.resolve(optString(body, 'model'), 'MODALITY_TEXT_TO_IMAGE', signal);
+
+  // n requests with consecutive seeds; the first failure cancels the others.
+  const group = new AbortController();
+  const onAbort = (): void => group.abort();
+  signal.addEventListener('abort', onAbort, { once: true });
+  const runs = Array.from({ length: n }, (_, i) =>
+    generateOne(
+      deps.api,
+      model.name,
+      {
+        prompt: text,
+        ...(negative !== undefined ? { negativePrompt: negative } : {}),
+        ...(size ?? {}),
+        numFrames: 1,
+        ...(steps !== undefined ? { numInferenceSteps: steps } : {}),
+        ...(guidance !== undefined ? { guidanceScale: guidance } : {}),
+        seed: ((seed + BigInt(i)) % (MAX_SEED + 1n)).toString(),
+      },
+      priority,
+      group.signal,
+    ),
+  );
+  let refs: ObjectRef[];
+  try {
+    refs = await Promise.all(runs.map((p) => p.catch((err: unknown) => {
+      group.abort();
+      throw err;
+    })));
+  } catch (err) {
+    const done = await Promise.allSettled(runs);
+    for (const r of done) if (r.status === 'fulfilled') void deps.store.delete(r.value).catch(() => undefined);
+    throw err;
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+
+  const data: Record<string, unknown>[] = [];
+  try {
+    for (const ref of refs) {
+      if (format === 'b64_json') {
+        const { width, height, frames } = await fetchFrames(deps.store, ref);
+        data.push({ b64_json: Buffer.from(encodePng(frames[0], width, height)).toString('base64') });
+      } else {
+        const { id } = await deps.results.put(ref);
+        data.push({ url: `${baseUrl(deps, req)}/v1/images/results/${id}.png` });
+      }
+    }
+  } finally {
+    if (format === 'b64_json') for (const ref of refs) void deps.store.delete(ref).catch(() => undefined);
+  }
+  deps.metrics.images.inc({ model: model.name }, n);
+  const first = refs[0];
+  sendJson(res, 200, {
+    created: Math.floor(Date.now() / 1000),
+    data,
+    output_format: 'png',
+    size: `${first.shape[2]}x${first.shape[1]}`,
+  });
+}
+
+/** GET /v1/images/results/{id}: the PNG behind a `url` result, encoded as it is sent. */
+export async function sendImageResult(deps: OpenAiDeps, res: ServerResponse, id: string): Promise<void> {
+  const ref = deps.results.get(id);
+  if (!ref) throw new DiffmeshError(Code.NOT_FOUND, 'OBJECT_NOT_FOUND', 'no such image result (it may have expired)', { metadata: { field: 'result_id' } });
+  const { width, height, frames } = await fetchFrames(deps.store, ref);
+  await sendBytes(res, encodePng(frames[0], width, height), { 'content-type': 'image/png', 'cache-control': 'private, max-age=300' });
+}
+
+// ---------------------------------------------------------------------------------------
+// GET /v1/models
+
+function modelObject(m: ModelInfo__Output): Record<string, unknown> {
+  return {
+    id: m.name,
+    object: 'model',
+    created: 0,
+    owned_by: m.name.includes('/') ? m.name.slice(0, m.name.indexOf('/')) : 'diffmesh',
+    modalities: m.modalities.map((x) => x.replace('MODALITY_', '').toLowerCase().replace(/_/g, '-')),
+  };
+}
+
+export async function listModels(deps: OpenAiDeps, res: ServerResponse, signal: AbortSignal): Promise<void> {
+  const models = await deps.models.list(signal);
+  sendJson(res, 200, { object: 'list', data: models.filter((m) => !m.pattern).map(modelObject) });
+}
+
+export async function retrieveModel(deps: OpenAiDeps, res: ServerResponse, id: string, signal: AbortSignal): Promise<void> {
+  const models = await deps.models.list(signal);
+  const m = models.find((x) => !x.pattern && x.name === id);
+  if (!m) throw unknownModel(id, models.filter((x) => !x.pattern).map((x) => x.name));
+  sendJson(res, 200, modelObject(m));
+}
+
+// ---------------------------------------------------------------------------------------
+// /v1/videos
+
+const VIDEO_FIELDS = [
+  'prompt',
+  'model',
+  'size',
+  'seconds',
+  'num_frames',
+  'fps',
+  'seed',
+  'negative_prompt',
+  'num_inference_steps',
+  'guidance_scale',
+  'priority',
+  'input_reference',
+] as const;
+
+/** Reads a JSON or multipart/form-data body (the OpenAI SDK sends videos as multipart). */
+export async function readFormOrJson(req: IncomingMessage, maxBytes: number, parseJson: (b: Buffer, ct: string | undefined) => Record<string, unknown>): Promise<Record<string, unknown>> {
+  const contentType = header(req, 'content-type');
+  const body = await readBody(req, maxBytes);
+  if (!contentType?.toLowerCase().startsWith('multipart/form-data') && !contentType?.toLowerCase().startsWith('application/x-www-form-urlencoded')) {
+    return parseJson(body, contentType);
+  }
+  let form: FormData;
+  try {
+    form = await new Request('http://gateway/', { method: 'POST', headers: { 'content-type': contentType }, body }).formData();
+  } catch (err) {
+    throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `request body is not valid form data: ${(err as Error).message}`);
+  }
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of form) out[k] = typeof v === 'string' ? v : { file: v.name };
+  return out;
+}
+
+export async function createVideo(deps: OpenAiDeps, res: ServerResponse, body: Record<string, unknown>, signal: AbortSignal, setMapper: (m: ParamMapper) => void): Promise<void> {
+  rejectUnknown(body, VIDEO_FIELDS);
+  if (body.input_reference !== undefined) throw invalid('input_reference', 'image-to-video through /v1/videos is not supported yet');
+  const text = prompt(body, 'prompt', deps.maxPromptChars, true)!;
+  const negative = prompt(body, 'negative_prompt', deps.maxPromptChars, false);
+  const size = optSize(body);
+  const secs = optNumber(body, 'seconds', { min: 0 });
+  const frames = optNumber(body, 'num_frames', { integer: true, min: 1 });
+  setMapper(mapper({ num_frames: frames === undefined && secs !== undefined ? 'seconds' : 'num_frames' }));
+  const fpsIn = optNumber(body, 'fps', { min: 1, max: 60 });
+  const steps = optNumber(body, 'num_inference_steps', { integer: true, min: 1 });
+  const guidance = optNumber(body, 'guidance_scale', { min: 0 });
+  const priority = optNumber(body, 'priority', { integer: true, min: -(2 ** 31), max: 2 ** 31 - 1 }) ?? 0;
+  const seed = optSeed(body);
+  const model = await deps.models.resolve(optString(body, 'model'), 'MODALITY_TEXT_TO_VIDEO', signal);
+  const d = model.info.defaults;
+  const fps = fpsIn ?? (d?.fps || 8);
+  // Without a length, a model's own clip length, or four seconds for a model whose default is a still.
+  const modelFrames = d?.numFrames ?? 0;
+  const numFrames = frames ?? (secs !== undefined ? Math.max(1, Math.round(secs * fps)) : modelFrames > 1 ? modelFrames : Math.round(4 * fps));
+  const width = size?.width ?? d?.width ?? 0;
+  const height = size?.height ?? d?.height ?? 0;
+  const params: Partial<GenerationParams> & { prompt: string } = {
+    prompt: text,
+    ...(negative !== undefined ? { negativePrompt: negative } : {}),
+    ...(size ?? {}),
+    numFrames,
+    fps,
+    ...(steps !== undefined ? { numInferenceSteps: steps } : {}),
+    ...(guidance !== undefined ? { guidanceScale: guidance } : {}),
+    ...(seed !== undefined ? { seed: seed.toString() } : {}),
+  };
+  const spec: VideoSpec = {
+    model: model.name,
+    prompt: text,
+    width,
+    height,
+    numFrames,
+    fps,
+    stages: (model.info.plan?.stages ?? []).map((s) => s.name.replace('STAGE_NAME_', '').toLowerCase()),
+    request: { model: model.name, params: paramsToWire(params), priority },
+  };
+  const job = await deps.videos.create(spec, signal);
+  deps.metrics.videos.inc({ model: model.name });
+  sendJson(res, 200, job);
+}
+
+function videoNotFound(id: string): DiffmeshError {
+  return new DiffmeshError(Code.NOT_FOUND, 'REQUEST_NOT_FOUND', `no video job "${id}" (it may have expired)`, { metadata: { field: 'video_id' } });
+}
+
+export function getVideo(deps: OpenAiDeps, res: ServerResponse, id: string): void {
+  const job = deps.videos.get(id);
+  if (!job) throw videoNotFound(id);
+  sendJson(res, 200, job);
+}
+
+export function listVideos(deps: OpenAiDeps, res: ServerResponse): void {
+  const data = deps.videos.list();
+  sendJson(res, 200, { object: 'list', data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null });
+}
+
+export async function deleteVideo(deps: OpenAiDeps, res: ServerResponse, id: string): Promise<void> {
+  const out = await deps.videos.delete(id);
+  if (!out) throw videoNotFound(id);
+  sendJson(res, 200, out);
+}
+
+export async function sendVideoContent(deps: OpenAiDeps, res: ServerResponse, id: string, variant: string): Promise<void> {
+  const content = await deps.videos.content(id, variant);
+  if (!content) throw videoNotFound(id);
+  const ext = content.format === 'mp4' ? 'mp4' : content.format;
+  await sendBytes(res, content.bytes, {
+    'content-type': content.mimeType,
+    'x-diffmesh-video-format': content.format,
+    'content-disposition': `inline; filename="${id}.${ext}"`,
+    'cache-control': 'private, max-age=300',
+  });
+}
+
+/** A route of the OpenAI-compatible surface. */
+export const OPENAI_NOT_FOUND = (method: string, path: string): HttpStatusError =>
+  new HttpStatusError(404, 'NOT_FOUND', `no route for ${method} ${path}`, 'UNKNOWN_ROUTE');

@@ -1,0 +1,221 @@
+/**
+ * Serves one annotated route: builds the request message from the path variables, the body
+ * and the query, calls the upstream service, and writes the response as proto3 JSON — or,
+ * for server-streaming RPCs, as newline-delimited JSON (`{"result": …}` per message) or as
+ * server-sent events when the client accepts `text/event-stream`.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import * as grpc from '@grpc/grpc-js';
+import { Code, DiffmeshError } from '@diffmesh/runtime';
+import protobuf from 'protobufjs';
+import { describeAny, googleErrorBody, type HttpError } from './errors.js';
+import { header, parseJsonObject, readBody, sendJson, wantsEventStream, writeChunk } from './http-util.js';
+import { badField, decodeObject, encodeObject, jsonName, jsonToObject, messageToJson, setFieldPath, stringFields } from './proto-json.js';
+import type { ProtoRoute } from './routes.js';
+import type { UpstreamPool } from './upstream.js';
+
+/** What a proto route needs from the gateway. */
+export interface ProtoRouteDeps {
+  /** Upstream pool by fully qualified service name. */
+  upstreams: ReadonlyMap<string, UpstreamPool>;
+  maxBodyBytes: number;
+  maxPromptChars: number;
+  /** How long a stream may stay silent before its 200 headers are sent anyway. */
+  streamHeaderWaitMs?: number;
+  /** Interval of SSE keep-alive comments. */
+  sseKeepAliveMs?: number;
+}
+
+/** Request fields whose value names what the call is about, for instance affinity. */
+const AFFINITY_FIELDS = ['req_id', 'request_id', 'object_id'];
+/** String fields held to the prompt limit. */
+const PROMPT_FIELDS = new Set(['prompt', 'negative_prompt']);
+/** Request headers passed on to the upstream call as gRPC metadata. */
+const FORWARDED_HEADERS = ['traceparent', 'tracestate', 'x-request-id'];
+
+/** Builds the plain request object (proto names) from path variables, body and query. */
+export async function buildRequest(
+  route: ProtoRoute,
+  params: Record<string, string>,
+  req: IncomingMessage,
+  query: URLSearchParams,
+  deps: Pick<ProtoRouteDeps, 'maxBodyBytes' | 'maxPromptChars'>,
+): Promise<Record<string, unknown>> {
+  const { binding, requestType } = route;
+  let obj: Record<string, unknown> = {};
+  if (binding.body) {
+    const json = parseJsonObject(await readBody(req, deps.maxBodyBytes), header(req, 'content-type'));
+    if (binding.body === '*') {
+      obj = jsonToObject(requestType, json);
+    } else {
+      const field = requestType.fields[binding.body];
+      if (!(field.resolvedType instanceof protobuf.Type)) throw badField(binding.body, 'body field must be a message');
+      obj[field.name] = jsonToObject(field.resolvedType, json);
+    }
+  }
+  if (binding.body !== '*') {
+    const pathFields = new Set(route.template.variables);
+    for (const [key, value] of query) {
+      if (pathFields.has(key)) throw badField(key, 'is set by the URL path and cannot be a query parameter');
+      if (binding.body && key.split('.')[0] === binding.body) throw badField(key, 'is set by the request body');
+      setFieldPath(requestType, obj, key, value);
+    }
+  }
+  // Path variables win over anything the body says.
+  for (const [field, value] of Object.entries(params)) {
+    const parts = field.split('.');
+    let node = obj;
+    for (const p of parts.slice(0, -1)) node = (node[p] ??= {}) as Record<string, unknown>;
+    delete node[parts.at(-1)!];
+    setFieldPath(requestType, obj, field, value);
+  }
+  for (const s of stringFields(requestType, obj)) {
+    if (PROMPT_FIELDS.has(s.field.name) && s.value.length > deps.maxPromptChars) {
+      throw badField(s.path, `is ${s.value.length} characters long; the limit is ${deps.maxPromptChars}`);
+    }
+  }
+  return obj;
+}
+
+function metadataFrom(req: IncomingMessage): grpc.Metadata {
+  const md = new grpc.Metadata();
+  for (const name of FORWARDED_HEADERS) {
+    const v = header(req, name);
+    if (v) md.set(name, v);
+  }
+  return md;
+}
+
+/** The id a response is about (`req_id` at the top or one message below), to remember where it lives. */
+function learnedKey(type: protobuf.Type, obj: Record<string, unknown>): string | undefined {
+  if (typeof obj.req_id === 'string' && obj.req_id) return obj.req_id;
+  for (const f of type.fieldsArray) {
+    const v = obj[f.name];
+    if (f.resolvedType instanceof protobuf.Type && v && typeof v === 'object' && !Array.isArray(v)) {
+      const id = (v as Record<string, unknown>).req_id;
+      if (typeof id === 'string' && id) return id;
+    }
+  }
+  return undefined;
+}
+
+function selectResponseBody(route: ProtoRoute, json: Record<string, unknown>): unknown {
+  const field = route.binding.responseBody ? route.responseType.fields[route.binding.responseBody] : undefined;
+  return field ? json[jsonName(field)] ?? null : json;
+}
+
+/** Writes an error on a route that has not started its response. */
+export function sendGoogleError(res: ServerResponse, e: HttpError, extraHeaders: Record<string, string> = {}): void {
+  const headers: Record<string, string> = { ...extraHeaders };
+  if (e.retryAfterSeconds !== undefined) headers['retry-after'] = String(e.retryAfterSeconds);
+  if (e.httpStatus === 401) headers['www-authenticate'] = 'Bearer';
+  sendJson(res, e.httpStatus, googleErrorBody(e), headers);
+}
+
+/** Serves one call of an annotated route. */
+export async function handleProtoRoute(
+  deps: ProtoRouteDeps,
+  route: ProtoRoute,
+  params: Record<string, string>,
+  req: IncomingMessage,
+  res: ServerResponse,
+  query: URLSearchParams,
+  signal: AbortSignal,
+): Promise<void> {
+  const obj = await buildRequest(route, params, req, query, deps);
+  const pool = deps.upstreams.get(route.binding.service);
+  if (!pool) {
+    throw new DiffmeshError(Code.UNIMPLEMENTED, 'INTERNAL', `the gateway has no upstream for ${route.binding.service}`);
+  }
+  const request = encodeObject(route.requestType, obj);
+  const affinity = AFFINITY_FIELDS.map((f) => obj[f]).find((v): v is string => typeof v === 'string' && v !== '');
+  let served = '';
+  const callOpts = {
+    ...(affinity ? { affinityKey: affinity } : {}),
+    signal,
+    metadata: metadataFrom(req),
+    onServed: (address: string) => (served = address),
+  };
+  if (!route.binding.responseStream) {
+    const bytes = await pool.unary(route.binding.grpcPath, request, callOpts);
+    const decoded = decodeObject(route.responseType, bytes);
+    const key = learnedKey(route.responseType, decoded);
+    if (key && served) pool.remember(key, served);
+    sendJson(res, 200, selectResponseBody(route, messageToJson(route.responseType, decoded) as Record<string, unknown>));
+    return;
+  }
+  await streamResponse(deps, route, pool, pool.stream(route.binding.grpcPath, request, callOpts), req, res, signal, () => served);
+}
+
+async function streamResponse(
+  deps: ProtoRouteDeps,
+  route: ProtoRoute,
+  pool: UpstreamPool,
+  messages: AsyncGenerator<Buffer>,
+  req: IncomingMessage,
+  res: ServerResponse,
+  signal: AbortSignal,
+  servedBy: () => string,
+): Promise<void> {
+  const sse = wantsEventStream(req);
+  let keepAlive: NodeJS.Timeout | undefined;
+  let sequence = 0;
+  const start = (): void => {
+    if (res.headersSent) return;
+    res.writeHead(200, {
+      'content-type': sse ? 'text/event-stream; charset=utf-8' : 'application/x-ndjson; charset=utf-8',
+      'cache-control': 'no-cache, no-store',
+      'x-accel-buffering': 'no',
+    });
+    res.flushHeaders();
+    if (sse) {
+      keepAlive = setInterval(() => void writeChunk(res, ': keep-alive\n\n'), deps.sseKeepAliveMs ?? 15_000);
+      keepAlive.unref();
+    }
+  };
+  let learned = false;
+  const it = messages[Symbol.asyncIterator]();
+  try {
+    // Until the first message, a failure can still be answered with its HTTP status; a stream
+    // that stays silent gets its 200 headers after a short wait, so clients see it is open.
+    let pending = it.next();
+    const first = await Promise.race([
+      pending,
+      new Promise<'wait'>((resolve) => setTimeout(() => resolve('wait'), deps.streamHeaderWaitMs ?? 250).unref()),
+    ]);
+    if (first === 'wait') start();
+    else pending = Promise.resolve(first);
+    for (;;) {
+      const step = await pending;
+      if (step.done) break;
+      start();
+      const decoded = decodeObject(route.responseType, step.value);
+      if (!learned) {
+        learned = true;
+        const key = learnedKey(route.responseType, decoded);
+        if (key && servedBy()) pool.remember(key, servedBy());
+      }
+      const body = selectResponseBody(route, messageToJson(route.responseType, decoded) as Record<string, unknown>);
+      sequence += 1;
+      const chunk = sse ? `id: ${sequence}\ndata: ${JSON.stringify(body)}\n\n` : `${JSON.stringify({ result: body })}\n`;
+      if (!(await writeChunk(res, chunk))) return; // client gone: the abort cancels the call
+      pending = it.next();
+    }
+    start();
+    if (sse) await writeChunk(res, 'event: end\ndata: {}\n\n');
+    res.end();
+  } catch (err) {
+    if (signal.aborted) return;
+    const e = describeAny(err);
+    if (!res.headersSent) {
+      sendGoogleError(res, e);
+      return;
+    }
+    const body = googleErrorBody(e);
+    await writeChunk(res, sse ? `event: error\ndata: ${JSON.stringify(body)}\n\n` : `${JSON.stringify(body)}\n`);
+    res.end();
+  } finally {
+    if (keepAlive) clearInterval(keepAlive);
+    it.return?.(undefined)?.catch(() => undefined);
+  }
+}

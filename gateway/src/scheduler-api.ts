@@ -1,0 +1,102 @@
+/**
+ * A typed client of `diffmesh.scheduler.v1.SchedulerService` over the scheduler pool (with
+ * its failover and request affinity), for the endpoints the gateway implements itself.
+ */
+import {
+  SERVICE_NAMES,
+  messageCodec,
+  type CancelRequest,
+  type CancelResponse__Output,
+  type GenerateRequest,
+  type GenerateResponse__Output,
+  type ListModelsResponse__Output,
+  type RequestEvent__Output,
+  type SchedulerGetRequest,
+  type SchedulerGetResponse__Output,
+  type SubmitRequest,
+  type SubmitResponse__Output,
+  type WatchRequest,
+} from '@diffmesh/protos';
+import type { UpstreamPool } from './upstream.js';
+
+const pkg = 'diffmesh.scheduler.v1';
+const path = (method: string): string => `/${SERVICE_NAMES.scheduler}/${method}`;
+
+const codecs = {
+  generateReq: () => messageCodec<GenerateRequest>(`${pkg}.GenerateRequest`),
+  generateRes: () => messageCodec<object, GenerateResponse__Output>(`${pkg}.GenerateResponse`),
+  submitReq: () => messageCodec<SubmitRequest>(`${pkg}.SubmitRequest`),
+  submitRes: () => messageCodec<object, SubmitResponse__Output>(`${pkg}.SubmitResponse`),
+  getReq: () => messageCodec<SchedulerGetRequest>(`${pkg}.GetRequest`),
+  getRes: () => messageCodec<object, SchedulerGetResponse__Output>(`${pkg}.GetResponse`),
+  cancelReq: () => messageCodec<CancelRequest>(`${pkg}.CancelRequest`),
+  cancelRes: () => messageCodec<object, CancelResponse__Output>(`${pkg}.CancelResponse`),
+  watchReq: () => messageCodec<WatchRequest>(`${pkg}.WatchRequest`),
+  listModelsReq: () => messageCodec<object>(`${pkg}.ListModelsRequest`),
+  listModelsRes: () => messageCodec<object, ListModelsResponse__Output>(`${pkg}.ListModelsResponse`),
+};
+
+const buf = (u: Uint8Array): Buffer => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+
+/** The scheduler calls the OpenAI-compatible endpoints make. */
+export class SchedulerApi {
+  constructor(private readonly pool: UpstreamPool) {}
+
+  async listModels(signal?: AbortSignal): Promise<ListModelsResponse__Output> {
+    const res = await this.pool.unary(path('ListModels'), buf(codecs.listModelsReq().encode({})), signal ? { signal } : {});
+    return codecs.listModelsRes().decode(res);
+  }
+
+  /** Runs Generate and yields its events; the request lives on the scheduler that took it. */
+  async *generate(req: GenerateRequest, signal?: AbortSignal): AsyncGenerator<RequestEvent__Output> {
+    let served = '';
+    let remembered = false;
+    const stream = this.pool.stream(path('Generate'), buf(codecs.generateReq().encode(req)), {
+      ...(signal ? { signal } : {}),
+      onServed: (a) => (served = a),
+    });
+    for await (const bytes of stream) {
+      const event = codecs.generateRes().decode(bytes).event;
+      if (!event) continue;
+      if (!remembered && served) {
+        remembered = true;
+        this.pool.remember(event.reqId, served);
+      }
+      yield event;
+    }
+  }
+
+  async submit(req: SubmitRequest, signal?: AbortSignal): Promise<SubmitResponse__Output> {
+    let served = '';
+    const res = await this.pool.unary(path('Submit'), buf(codecs.submitReq().encode(req)), {
+      ...(signal ? { signal } : {}),
+      ...(req.requestId ? { affinityKey: req.requestId } : {}),
+      onServed: (a) => (served = a),
+    });
+    const out = codecs.submitRes().decode(res);
+    if (served) this.pool.remember(out.reqId, served);
+    return out;
+  }
+
+  async get(reqId: string, signal?: AbortSignal): Promise<SchedulerGetResponse__Output> {
+    const res = await this.pool.unary(path('Get'), buf(codecs.getReq().encode({ reqId })), { affinityKey: reqId, ...(signal ? { signal } : {}) });
+    return codecs.getRes().decode(res);
+  }
+
+  async cancel(reqId: string, reason: string): Promise<CancelResponse__Output> {
+    const res = await this.pool.unary(path('Cancel'), buf(codecs.cancelReq().encode({ reqId, reason })), { affinityKey: reqId });
+    return codecs.cancelRes().decode(res);
+  }
+
+  /** Follows an existing request's events until it ends. */
+  async *watch(reqId: string, signal?: AbortSignal): AsyncGenerator<RequestEvent__Output> {
+    const stream = this.pool.stream(path('Watch'), buf(codecs.watchReq().encode({ reqId })), {
+      affinityKey: reqId,
+      ...(signal ? { signal } : {}),
+    });
+    for await (const bytes of stream) {
+      const event = codecs.generateRes().decode(bytes).event; // WatchResponse has the same shape
+      if (event) yield event;
+    }
+  }
+}
