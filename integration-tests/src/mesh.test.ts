@@ -154,7 +154,10 @@ describe('a mesh of separate processes', () => {
     const value = (pattern: RegExp): number => Number(text.match(pattern)?.[1] ?? NaN);
     expect(value(/^diffmesh_requests_completed_total\{model="diffmesh\/tiny-shapes"\} (\d+)/m)).toBeGreaterThanOrEqual(1);
     expect(value(/^diffmesh_requests_submitted_total\{model="diffmesh\/tiny-shapes"\} (\d+)/m)).toBeGreaterThanOrEqual(1);
-    expect(value(/^diffmesh_denoising_steps_total\{pool="dit-tiny"\} (\d+)/m)).toBeGreaterThanOrEqual(7);
+    // Steps are counted by the DiT instance that ran them, on its own endpoint.
+    const dit = (await t.mesh.discovery.instances()).find((i) => i.id === 'dit-svc-1');
+    const ditText = await (await fetch(dit?.metadata.metrics_url ?? '')).text();
+    expect(Number(ditText.match(/^diffmesh_denoising_steps_total\{pool="dit-tiny"\} (\d+)/m)?.[1])).toBeGreaterThanOrEqual(7);
     expect(value(/^diffmesh_worker_idle\{pool="dit-tiny"\} (\d+)/m)).toBe(4);
     expect(value(/^diffmesh_breaker_state\{instance_id="dit-svc-1",pool="dit-tiny"\} (\d+)/m)).toBe(0);
     expect(text).toMatch(/^diffmesh_stage_latency_seconds_bucket\{le="[^"]+",stage="denoising",pool="dit-tiny"\} \d+/m);

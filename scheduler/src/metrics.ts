@@ -17,9 +17,6 @@ export class SchedulerMetrics {
   private readonly requestLatency: Histogram<'model'>;
   private readonly stageLatency: Histogram<'stage' | 'pool'>;
   private readonly queueWait: Histogram<'pool'>;
-  private readonly steps: Counter<'pool'>;
-  /** Last step seen per request and stage, to count steps when progress is coalesced. */
-  private readonly lastStep = new Map<string, number>();
 
   constructor(scheduler: Scheduler) {
     const r = this.registry;
@@ -49,7 +46,6 @@ export class SchedulerMetrics {
       buckets: LATENCY_BUCKETS,
       registers: [r],
     });
-    this.steps = new Counter({ name: 'diffmesh_denoising_steps_total', help: 'Denoising steps done', labelNames: ['pool'], registers: [r] });
     new Gauge({
       name: 'diffmesh_queue_size',
       help: 'Tasks waiting per pool',
@@ -97,23 +93,14 @@ export class SchedulerMetrics {
   /** Scheduler `onEvent` hook. */
   observe(e: RequestEvent, state: RequestState): void {
     const model = state.context.model;
-    const key = `${e.reqId}#${'stageIndex' in e ? e.stageIndex : ''}`;
     switch (e.type) {
       case 'queued':
         if (e.stageIndex === 0 && state.timings.every((t) => t.attempts === 0)) this.submitted.inc({ model });
-        return;
-      case 'progress':
-        if (e.stage === 'denoising') {
-          const pool = state.context.executionPlan.stages[e.stageIndex]?.pool ?? '';
-          this.steps.inc({ pool }, Math.max(0, e.step - (this.lastStep.get(key) ?? 0)));
-          this.lastStep.set(key, e.step);
-        }
         return;
       case 'stage_finished': {
         const pool = state.context.executionPlan.stages[e.stageIndex]?.pool ?? '';
         this.stageLatency.observe({ stage: e.stage, pool }, e.runMs / 1000);
         this.queueWait.observe({ pool }, e.queueMs / 1000);
-        this.lastStep.delete(key);
         return;
       }
       case 'completed':
@@ -122,17 +109,11 @@ export class SchedulerMetrics {
         return;
       case 'failed':
         this.failed.inc({ model, reason: e.error.reason });
-        this.forget(e.reqId);
         return;
       case 'cancelled':
         this.cancelled.inc({ model });
-        this.forget(e.reqId);
         return;
       default:
     }
-  }
-
-  private forget(reqId: string): void {
-    for (const k of this.lastStep.keys()) if (k.startsWith(`${reqId}#`)) this.lastStep.delete(k);
   }
 }
