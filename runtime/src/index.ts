@@ -12,8 +12,8 @@ export { OnnxStage } from './stage/onnx-stage.js';
 export type { OnnxStageDeps } from './stage/onnx-stage.js';
 export { StageService, taskFromWire, taskToWire } from './stage/service.js';
 export type { StageInstanceIdentity } from './stage/service.js';
-export { StageServiceConfigSchema, loadServiceConfig, packageVersion, runProcess, stageServiceConfig, startStageService } from './stage/process.js';
-export type { RunningStageService, StageServiceConfig, StartStageServiceOptions } from './stage/process.js';
+export { StageServiceConfigSchema, loadServiceConfig, packageVersion, runProcess, runStageServiceMain, stageServiceConfig, startStageService } from './stage/process.js';
+export type { RunningStageService, StageServiceConfig, StageServiceMain, StartStageServiceOptions } from './stage/process.js';
 export { linkedAbort } from './abort.js';
 export type { LinkedAbort } from './abort.js';
 // The public surface of @diffmesh/runtime: explicit named exports from each module.

@@ -7,7 +7,8 @@ import { createDiscovery } from '../discovery/index.js';
 import type { Discovery, Registration } from '../discovery/index.js';
 import { TlsConfigSchema, loadTlsFiles } from '../grpc/options.js';
 import { GrpcServer } from '../grpc/server.js';
-import { LogConfigSchema, type Logger } from '../logging/index.js';
+import { LogConfigSchema, createLogger, type Logger } from '../logging/index.js';
+import { startTelemetry, traceLogFields } from '../telemetry/index.js';
 import { StageMetrics, startMetricsEndpoint, type MetricsEndpoint } from '../metrics/index.js';
 import { ModelCatalog } from '../models/catalog.js';
 import { SessionCache } from '../onnx/sessions.js';
@@ -306,4 +307,33 @@ export function loadServiceConfig<S extends z.ZodObject>(def: ConfigDefinition<S
     }
     throw err;
   }
+}
+
+/** What differs between the stage services' entry points. */
+export interface StageServiceMain {
+  /** Service name, e.g. `dit-svc`. */
+  name: string;
+  /** Prefix of its environment variables, e.g. `DIFFMESH_DIT_`. */
+  envPrefix: string;
+  /** `import.meta.url` of the entry point (its package.json gives the version). */
+  moduleUrl: string;
+  createHandler(deps: OnnxStageDeps, config: StageServiceConfig): StageHandler;
+}
+
+/**
+ * The whole `main` of a stage service: config from file/env/flags → logger with trace ids →
+ * telemetry from the OTEL_* variables → the service → signal handling (flushing telemetry
+ * last).
+ */
+export async function runStageServiceMain(main: StageServiceMain): Promise<void> {
+  const config = loadServiceConfig(stageServiceConfig(main.name, main.envPrefix), process.argv.slice(2));
+  const log = createLogger({ name: main.name, ...config.log, mixin: traceLogFields });
+  const version = packageVersion(main.moduleUrl);
+  const telemetry = await startTelemetry({ serviceName: main.name, serviceVersion: config.version || version, log });
+  await runProcess(
+    main.name,
+    log,
+    () => startStageService({ name: main.name, version, config, log, createHandler: (deps) => main.createHandler(deps, config) }),
+    { telemetry },
+  );
 }
