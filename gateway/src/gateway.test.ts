@@ -142,6 +142,29 @@ describe('routes derived from the google.api.http annotations', () => {
     expect(Buffer.from(parts[1].chunk.data, 'base64').length).toBe(16);
   });
 
+  it('serves the status of the scheduler and the PNG of a result object (the status page uses both)', async () => {
+    const gen = await call('POST', '/api/v1/generate', { model: MODEL, params: { prompt: 'a red circle on a blue background', width: 256, height: 256, num_inference_steps: 2 } });
+    const done = gen.text.trim().split('\n').map((l) => JSON.parse(l).result.event).at(-1);
+    const pixels = done.completed.results.find((r: { name: string }) => r.name === 'pixels');
+    expect(pixels.inlineData ?? '').toBe(''); // stored in tensor-svc, not passed by value
+
+    const png = await fetch(`${gw.address}/v1/images/objects/${encodeURIComponent(pixels.objectId)}.png`, { headers: { authorization: `Bearer ${KEY}` } });
+    expect(png.status).toBe(200);
+    expect(png.headers.get('content-type')).toBe('image/png');
+    expect(decodePng(new Uint8Array(await png.arrayBuffer()))).toMatchObject({ width: 256, height: 256 });
+    expect((await fetch(`${gw.address}/v1/images/objects/${encodeURIComponent(pixels.objectId)}.png`)).status).toBe(401);
+    const missing = await call('GET', `/v1/images/objects/${encodeURIComponent('nope:pixels:0')}.png`);
+    expect(missing.status).toBe(404);
+    expect(missing.body.error).toMatchObject({ type: 'not_found_error', code: 'object_not_found' });
+
+    const status = await call('GET', '/api/v1/status');
+    expect(status.status).toBe(200);
+    expect(status.body.pools.map((p: { pool: string }) => p.pool)).toEqual(['dit-tiny', 'encoder-tiny', 'vae-tiny']);
+    expect(status.body.pools[0].instances[0]).toMatchObject({ nodeId: NODE, breaker: 'BREAKER_STATE_CLOSED', available: true, address: expect.stringMatching(/:\d+$/) });
+    expect(status.body.recentRequests[0]).toMatchObject({ reqId: done.reqId, status: 'REQUEST_STATUS_COMPLETED', prompt: 'a red circle on a blue background' });
+    expect(status.body.recentRequests[0].timings).toHaveLength(3);
+  });
+
   it('routes every binding httpBindings() lists to its service', async () => {
     const bindings = httpBindings();
     for (const b of bindings) {

@@ -4,7 +4,14 @@
  * from the tensor service named in the Completed event's ObjectRef.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { ModelInfo__Output, RequestEvent__Output } from '@diffmesh/protos';
+import {
+  SERVICE_NAMES,
+  messageCodec,
+  type ModelInfo__Output,
+  type RequestEvent__Output,
+  type StatRequest,
+  type StatResponse__Output,
+} from '@diffmesh/protos';
 import {
   Code,
   DiffmeshError,
@@ -28,6 +35,7 @@ import { fetchFrames } from './media.js';
 import type { GatewayMetrics } from './metrics.js';
 import type { ResultStore } from './results.js';
 import type { SchedulerApi } from './scheduler-api.js';
+import type { UpstreamPool } from './upstream.js';
 import type { VideoJobs, VideoSpec } from './videos.js';
 
 /** What the OpenAI endpoints need. */
@@ -35,6 +43,8 @@ export interface OpenAiDeps {
   api: SchedulerApi;
   store: TensorStore;
   results: ResultStore;
+  /** Tensor services, to find an object by id. */
+  tensors: UpstreamPool;
   videos: VideoJobs;
   models: ModelDirectory;
   metrics: GatewayMetrics;
@@ -282,6 +292,25 @@ export async function createImages(deps: OpenAiDeps, req: IncomingMessage, res: 
 export async function sendImageResult(deps: OpenAiDeps, res: ServerResponse, id: string): Promise<void> {
   const ref = deps.results.get(id);
   if (!ref) throw new DiffmeshError(Code.NOT_FOUND, 'OBJECT_NOT_FOUND', 'no such image result (it may have expired)', { metadata: { field: 'result_id' } });
+  const { width, height, frames } = await fetchFrames(deps.store, ref);
+  await sendBytes(res, encodePng(frames[0], width, height), { 'content-type': 'image/png', 'cache-control': 'private, max-age=300' });
+}
+
+/**
+ * GET /v1/images/objects/{object_id}.png: the first frame of a pixels object (a Completed
+ * event's result) as PNG. The object is found by id on the tensor services (Stat), and its
+ * bytes are read from the one that owns them. Needs an API key, like every object route.
+ */
+export async function sendObjectImage(deps: OpenAiDeps, res: ServerResponse, objectId: string, signal: AbortSignal): Promise<void> {
+  const statReq = messageCodec<StatRequest>('diffmesh.tensor.v1.StatRequest');
+  const statRes = messageCodec<object, StatResponse__Output>('diffmesh.tensor.v1.StatResponse');
+  const bytes = await deps.tensors.unary(`/${SERVICE_NAMES.tensor}/Stat`, Buffer.from(statReq.encode({ objectId })), { affinityKey: objectId, signal });
+  const wire = statRes.decode(bytes).ref;
+  if (!wire) throw new DiffmeshError(Code.NOT_FOUND, 'OBJECT_NOT_FOUND', `object "${objectId}" not found`, { metadata: { field: 'object_id' } });
+  const ref = objectRefFromWire(wire);
+  if (ref.dtype !== 'uint8' || ref.shape.length !== 4 || ref.shape[3] !== 3) {
+    throw invalid('object_id', `object "${objectId}" is ${ref.dtype}[${ref.shape.join(', ')}], not RGB pixels [frames, height, width, 3]`);
+  }
   const { width, height, frames } = await fetchFrames(deps.store, ref);
   await sendBytes(res, encodePng(frames[0], width, height), { 'content-type': 'image/png', 'cache-control': 'private, max-age=300' });
 }

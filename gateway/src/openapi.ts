@@ -174,6 +174,15 @@ function openAiPaths(): Record<string, Schema> {
         responses: { '200': { description: 'PNG', content: { 'image/png': { schema: { type: 'string', format: 'binary' } } } }, ...err },
       },
     },
+    '/v1/images/objects/{object_id}.png': {
+      get: {
+        operationId: 'getObjectImage',
+        tags: ['OpenAI compatible'],
+        summary: 'The first frame of a pixels object (a Completed event\'s result) as PNG; a diffmesh extension.',
+        parameters: [{ name: 'object_id', in: 'path', required: true, description: 'percent-encoded (object ids contain ":")', schema: { type: 'string' } }],
+        responses: { '200': { description: 'PNG', content: { 'image/png': { schema: { type: 'string', format: 'binary' } } } }, ...err },
+      },
+    },
     '/v1/models': {
       get: {
         operationId: 'listModels',

@@ -33,6 +33,7 @@ import {
   readFormOrJson,
   retrieveModel,
   sendImageResult,
+  sendObjectImage,
   sendVideoContent,
   type OpenAiDeps,
   type ParamMapper,
@@ -42,6 +43,7 @@ import { handleProtoRoute, type ProtoRouteDeps } from './proto-handler.js';
 import { ResultStore } from './results.js';
 import { RouteTable } from './routes.js';
 import { SchedulerApi } from './scheduler-api.js';
+import { loadStatusPage, sendAsset } from './status-page.js';
 import { UpstreamPool } from './upstream.js';
 import { VideoJobs } from './videos.js';
 
@@ -153,11 +155,13 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
   const sweeper = setInterval(() => limiter.sweep(), 60_000);
   sweeper.unref();
   const openApi = openApiDocument(routes.routes, { version, authenticated: keys.enabled });
+  const statusPage = loadStatusPage();
   const protoDeps: ProtoRouteDeps = { upstreams, maxBodyBytes: config.maxBodyBytes, maxPromptChars: config.maxPromptChars };
   const oa: OpenAiDeps = {
     api,
     store,
     results,
+    tensors,
     videos,
     models: new ModelDirectory(api),
     metrics,
@@ -170,6 +174,24 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
 
   const fixed: FixedRoute[] = [
     { method: 'GET', pattern: /^\/openapi\.json$/, label: 'openapi', open: true, handle: (c) => sendJson(c.res, 200, openApi) },
+    // The status page is static and public; its API calls carry the key the user enters.
+    {
+      method: 'GET',
+      pattern: /^\/status(?:\/status\.(?:js|css))?$/,
+      label: 'status.page',
+      open: true,
+      handle: (c, mm) => sendAsset(c.res, statusPage.get(mm[0])!),
+    },
+    {
+      method: 'GET',
+      pattern: /^\/status\/$/,
+      label: 'status.page',
+      open: true,
+      handle: (c) => {
+        c.res.writeHead(308, { location: '../status', 'content-length': '0' });
+        c.res.end();
+      },
+    },
     {
       method: 'POST',
       pattern: /^\/v1\/images\/generations$/,
@@ -185,6 +207,12 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
       label: 'openai.images.results',
       open: true,
       handle: (c, mm) => sendImageResult(oa, c.res, mm[1]),
+    },
+    {
+      method: 'GET',
+      pattern: /^\/v1\/images\/objects\/([^/]+)\.png$/,
+      label: 'images.objects',
+      handle: (c, mm) => sendObjectImage(oa, c.res, decode(mm[1]), c.signal),
     },
     { method: 'GET', pattern: /^\/v1\/models$/, label: 'openai.models.list', handle: (c) => listModels(oa, c.res, c.signal) },
     { method: 'GET', pattern: /^\/v1\/models\/(.+)$/, label: 'openai.models.retrieve', handle: (c, mm) => retrieveModel(oa, c.res, decode(mm[1]), c.signal) },

@@ -246,6 +246,8 @@ export type { StageStartedEvent, StageStartedEvent__Output } from './generated/d
 export type { StageTiming, StageTiming__Output } from './generated/diffmesh/common/v1/StageTiming.js';
 export type { StepProgressEvent, StepProgressEvent__Output } from './generated/diffmesh/common/v1/StepProgressEvent.js';
 
+export { BreakerState } from './generated/diffmesh/scheduler/v1/BreakerState.js';
+export type { BreakerState__Output } from './generated/diffmesh/scheduler/v1/BreakerState.js';
 export type { CancelRequest, CancelRequest__Output } from './generated/diffmesh/scheduler/v1/CancelRequest.js';
 export type { CancelResponse, CancelResponse__Output } from './generated/diffmesh/scheduler/v1/CancelResponse.js';
 export type { GenerateRequest, GenerateRequest__Output } from './generated/diffmesh/scheduler/v1/GenerateRequest.js';
@@ -258,11 +260,16 @@ export type {
   GetResponse as SchedulerGetResponse,
   GetResponse__Output as SchedulerGetResponse__Output,
 } from './generated/diffmesh/scheduler/v1/GetResponse.js';
+export type { GetStatusRequest, GetStatusRequest__Output } from './generated/diffmesh/scheduler/v1/GetStatusRequest.js';
+export type { GetStatusResponse, GetStatusResponse__Output } from './generated/diffmesh/scheduler/v1/GetStatusResponse.js';
 export type { ListModelsRequest, ListModelsRequest__Output } from './generated/diffmesh/scheduler/v1/ListModelsRequest.js';
 export type { ListModelsResponse, ListModelsResponse__Output } from './generated/diffmesh/scheduler/v1/ListModelsResponse.js';
 export { Modality } from './generated/diffmesh/scheduler/v1/Modality.js';
 export type { Modality__Output } from './generated/diffmesh/scheduler/v1/Modality.js';
 export type { ModelInfo, ModelInfo__Output } from './generated/diffmesh/scheduler/v1/ModelInfo.js';
+export type { PoolInstance, PoolInstance__Output } from './generated/diffmesh/scheduler/v1/PoolInstance.js';
+export type { PoolStatus, PoolStatus__Output } from './generated/diffmesh/scheduler/v1/PoolStatus.js';
+export type { RecentRequest, RecentRequest__Output } from './generated/diffmesh/scheduler/v1/RecentRequest.js';
 export type {
   SchedulerServiceClient,
   SchedulerServiceDefinition,

@@ -35,6 +35,7 @@ describe('loading', () => {
         Cancel: [false, false],
         Watch: [false, true],
         ListModels: [false, false],
+        GetStatus: [false, false],
       },
       [SERVICE_NAMES.stage]: {
         Execute: [false, true],
@@ -92,6 +93,7 @@ describe('http annotations', () => {
     ['SchedulerService', 'Cancel', 'POST', '/api/v1/requests/{req_id}:cancel', '*'],
     ['SchedulerService', 'Watch', 'GET', '/api/v1/requests/{req_id}:watch', ''],
     ['SchedulerService', 'ListModels', 'GET', '/api/v1/models', ''],
+    ['SchedulerService', 'GetStatus', 'GET', '/api/v1/status', ''],
     ['TensorService', 'Stat', 'GET', '/api/v1/objects/{object_id}', ''],
     ['TensorService', 'Get', 'GET', '/api/v1/objects/{object_id}/content', ''],
   ] as const;

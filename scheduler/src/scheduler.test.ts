@@ -11,9 +11,11 @@ import {
   type StageTask,
   type TensorStore,
 } from '@diffmesh/runtime';
+import { messageCodec } from '@diffmesh/protos';
 import { LocalInstance } from './local-instance.js';
 import { Scheduler, type SchedulerLimits } from './scheduler.js';
-import type { RequestEvent } from './types.js';
+import { statusResponse } from './service.js';
+import type { RequestEvent, StageInstance } from './types.js';
 
 const registry = PlanRegistry.fromEntries([
   {
@@ -72,7 +74,7 @@ class TestStage implements StageHandler {
   }
 }
 
-function setup(opts: { capacity?: number; limits?: Partial<SchedulerLimits>; pools?: StageName[] } = {}) {
+function setup(opts: { capacity?: number; limits?: Partial<SchedulerLimits>; pools?: StageName[]; recentRequests?: number } = {}) {
   const store = createTensorStore({ backend: 'memory' });
   const log = silentLogger();
   const scheduler = new Scheduler({
@@ -81,6 +83,7 @@ function setup(opts: { capacity?: number; limits?: Partial<SchedulerLimits>; poo
     log,
     limits: { ...limits, ...opts.limits },
     createQueue: (_pool, maxLength) => createTaskQueue({ backend: 'memory', maxLength }),
+    ...(opts.recentRequests !== undefined ? { recentRequests: opts.recentRequests } : {}),
   });
   const stages = {
     text_encoding: new TestStage('text_encoding', store),
@@ -291,5 +294,135 @@ describe('Scheduler', () => {
     const other = scheduler.submit({ model: 'test/model', params: { prompt: 'y' }, traceContext: { traceparent: 'not-a-traceparent' } });
     await events(scheduler, other.context.reqId);
     expect(stages.vae_decoding.calls[1].traceContext).toEqual({});
+  });
+});
+
+/** A remote-looking instance that never gets work here: a breaker state and availability to report. */
+function fakeRemote(id: string, pool: string, breaker: 'open' | 'half-open' | 'closed'): StageInstance {
+  return {
+    id,
+    pool,
+    stage: 'denoising',
+    nodeId: 'node-b',
+    version: '1.2.3',
+    capacity: 2,
+    models: ['test/model'],
+    address: '10.0.0.7:7001',
+    available: () => breaker !== 'open',
+    breakerState: () => breaker,
+    execute: () => new Promise(() => {}),
+  };
+}
+
+describe('Scheduler status', () => {
+  it('keeps the latest requests newest first, bounded, running ones included and live', async () => {
+    const { scheduler, stages } = setup({ recentRequests: 3 });
+    const hold = deferred();
+    stages.text_encoding.gate = hold.promise;
+    const ids = ['r0', 'r1', 'r2', 'r3', 'r4'].map((p) => scheduler.submit({ model: 'test/model', params: { prompt: p } }).context.reqId);
+    // A repeated client id is the same request, not a new entry.
+    const again = scheduler.submit({ model: 'test/model', params: { prompt: 'r4' }, requestId: ids[4] });
+    expect(again.context.reqId).toBe(ids[4]);
+    let recent = scheduler.recentRequests();
+    expect(recent.map((r) => r.context.reqId)).toEqual([ids[4], ids[3], ids[2]]);
+    expect(recent.map((r) => r.context.params.prompt)).toEqual(['r4', 'r3', 'r2']);
+    expect(recent.map((r) => r.context.status)).toEqual(['pending', 'pending', 'pending']);
+    hold.resolve();
+    for (const id of ids) await events(scheduler, id);
+    recent = scheduler.recentRequests();
+    expect(recent.map((r) => r.context.status)).toEqual(['completed', 'completed', 'completed']);
+    expect(recent[0].timings.map((t) => t.stage)).toEqual(['text_encoding', 'denoising', 'vae_decoding']);
+    // A copy: callers cannot change the scheduler's list.
+    recent.length = 0;
+    expect(scheduler.recentRequests()).toHaveLength(3);
+    // 0 keeps none.
+    const none = setup({ recentRequests: 0 }).scheduler;
+    await events(none, none.submit({ model: 'test/model', params: { prompt: 'x' } }).context.reqId);
+    expect(none.recentRequests()).toEqual([]);
+  });
+
+  it('keeps a summary of a request past its retention: timings and status, not its objects', async () => {
+    const { scheduler } = setup({ limits: { retentionMs: 20 } });
+    const long = 'x'.repeat(500);
+    const { context } = scheduler.submit({ model: 'test/model', params: { prompt: long } });
+    await events(scheduler, context.reqId);
+    expect(Object.keys(scheduler.recentRequests()[0].result)).toEqual(['vae_decoding']);
+    await new Promise((r) => setTimeout(r, 60));
+    expect(() => scheduler.get(context.reqId)).toThrow(expect.objectContaining({ reason: 'REQUEST_NOT_FOUND' }));
+    const [kept] = scheduler.recentRequests();
+    expect(kept.context).toMatchObject({ reqId: context.reqId, status: 'completed', refs: {}, params: { prompt: 'x'.repeat(200) } });
+    expect(kept.result).toEqual({});
+    expect(kept.timings.map((t) => t.stage)).toEqual(['text_encoding', 'denoising', 'vae_decoding']);
+  });
+
+  it('reports every pool with its stage, queue depth, and instances with load, breaker and availability', async () => {
+    const { scheduler, stages } = setup();
+    // Another pool, so they never get this test's work.
+    scheduler.addInstance(fakeRemote('dit-b', 'dit-remote', 'open'));
+    scheduler.addInstance(fakeRemote('dit-a', 'dit-remote', 'half-open'));
+    const hold = deferred();
+    stages.text_encoding.gate = hold.promise;
+    const ids = [0, 1, 2].map((i) => scheduler.submit({ model: 'test/model', params: { prompt: `p${i}` } }).context.reqId);
+    const pools = scheduler.pools();
+    expect(pools.map((p) => p.pool)).toEqual(['dit', 'dit-remote', 'enc', 'vae']);
+    const enc = pools.find((p) => p.pool === 'enc')!;
+    expect(enc).toMatchObject({ stage: 'text_encoding', queued: 2 });
+    expect(enc.instances.map((i) => ({ id: i.instance.id, active: i.active, available: i.available, breaker: i.breaker }))).toEqual([
+      { id: 'enc-1', active: 1, available: true, breaker: undefined },
+    ]);
+    expect(pools.find((p) => p.pool === 'dit')).toMatchObject({ stage: 'denoising', queued: 0, instances: [{ active: 0, available: true }] });
+    const remote = pools.find((p) => p.pool === 'dit-remote')!;
+    expect(remote).toMatchObject({ stage: 'denoising', queued: 0 });
+    expect(remote.instances.map((i) => [i.instance.id, i.breaker, i.available])).toEqual([
+      ['dit-a', 'half-open', true],
+      ['dit-b', 'open', false],
+    ]);
+    // A draining instance is listed, unavailable, until its tasks finish.
+    scheduler.retireInstance('enc-1');
+    expect(scheduler.pools().find((p) => p.pool === 'enc')!.instances[0]).toMatchObject({ retiring: true, available: false });
+    scheduler.addInstance(new LocalInstance('enc-2', 'enc', stages.text_encoding, 1, silentLogger()));
+    hold.resolve();
+    for (const id of ids) await events(scheduler, id);
+    // enc-1 left once its task was done; a pool without instances keeps its stage from the plans.
+    expect(scheduler.pools().find((p) => p.pool === 'enc')!.instances.map((i) => i.instance.id)).toEqual(['enc-2']);
+    scheduler.removeInstance('enc-2');
+    expect(scheduler.pools().find((p) => p.pool === 'enc')).toEqual({ pool: 'enc', stage: 'text_encoding', queued: 0, instances: [] });
+  });
+
+  it('answers GetStatus with wire values: breaker states, identity, prompts cut to 200 characters', async () => {
+    const { scheduler } = setup();
+    scheduler.addInstance(fakeRemote('dit-b', 'dit', 'open'));
+    const long = `${'é'.repeat(150)}${'🎨'.repeat(100)}`;
+    const { context } = scheduler.submit({ model: 'test/model', params: { prompt: long } });
+    await events(scheduler, context.reqId);
+    const failing = setup().scheduler;
+    const res = statusResponse(scheduler, { instanceId: 'scheduler-1', version: '0.1.0' });
+    expect(res).toMatchObject({ schedulerId: 'scheduler-1', version: '0.1.0', inFlight: 0 });
+    const dit = res.pools!.find((p) => p.pool === 'dit')!;
+    expect(dit.stage).toBe('STAGE_NAME_DENOISING');
+    expect(dit.instances!.map((i) => [i.id, i.breaker, i.available, i.address, i.nodeId, i.version])).toEqual([
+      ['dit-1', 'BREAKER_STATE_UNSPECIFIED', true, '', 'local', '0.0.0'],
+      ['dit-b', 'BREAKER_STATE_OPEN', false, '10.0.0.7:7001', 'node-b', '1.2.3'],
+    ]);
+    const [recent] = res.recentRequests!;
+    expect(recent).toMatchObject({ reqId: context.reqId, model: 'test/model', status: 'REQUEST_STATUS_COMPLETED' });
+    expect([...recent.prompt!]).toHaveLength(200);
+    expect(recent.prompt).toBe(`${'é'.repeat(150)}${'🎨'.repeat(50)}`);
+    expect(recent.timings!.map((t) => t.stage)).toEqual(['STAGE_NAME_TEXT_ENCODING', 'STAGE_NAME_DENOISING', 'STAGE_NAME_VAE_DECODING']);
+    // It encodes as the proto message (what the gRPC call sends).
+    const codec = messageCodec<object, { pools: Array<{ instances: Array<{ breaker: string }> }>; recentRequests: Array<{ timings: unknown[] }> }>(
+      'diffmesh.scheduler.v1.GetStatusResponse',
+    );
+    const back = codec.decode(codec.encode(res));
+    expect(back.pools.flatMap((p) => p.instances.map((i) => i.breaker))).toContain('BREAKER_STATE_OPEN');
+    expect(back.recentRequests[0].timings).toHaveLength(3);
+
+    // A failed request carries its error.
+    failing.removeInstance('vae-1');
+    failing.addInstance(fakeRemote('vae-x', 'vae', 'closed'));
+    const f = failing.submit({ model: 'test/model', params: { prompt: 'x' }, timeoutMs: 30 });
+    await events(failing, f.context.reqId);
+    const [failed] = statusResponse(failing, { instanceId: 's', version: 'v' }).recentRequests!;
+    expect(failed).toMatchObject({ status: 'REQUEST_STATUS_FAILED', error: { reason: 'ERROR_REASON_TIMEOUT' } });
   });
 });

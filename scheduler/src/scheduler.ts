@@ -25,6 +25,7 @@ import {
   type Logger,
   type PlanRegistry,
   type RequestContext,
+  type StageName,
   type StageTask,
   type TaskQueue,
   type TensorStore,
@@ -65,7 +66,34 @@ export interface SchedulerOptions {
   createQueue(pool: string, maxLength: number): TaskQueue<QueuedTask>;
   /** Sees every event of every request (metrics, audit); must not throw. */
   onEvent?: (event: RequestEvent, state: RequestState) => void;
+  /** How many of the latest requests {@link Scheduler.recentRequests} keeps (default 50). */
+  recentRequests?: number;
 }
+
+/** A stage instance of a pool with its load, as {@link Scheduler.pools} reports it. */
+export interface InstanceView {
+  instance: StageInstance;
+  active: number;
+  /** Draining: gets no new work, removed once its running tasks finish. */
+  retiring: boolean;
+  /** Whether it may get work now (not retiring, breaker not open, connection up). */
+  available: boolean;
+  /** Its circuit breaker; undefined for an instance without one (in-process). */
+  breaker?: 'open' | 'half-open' | 'closed';
+}
+
+/** A pool as {@link Scheduler.pools} reports it. */
+export interface PoolView {
+  pool: string;
+  /** The stage its instances serve (from the plans when it has none). */
+  stage?: StageName;
+  /** Tasks waiting (queues pinned to a version range of the pool included). */
+  queued: number;
+  instances: InstanceView[];
+}
+
+/** Default of {@link SchedulerOptions.recentRequests}. */
+export const DEFAULT_RECENT_REQUESTS = 50;
 
 /** A stage task waiting in a pool queue. */
 export interface QueuedTask {
@@ -116,6 +144,8 @@ export class Scheduler {
   private readonly requests = new Map<string, Running>();
   private readonly queues = new Map<string, PoolQueue>();
   private readonly slots = new Map<string, Map<string, InstanceSlot>>();
+  /** The latest accepted requests, newest first (bounded; kept past their retention). */
+  private readonly recent: RequestState[] = [];
   private inFlight = 0;
   private dispatches = 0;
   private stopped = false;
@@ -163,6 +193,44 @@ export class Scheduler {
     const out: Record<string, number> = {};
     for (const q of this.queues.values()) out[q.pool] = (out[q.pool] ?? 0) + q.queue.size;
     return out;
+  }
+
+  /**
+   * Every pool the scheduler has had an instance, a queue or a request for, sorted by name:
+   * its stage, queue depth, and instances (sorted by id) with load, breaker and availability.
+   */
+  pools(): PoolView[] {
+    const sizes = this.queueSizes();
+    const names = new Set([...this.slots.keys(), ...Object.keys(sizes)]);
+    return [...names].sort().map((pool) => {
+      const slots = [...(this.slots.get(pool)?.values() ?? [])].sort((a, b) => (a.instance.id < b.instance.id ? -1 : a.instance.id > b.instance.id ? 1 : 0));
+      const stage = slots[0]?.instance.stage ?? this.planStageOf(pool);
+      return {
+        pool,
+        ...(stage ? { stage } : {}),
+        queued: sizes[pool] ?? 0,
+        instances: slots.map((s) => {
+          const breaker = s.instance.breakerState?.();
+          return {
+            instance: s.instance,
+            active: s.active,
+            retiring: s.retiring,
+            available: !s.retiring && s.instance.available?.() !== false,
+            ...(breaker ? { breaker } : {}),
+          };
+        }),
+      };
+    });
+  }
+
+  /**
+   * The latest accepted requests, newest first: up to `recentRequests` of them, running ones
+   * included. The states are live (they change as the requests move on); a request stays
+   * here after its retention ends, until newer ones push it out, as a summary (no object
+   * refs, prompts cut to 200 characters).
+   */
+  recentRequests(): RequestState[] {
+    return [...this.recent];
   }
 
   // ---- requests --------------------------------------------------------------------------
@@ -262,6 +330,8 @@ export class Scheduler {
     // Enqueue first: a full queue throws before anything is recorded.
     this.enqueue(run, 0, 1);
     this.requests.set(reqId, run);
+    this.recent.unshift(run.state);
+    if (this.recent.length > Math.max(0, this.opts.recentRequests ?? DEFAULT_RECENT_REQUESTS)) this.recent.pop();
     this.inFlight += 1;
     if (timeoutMs > 0) {
       run.timer = setTimeout(() => {
@@ -346,6 +416,15 @@ export class Scheduler {
     } catch (err) {
       this.opts.log.warn({ err }, 'event observer failed');
     }
+  }
+
+  /** The stage a pool serves according to the plans (for a pool without instances). */
+  private planStageOf(pool: string): StageName | undefined {
+    for (const entry of this.opts.registry.entries) {
+      const stage = entry.stages.find((s) => s.pool === pool);
+      if (stage) return stage.name;
+    }
+    return undefined;
   }
 
   private poolSlots(pool: string): Map<string, InstanceSlot> {
@@ -679,7 +758,13 @@ export class Scheduler {
     } else {
       void this.deleteObjects(ctx.reqId, doomed, true).then(announce);
     }
-    const t = setTimeout(() => this.requests.delete(ctx.reqId), this.opts.limits.retentionMs);
+    const t = setTimeout(() => {
+      this.requests.delete(ctx.reqId);
+      // Past its retention a request may stay in the recent list: without its objects' refs
+      // (inline ones carry bytes) and with its prompts cut to what status reports show.
+      const i = this.recent.indexOf(run.state);
+      if (i !== -1) this.recent[i] = slimmed(run.state);
+    }, this.opts.limits.retentionMs);
     t.unref();
   }
 
@@ -698,6 +783,26 @@ export class Scheduler {
       this.opts.log.warn({ reqId, failed: failed.length, err: (failed[0] as PromiseRejectedResult).reason }, 'could not delete some request objects');
     }
   }
+}
+
+/** Characters of each prompt a request keeps in the recent list after its retention. */
+const RECENT_PROMPT_CHARS = 200;
+
+/** A finished request's state as the recent list keeps it once it is past its retention. */
+function slimmed(state: RequestState): RequestState {
+  const cut = (s: string): string => [...s].slice(0, RECENT_PROMPT_CHARS).join('');
+  const ctx = state.context;
+  return {
+    ...state,
+    context: {
+      ...ctx,
+      params: { ...ctx.params, prompt: cut(ctx.params.prompt), negativePrompt: cut(ctx.params.negativePrompt) },
+      refs: {},
+      traceContext: {},
+    },
+    timings: state.timings.map((t) => ({ ...t })),
+    result: {},
+  };
 }
 
 /** Ends the queue-wait span of a request, if it has one. */

@@ -5,6 +5,7 @@ import {
   type CancelResponse,
   type GenerateRequest__Output,
   type GenerateResponse,
+  type GetStatusResponse,
   type SchedulerGetRequest__Output,
   type ListModelsResponse,
   type RequestEvent as WireRequestEvent,
@@ -15,6 +16,9 @@ import {
   type SubmitResponse,
   type WatchRequest__Output,
   type WatchResponse,
+  type ErrorDetail as WireErrorDetail,
+  type PoolStatus,
+  type RecentRequest,
 } from '@diffmesh/protos';
 import {
   Code,
@@ -41,7 +45,7 @@ import {
   type Reason,
   type ServiceBinding,
 } from '@diffmesh/runtime';
-import type { Scheduler } from './scheduler.js';
+import type { PoolView, Scheduler } from './scheduler.js';
 import type { GenerateRequest, RequestEvent, RequestState, StageTiming } from './types.js';
 
 const MODALITY: Record<string, 'MODALITY_TEXT_TO_IMAGE' | 'MODALITY_TEXT_TO_VIDEO' | 'MODALITY_IMAGE_TO_VIDEO'> = {
@@ -50,8 +54,27 @@ const MODALITY: Record<string, 'MODALITY_TEXT_TO_IMAGE' | 'MODALITY_TEXT_TO_VIDE
   'image-to-video': 'MODALITY_IMAGE_TO_VIDEO',
 };
 
+/** Who is answering, for GetStatus. */
+export interface SchedulerIdentity {
+  instanceId: string;
+  version: string;
+}
+
+/** Prompts in GetStatus are cut to this many characters. */
+const STATUS_PROMPT_CHARS = 200;
+
+const BREAKER = {
+  closed: 'BREAKER_STATE_CLOSED',
+  'half-open': 'BREAKER_STATE_HALF_OPEN',
+  open: 'BREAKER_STATE_OPEN',
+} as const;
+
 /** `diffmesh.scheduler.v1.SchedulerService` over a Scheduler. */
-export function schedulerServiceBinding(scheduler: Scheduler, registry: PlanRegistry): ServiceBinding {
+export function schedulerServiceBinding(
+  scheduler: Scheduler,
+  registry: PlanRegistry,
+  identity: SchedulerIdentity = { instanceId: '', version: '' },
+): ServiceBinding {
   const proto = loadDiffmeshProtos();
   return {
     name: 'diffmesh.scheduler.v1.SchedulerService',
@@ -82,6 +105,7 @@ export function schedulerServiceBinding(scheduler: Scheduler, registry: PlanRegi
           }),
         })),
       })),
+      GetStatus: unary<unknown, GetStatusResponse>(() => statusResponse(scheduler, identity)),
       Generate: (call: grpc.ServerWritableStream<GenerateRequest__Output, GenerateResponse>) => {
         let state: RequestState;
         try {
@@ -200,6 +224,67 @@ function mediaType(state: RequestState): string {
   return px ? `application/x-diffmesh-rgb24; frames=${px.shape[0]}; height=${px.shape[1]}; width=${px.shape[2]}` : '';
 }
 
+/** The error a failed request recorded, on the wire. */
+function requestErrorToWire(state: RequestState): WireErrorDetail | undefined {
+  const error = state.context.error;
+  if (!error) return undefined;
+  return errorDetailToWire(
+    new DiffmeshError(parseCode(error.code), error.reason as Reason, error.message, {
+      metadata: error.field ? { field: error.field } : {},
+    }),
+  );
+}
+
+function poolToWire(p: PoolView): PoolStatus {
+  return {
+    pool: p.pool,
+    ...(p.stage ? { stage: stageNameToWire(p.stage) } : {}),
+    queued: p.queued,
+    instances: p.instances.map((i) => ({
+      id: i.instance.id,
+      version: i.instance.version,
+      nodeId: i.instance.nodeId,
+      address: i.instance.address ?? '',
+      capacity: i.instance.capacity,
+      active: i.active,
+      breaker: i.breaker ? BREAKER[i.breaker] : 'BREAKER_STATE_UNSPECIFIED',
+      available: i.available,
+      models: [...i.instance.models],
+    })),
+  };
+}
+
+function recentToWire(state: RequestState): RecentRequest {
+  const ctx = state.context;
+  const prompt = [...(ctx.params.prompt ?? '')];
+  const error = requestErrorToWire(state);
+  return {
+    reqId: ctx.reqId,
+    model: ctx.model,
+    status: requestStatusToWire(ctx.status),
+    createdAt: timestampToWire(ctx.createdAt),
+    updatedAt: timestampToWire(ctx.updatedAt),
+    timings: state.timings.map(timingToWire),
+    // Cut by code points, so a character is never split.
+    prompt: prompt.length > STATUS_PROMPT_CHARS ? prompt.slice(0, STATUS_PROMPT_CHARS).join('') : prompt.join(''),
+    step: state.step,
+    totalSteps: state.totalSteps,
+    ...(error ? { error } : {}),
+  };
+}
+
+/** GetStatus: the scheduler's pools and its latest requests. */
+export function statusResponse(scheduler: Scheduler, identity: SchedulerIdentity): GetStatusResponse {
+  return {
+    schedulerId: identity.instanceId,
+    version: identity.version,
+    inFlight: scheduler.inFlightCount(),
+    pools: scheduler.pools().map(poolToWire),
+    recentRequests: scheduler.recentRequests().map(recentToWire),
+    time: timestampToWire(Date.now()),
+  };
+}
+
 export function getResponse(state: RequestState): SchedulerGetResponse {
   const ctx = state.context;
   const stage = ctx.executionPlan.stages[ctx.currentStageIndex];
@@ -215,15 +300,7 @@ export function getResponse(state: RequestState): SchedulerGetResponse {
     timings: state.timings.map(timingToWire),
     results: Object.values(state.result).map(objectRefToWire),
     mediaType: mediaType(state),
-    ...(ctx.error
-      ? {
-          error: errorDetailToWire(
-            new DiffmeshError(parseCode(ctx.error.code), ctx.error.reason as Reason, ctx.error.message, {
-              metadata: ctx.error.field ? { field: ctx.error.field } : {},
-            }),
-          ),
-        }
-      : {}),
+    ...(ctx.error ? { error: requestErrorToWire(state) } : {}),
     createdAt: timestampToWire(ctx.createdAt),
     updatedAt: timestampToWire(ctx.updatedAt),
   };

@@ -22,9 +22,13 @@ export interface StageInstance {
   readonly capacity: number;
   /** Models served; empty = any. */
   readonly models: readonly string[];
+  /** gRPC address of a remote instance (none for an in-process one). */
+  readonly address?: string;
   execute(task: StageTask, hooks: ExecuteHooks): Promise<StageResult>;
   /** False while the instance must not get work (breaker open, connection lost). */
   available?(): boolean;
+  /** State of its circuit breaker, for an instance that has one. */
+  breakerState?(): 'open' | 'half-open' | 'closed';
   /** Releases connections; the instance gets no more work. */
   close?(): void;
 }

@@ -23,9 +23,14 @@ import type { GenerateRequest as _diffmesh_scheduler_v1_GenerateRequest, Generat
 import type { GenerateResponse as _diffmesh_scheduler_v1_GenerateResponse, GenerateResponse__Output as _diffmesh_scheduler_v1_GenerateResponse__Output } from './diffmesh/scheduler/v1/GenerateResponse.js';
 import type { GetRequest as _diffmesh_scheduler_v1_GetRequest, GetRequest__Output as _diffmesh_scheduler_v1_GetRequest__Output } from './diffmesh/scheduler/v1/GetRequest.js';
 import type { GetResponse as _diffmesh_scheduler_v1_GetResponse, GetResponse__Output as _diffmesh_scheduler_v1_GetResponse__Output } from './diffmesh/scheduler/v1/GetResponse.js';
+import type { GetStatusRequest as _diffmesh_scheduler_v1_GetStatusRequest, GetStatusRequest__Output as _diffmesh_scheduler_v1_GetStatusRequest__Output } from './diffmesh/scheduler/v1/GetStatusRequest.js';
+import type { GetStatusResponse as _diffmesh_scheduler_v1_GetStatusResponse, GetStatusResponse__Output as _diffmesh_scheduler_v1_GetStatusResponse__Output } from './diffmesh/scheduler/v1/GetStatusResponse.js';
 import type { ListModelsRequest as _diffmesh_scheduler_v1_ListModelsRequest, ListModelsRequest__Output as _diffmesh_scheduler_v1_ListModelsRequest__Output } from './diffmesh/scheduler/v1/ListModelsRequest.js';
 import type { ListModelsResponse as _diffmesh_scheduler_v1_ListModelsResponse, ListModelsResponse__Output as _diffmesh_scheduler_v1_ListModelsResponse__Output } from './diffmesh/scheduler/v1/ListModelsResponse.js';
 import type { ModelInfo as _diffmesh_scheduler_v1_ModelInfo, ModelInfo__Output as _diffmesh_scheduler_v1_ModelInfo__Output } from './diffmesh/scheduler/v1/ModelInfo.js';
+import type { PoolInstance as _diffmesh_scheduler_v1_PoolInstance, PoolInstance__Output as _diffmesh_scheduler_v1_PoolInstance__Output } from './diffmesh/scheduler/v1/PoolInstance.js';
+import type { PoolStatus as _diffmesh_scheduler_v1_PoolStatus, PoolStatus__Output as _diffmesh_scheduler_v1_PoolStatus__Output } from './diffmesh/scheduler/v1/PoolStatus.js';
+import type { RecentRequest as _diffmesh_scheduler_v1_RecentRequest, RecentRequest__Output as _diffmesh_scheduler_v1_RecentRequest__Output } from './diffmesh/scheduler/v1/RecentRequest.js';
 import type { SchedulerServiceClient as _diffmesh_scheduler_v1_SchedulerServiceClient, SchedulerServiceDefinition as _diffmesh_scheduler_v1_SchedulerServiceDefinition } from './diffmesh/scheduler/v1/SchedulerService.js';
 import type { SubmitRequest as _diffmesh_scheduler_v1_SubmitRequest, SubmitRequest__Output as _diffmesh_scheduler_v1_SubmitRequest__Output } from './diffmesh/scheduler/v1/SubmitRequest.js';
 import type { SubmitResponse as _diffmesh_scheduler_v1_SubmitResponse, SubmitResponse__Output as _diffmesh_scheduler_v1_SubmitResponse__Output } from './diffmesh/scheduler/v1/SubmitResponse.js';
@@ -91,16 +96,22 @@ export interface ProtoGrpcType {
     }
     scheduler: {
       v1: {
+        BreakerState: EnumTypeDefinition
         CancelRequest: MessageTypeDefinition<_diffmesh_scheduler_v1_CancelRequest, _diffmesh_scheduler_v1_CancelRequest__Output>
         CancelResponse: MessageTypeDefinition<_diffmesh_scheduler_v1_CancelResponse, _diffmesh_scheduler_v1_CancelResponse__Output>
         GenerateRequest: MessageTypeDefinition<_diffmesh_scheduler_v1_GenerateRequest, _diffmesh_scheduler_v1_GenerateRequest__Output>
         GenerateResponse: MessageTypeDefinition<_diffmesh_scheduler_v1_GenerateResponse, _diffmesh_scheduler_v1_GenerateResponse__Output>
         GetRequest: MessageTypeDefinition<_diffmesh_scheduler_v1_GetRequest, _diffmesh_scheduler_v1_GetRequest__Output>
         GetResponse: MessageTypeDefinition<_diffmesh_scheduler_v1_GetResponse, _diffmesh_scheduler_v1_GetResponse__Output>
+        GetStatusRequest: MessageTypeDefinition<_diffmesh_scheduler_v1_GetStatusRequest, _diffmesh_scheduler_v1_GetStatusRequest__Output>
+        GetStatusResponse: MessageTypeDefinition<_diffmesh_scheduler_v1_GetStatusResponse, _diffmesh_scheduler_v1_GetStatusResponse__Output>
         ListModelsRequest: MessageTypeDefinition<_diffmesh_scheduler_v1_ListModelsRequest, _diffmesh_scheduler_v1_ListModelsRequest__Output>
         ListModelsResponse: MessageTypeDefinition<_diffmesh_scheduler_v1_ListModelsResponse, _diffmesh_scheduler_v1_ListModelsResponse__Output>
         Modality: EnumTypeDefinition
         ModelInfo: MessageTypeDefinition<_diffmesh_scheduler_v1_ModelInfo, _diffmesh_scheduler_v1_ModelInfo__Output>
+        PoolInstance: MessageTypeDefinition<_diffmesh_scheduler_v1_PoolInstance, _diffmesh_scheduler_v1_PoolInstance__Output>
+        PoolStatus: MessageTypeDefinition<_diffmesh_scheduler_v1_PoolStatus, _diffmesh_scheduler_v1_PoolStatus__Output>
+        RecentRequest: MessageTypeDefinition<_diffmesh_scheduler_v1_RecentRequest, _diffmesh_scheduler_v1_RecentRequest__Output>
         /**
          * The public entry point of diffmesh: accepts generation requests, runs them
          * through their model's execution plan and reports their progress.

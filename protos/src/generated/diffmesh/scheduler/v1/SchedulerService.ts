@@ -8,6 +8,8 @@ import type { GenerateRequest as _diffmesh_scheduler_v1_GenerateRequest, Generat
 import type { GenerateResponse as _diffmesh_scheduler_v1_GenerateResponse, GenerateResponse__Output as _diffmesh_scheduler_v1_GenerateResponse__Output } from '../../../diffmesh/scheduler/v1/GenerateResponse.js';
 import type { GetRequest as _diffmesh_scheduler_v1_GetRequest, GetRequest__Output as _diffmesh_scheduler_v1_GetRequest__Output } from '../../../diffmesh/scheduler/v1/GetRequest.js';
 import type { GetResponse as _diffmesh_scheduler_v1_GetResponse, GetResponse__Output as _diffmesh_scheduler_v1_GetResponse__Output } from '../../../diffmesh/scheduler/v1/GetResponse.js';
+import type { GetStatusRequest as _diffmesh_scheduler_v1_GetStatusRequest, GetStatusRequest__Output as _diffmesh_scheduler_v1_GetStatusRequest__Output } from '../../../diffmesh/scheduler/v1/GetStatusRequest.js';
+import type { GetStatusResponse as _diffmesh_scheduler_v1_GetStatusResponse, GetStatusResponse__Output as _diffmesh_scheduler_v1_GetStatusResponse__Output } from '../../../diffmesh/scheduler/v1/GetStatusResponse.js';
 import type { ListModelsRequest as _diffmesh_scheduler_v1_ListModelsRequest, ListModelsRequest__Output as _diffmesh_scheduler_v1_ListModelsRequest__Output } from '../../../diffmesh/scheduler/v1/ListModelsRequest.js';
 import type { ListModelsResponse as _diffmesh_scheduler_v1_ListModelsResponse, ListModelsResponse__Output as _diffmesh_scheduler_v1_ListModelsResponse__Output } from '../../../diffmesh/scheduler/v1/ListModelsResponse.js';
 import type { SubmitRequest as _diffmesh_scheduler_v1_SubmitRequest, SubmitRequest__Output as _diffmesh_scheduler_v1_SubmitRequest__Output } from '../../../diffmesh/scheduler/v1/SubmitRequest.js';
@@ -65,6 +67,23 @@ export interface SchedulerServiceClient extends grpc.Client {
   get(argument: _diffmesh_scheduler_v1_GetRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetResponse__Output>): grpc.ClientUnaryCall;
   get(argument: _diffmesh_scheduler_v1_GetRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetResponse__Output>): grpc.ClientUnaryCall;
   get(argument: _diffmesh_scheduler_v1_GetRequest, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetResponse__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * Returns what this scheduler sees: its pools with their stage instances and
+   * queue depths, and its most recent requests with their stage timings.
+   */
+  GetStatus(argument: _diffmesh_scheduler_v1_GetStatusRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetStatusResponse__Output>): grpc.ClientUnaryCall;
+  GetStatus(argument: _diffmesh_scheduler_v1_GetStatusRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetStatusResponse__Output>): grpc.ClientUnaryCall;
+  GetStatus(argument: _diffmesh_scheduler_v1_GetStatusRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetStatusResponse__Output>): grpc.ClientUnaryCall;
+  GetStatus(argument: _diffmesh_scheduler_v1_GetStatusRequest, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetStatusResponse__Output>): grpc.ClientUnaryCall;
+  /**
+   * Returns what this scheduler sees: its pools with their stage instances and
+   * queue depths, and its most recent requests with their stage timings.
+   */
+  getStatus(argument: _diffmesh_scheduler_v1_GetStatusRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetStatusResponse__Output>): grpc.ClientUnaryCall;
+  getStatus(argument: _diffmesh_scheduler_v1_GetStatusRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetStatusResponse__Output>): grpc.ClientUnaryCall;
+  getStatus(argument: _diffmesh_scheduler_v1_GetStatusRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetStatusResponse__Output>): grpc.ClientUnaryCall;
+  getStatus(argument: _diffmesh_scheduler_v1_GetStatusRequest, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetStatusResponse__Output>): grpc.ClientUnaryCall;
   
   /**
    * Lists the models this scheduler can serve.
@@ -140,6 +159,12 @@ export interface SchedulerServiceHandlers extends grpc.UntypedServiceImplementat
   Get: grpc.handleUnaryCall<_diffmesh_scheduler_v1_GetRequest__Output, _diffmesh_scheduler_v1_GetResponse>;
   
   /**
+   * Returns what this scheduler sees: its pools with their stage instances and
+   * queue depths, and its most recent requests with their stage timings.
+   */
+  GetStatus: grpc.handleUnaryCall<_diffmesh_scheduler_v1_GetStatusRequest__Output, _diffmesh_scheduler_v1_GetStatusResponse>;
+  
+  /**
    * Lists the models this scheduler can serve.
    */
   ListModels: grpc.handleUnaryCall<_diffmesh_scheduler_v1_ListModelsRequest__Output, _diffmesh_scheduler_v1_ListModelsResponse>;
@@ -163,6 +188,7 @@ export interface SchedulerServiceDefinition extends grpc.ServiceDefinition {
   Cancel: MethodDefinition<_diffmesh_scheduler_v1_CancelRequest, _diffmesh_scheduler_v1_CancelResponse, _diffmesh_scheduler_v1_CancelRequest__Output, _diffmesh_scheduler_v1_CancelResponse__Output>
   Generate: MethodDefinition<_diffmesh_scheduler_v1_GenerateRequest, _diffmesh_scheduler_v1_GenerateResponse, _diffmesh_scheduler_v1_GenerateRequest__Output, _diffmesh_scheduler_v1_GenerateResponse__Output>
   Get: MethodDefinition<_diffmesh_scheduler_v1_GetRequest, _diffmesh_scheduler_v1_GetResponse, _diffmesh_scheduler_v1_GetRequest__Output, _diffmesh_scheduler_v1_GetResponse__Output>
+  GetStatus: MethodDefinition<_diffmesh_scheduler_v1_GetStatusRequest, _diffmesh_scheduler_v1_GetStatusResponse, _diffmesh_scheduler_v1_GetStatusRequest__Output, _diffmesh_scheduler_v1_GetStatusResponse__Output>
   ListModels: MethodDefinition<_diffmesh_scheduler_v1_ListModelsRequest, _diffmesh_scheduler_v1_ListModelsResponse, _diffmesh_scheduler_v1_ListModelsRequest__Output, _diffmesh_scheduler_v1_ListModelsResponse__Output>
   Submit: MethodDefinition<_diffmesh_scheduler_v1_SubmitRequest, _diffmesh_scheduler_v1_SubmitResponse, _diffmesh_scheduler_v1_SubmitRequest__Output, _diffmesh_scheduler_v1_SubmitResponse__Output>
   Watch: MethodDefinition<_diffmesh_scheduler_v1_WatchRequest, _diffmesh_scheduler_v1_WatchResponse, _diffmesh_scheduler_v1_WatchRequest__Output, _diffmesh_scheduler_v1_WatchResponse__Output>

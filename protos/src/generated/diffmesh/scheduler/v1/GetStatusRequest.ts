@@ -1,0 +1,8 @@
+// Original file: proto/diffmesh/scheduler/v1/scheduler.proto
+
+
+export interface GetStatusRequest {
+}
+
+export interface GetStatusRequest__Output {
+}
