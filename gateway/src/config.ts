@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { LogConfigSchema, MAX_PROMPT_LENGTH, defineConfig } from '@diffmesh/runtime';
+import { LogConfigSchema, MAX_PROMPT_LENGTH, TlsConfigSchema, defineConfig } from '@diffmesh/runtime';
 
 const HOST_PORT = /^(\[[0-9a-fA-F:.]+\]|[^\s:/]+):\d{1,5}$/;
 
@@ -42,6 +42,7 @@ export const GatewayConfigSchema = z.object({
   upstreamTimeoutMs: z.number().int().positive().default(30_000).describe('deadline of unary calls to schedulers and tensor services'),
   maxVideoJobs: z.number().int().positive().default(1000).describe('most video jobs kept at once (oldest finished ones are dropped first)'),
   drainGraceMs: z.number().int().nonnegative().default(10_000).describe('time open requests get to finish after SIGTERM'),
+  tls: TlsConfigSchema.prefault({}).describe('TLS of the gateway\'s calls to schedulers and tensor services (service-to-service)'),
   log: LogConfigSchema.default({ level: 'info', pretty: false }),
 });
 export type GatewayConfig = z.output<typeof GatewayConfigSchema>;
@@ -71,6 +72,9 @@ export const gatewayConfig = defineConfig({
     MAX_VIDEO_JOBS: 'maxVideoJobs',
     DRAIN_GRACE_MS: 'drainGraceMs',
     LOG_LEVEL: 'log.level',
+    TLS_CA: 'tls.ca',
+    TLS_CERT: 'tls.cert',
+    TLS_KEY: 'tls.key',
   },
   flags: {
     listen: 'listen',
@@ -92,6 +96,9 @@ export const gatewayConfig = defineConfig({
     'max-video-jobs': 'maxVideoJobs',
     'drain-grace-ms': 'drainGraceMs',
     'log-level': 'log.level',
+    'tls-ca': 'tls.ca',
+    'tls-cert': 'tls.cert',
+    'tls-key': 'tls.key',
   },
 });
 

@@ -11,6 +11,10 @@ import {
   DiffmeshError,
   InlineTensorStore,
   RemoteTensorStore,
+  loadTlsFiles,
+  SpanKind,
+  extractTraceContext,
+  withSpan,
   createDiscovery,
   packageVersion,
   type Discovery,
@@ -48,6 +52,9 @@ import { UpstreamPool } from './upstream.js';
 import { VideoJobs } from './videos.js';
 
 /** A running gateway. */
+
+/** Span of one HTTP request at the gateway. */
+const SPAN_GATEWAY_REQUEST = 'diffmesh.gateway.request';
 export interface RunningGateway {
   /** `http://host:port` of the public listener. */
   address: string;
@@ -122,8 +129,10 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
   // The first poll: schedulers already running are in the pools before the first request.
   if (discovery) await discovery.instances();
   let metrics: GatewayMetrics | undefined;
+  const tls = loadTlsFiles(config.tls);
   const schedulers = new UpstreamPool({
     name: 'scheduler',
+    ...(tls ? { tls } : {}),
     addresses: config.schedulerAddresses,
     ...(discovery ? { discovery, stage: 'scheduler' as const } : {}),
     notFoundReasons: ['REQUEST_NOT_FOUND'],
@@ -133,6 +142,7 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
   });
   const tensors = new UpstreamPool({
     name: 'tensor service',
+    ...(tls ? { tls } : {}),
     addresses: config.tensorAddresses,
     ...(discovery ? { discovery, stage: 'tensor' as const } : {}),
     notFoundReasons: ['OBJECT_NOT_FOUND', 'OBJECT_EXPIRED'],
@@ -146,7 +156,7 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
     ['diffmesh.tensor.v1.TensorService', tensors],
   ]);
   const routes = new RouteTable(httpBindings());
-  const store = new InlineTensorStore(new RemoteTensorStore({ address: '', nodeId: config.nodeId, log }));
+  const store = new InlineTensorStore(new RemoteTensorStore({ address: '', nodeId: config.nodeId, log, ...(tls ? { tls } : {}) }));
   const api = new SchedulerApi(schedulers);
   const results = new ResultStore(store, config.resultTtlMs, log);
   const videos = new VideoJobs({ api, store, ttlMs: config.resultTtlMs, maxJobs: config.maxVideoJobs, ffmpegPath: config.ffmpegPath, log });
@@ -351,8 +361,20 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
     }
   };
 
+  // One server span per HTTP request, continuing the caller's traceparent; upstream calls
+  // made while handling it carry its context (see UpstreamPool).
+  const traced = (req: IncomingMessage, res: ServerResponse): Promise<void> =>
+    withSpan(
+      SPAN_GATEWAY_REQUEST,
+      { 'http.request.method': req.method ?? '', 'url.path': (req.url ?? '').split('?')[0] },
+      async (span) => {
+        await onRequest(req, res);
+        span.setAttribute('http.response.status_code', res.statusCode);
+      },
+      { kind: SpanKind.SERVER, parent: extractTraceContext(req.headers as Record<string, string>) },
+    );
   const server = createServer((req, res) => {
-    onRequest(req, res).catch((err: unknown) => {
+    traced(req, res).catch((err: unknown) => {
       // Never reached in practice (onRequest catches); a last guard so the process keeps serving.
       log.error({ err }, 'unhandled error in a request');
       if (!res.headersSent) sendJson(res, 500, googleErrorBody(describeAny(err)));

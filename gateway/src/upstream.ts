@@ -12,9 +12,11 @@ import {
   channelOptions,
   clientCredentials,
   fromWire,
+  traceMetadata,
   type Discovery,
   type InstanceStage,
   type Logger,
+  type TlsFiles,
 } from '@diffmesh/runtime';
 
 /** Per-call options of an {@link UpstreamPool}. */
@@ -38,6 +40,8 @@ export interface UpstreamPoolOptions {
   name: string;
   /** Addresses always in the pool. */
   addresses?: readonly string[];
+  /** TLS for the calls (plaintext without). */
+  tls?: TlsFiles;
   /** Discovery to follow; instances whose stage is `stage` join and leave the pool. */
   discovery?: Discovery;
   stage?: InstanceStage;
@@ -134,7 +138,7 @@ export class UpstreamPool {
   private client(address: string): grpc.Client {
     let c = this.clients.get(address);
     if (!c) {
-      c = new grpc.Client(address, clientCredentials(), channelOptions());
+      c = new grpc.Client(address, clientCredentials(this.opts.tls), channelOptions());
       this.clients.set(address, c);
     }
     return c;
@@ -191,7 +195,7 @@ export class UpstreamPool {
         identity,
         identity,
         request,
-        opts.metadata ?? new grpc.Metadata(),
+        traceMetadata(undefined, opts.metadata?.clone() ?? new grpc.Metadata()),
         { deadline },
         (err, res) => {
           opts.signal?.removeEventListener('abort', onAbort);
@@ -220,7 +224,7 @@ export class UpstreamPool {
         identity,
         identity,
         request,
-        opts.metadata ?? new grpc.Metadata(),
+        traceMetadata(undefined, opts.metadata?.clone() ?? new grpc.Metadata()),
       );
       // The loop below sees errors through the stream's iterator; this listener keeps a late
       // error (after the loop was left) from becoming an uncaught 'error' event.

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schedulerClient } from '@diffmesh/cli';
-import { Code, loadTlsFiles } from '@diffmesh/runtime';
+import { Code, decodePng, loadTlsFiles } from '@diffmesh/runtime';
 import { generate, last, rejection, startTestMesh, submit, type TestMesh } from './harness.js';
 
 // Service-to-service TLS with a CA generated for the test: every process serves TLS and
@@ -38,7 +38,7 @@ beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-tls-'));
   tls = await makeCa(dir, 'mesh');
   other = await makeCa(dir, 'other');
-  t = await startTestMesh({ tls, stageArgs: ['--inline-max-bytes', '0'] });
+  t = await startTestMesh({ tls, stageArgs: ['--inline-max-bytes', '0'], gateway: { apiKeys: ['k1'] } });
 }, 120_000);
 
 afterAll(async () => {
@@ -53,6 +53,17 @@ describe('service-to-service TLS', () => {
     if (end.type !== 'completed') throw new Error(`request ended with ${JSON.stringify(end)}`);
     // The pixels came through tensor-svc (TLS), read by a TLS client.
     expect((await t.store.get(end.outputs.pixels)).data.byteLength).toBe(64 * 64 * 3);
+  });
+
+  it('serves the gateway over a TLS mesh (gateway → scheduler and tensor-svc on mutual TLS)', async () => {
+    const res = await fetch(`${t.mesh.gatewayUrl}/v1/images/generations`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer k1' },
+      body: JSON.stringify({ model: 'diffmesh/tiny-shapes', prompt: 'a red square', size: '64x64', response_format: 'b64_json', num_inference_steps: 4 }),
+    });
+    expect(res.status).toBe(200);
+    const json = (await res.json()) as { data: Array<{ b64_json: string }> };
+    expect(decodePng(Buffer.from(json.data[0].b64_json, 'base64')).width).toBe(64);
   });
 
   it('refuses a plaintext client', async () => {

@@ -18,6 +18,7 @@ beforeAll(async () => {
       OTEL_BSP_SCHEDULE_DELAY: '100',
     },
     stageArgs: ['--inline-max-bytes', '0', '--node-id', 'stage-node'],
+    gateway: { apiKeys: ['trace-key'] },
   });
 }, 120_000);
 afterAll(async () => {
@@ -166,6 +167,31 @@ describe('distributed tracing across the mesh', () => {
     }
     const pixels = one(spans, (s) => s.name === 'diffmesh.tensor.put' && s.serviceName === 'vae-svc', 'pixels put');
     expect(pixels.attributes).toMatchObject({ 'diffmesh.tensor.name': 'pixels', 'diffmesh.tensor.bytes': 64 * 64 * 3 });
+  });
+
+  it('starts the trace at the gateway for an HTTP request and carries it to the scheduler', async () => {
+    const traceId = randomBytes(16).toString('hex');
+    const clientSpanId = randomBytes(8).toString('hex');
+    const res = await fetch(`${t.mesh.gatewayUrl}/api/v1/requests`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer trace-key', traceparent: `00-${traceId}-${clientSpanId}-01` },
+      body: JSON.stringify({ model: 'diffmesh/tiny-shapes', params: { prompt: 'a white circle', width: 64, height: 64, num_inference_steps: 2 } }),
+    });
+    expect(res.status).toBe(200);
+    const { reqId } = (await res.json()) as { reqId: string };
+    const spans = await receiver.waitFor(
+      (all) =>
+        all.some((s) => s.traceId === traceId && s.serviceName === 'gateway') &&
+        all.some((s) => s.traceId === traceId && s.name === 'diffmesh.stage.execute' && s.attributes['diffmesh.stage'] === 'vae_decoding'),
+      30_000,
+    );
+    const gateway = one(spans, (s) => s.traceId === traceId && s.name === 'diffmesh.gateway.request', 'gateway span');
+    expect(gateway.parentSpanId).toBe(clientSpanId);
+    const request = one(spans, (s) => s.traceId === traceId && s.name === 'diffmesh.request', 'request span');
+    expect(request.attributes['diffmesh.request_id']).toBe(reqId);
+    expect(request.parentSpanId).toBe(gateway.spanId);
+    const services = new Set(spans.filter((s) => s.traceId === traceId).map((s) => s.serviceName));
+    for (const name of ['gateway', 'scheduler', 'encoder-svc', 'dit-svc', 'vae-svc', 'tensor-svc']) expect(services).toContain(name);
   });
 
   it('starts a new trace for a request without a client trace context', async () => {

@@ -180,6 +180,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
           '--nats', natsUrl,
           '--listen', opts.gateway.listen ?? '127.0.0.1:0',
           '--admin-listen', opts.gateway.adminListen ?? '127.0.0.1:0',
+          ...(opts.tls ? ['--tls-ca', opts.tls.ca, '--tls-cert', opts.tls.cert, '--tls-key', opts.tls.key] : []),
         ],
         // Keys go in the environment, not argv (argv is visible to every user in ps).
         env: { ...opts.env, DIFFMESH_GATEWAY_API_KEYS: opts.gateway.apiKeys.join(',') },
