@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { LogConfigSchema, MAX_PROMPT_LENGTH, TlsConfigSchema, defineConfig } from '@diffmesh/runtime';
+import { LogConfigSchema, MAX_PROMPT_LENGTH, TlsConfigSchema, defineConfig, tlsConfigMappings } from '@diffmesh/runtime';
 
 const HOST_PORT = /^(\[[0-9a-fA-F:.]+\]|[^\s:/]+):\d{1,5}$/;
 
@@ -48,6 +48,14 @@ export const GatewayConfigSchema = z.object({
 export type GatewayConfig = z.output<typeof GatewayConfigSchema>;
 export type GatewayConfigInput = z.input<typeof GatewayConfigSchema>;
 
+/** The gateway only calls out over TLS, so it takes no client-certificate requirement. */
+const clientTls = (() => {
+  const { env, flags } = tlsConfigMappings();
+  delete env.TLS_REQUIRE_CLIENT_CERT;
+  delete flags['tls-require-client-cert'];
+  return { env, flags };
+})();
+
 export const gatewayConfig = defineConfig({
   name: 'gateway',
   schema: GatewayConfigSchema,
@@ -72,9 +80,7 @@ export const gatewayConfig = defineConfig({
     MAX_VIDEO_JOBS: 'maxVideoJobs',
     DRAIN_GRACE_MS: 'drainGraceMs',
     LOG_LEVEL: 'log.level',
-    TLS_CA: 'tls.ca',
-    TLS_CERT: 'tls.cert',
-    TLS_KEY: 'tls.key',
+    ...clientTls.env,
   },
   flags: {
     listen: 'listen',
@@ -96,9 +102,7 @@ export const gatewayConfig = defineConfig({
     'max-video-jobs': 'maxVideoJobs',
     'drain-grace-ms': 'drainGraceMs',
     'log-level': 'log.level',
-    'tls-ca': 'tls.ca',
-    'tls-cert': 'tls.cert',
-    'tls-key': 'tls.key',
+    ...clientTls.flags,
   },
 });
 

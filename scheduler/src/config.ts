@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { LogConfigSchema, TlsConfigSchema, defineConfig } from '@diffmesh/runtime';
+import { LogConfigSchema, TlsConfigSchema, defineConfig, tlsConfigMappings } from '@diffmesh/runtime';
 
 /** The scheduler service's configuration (env prefix `DIFFMESH_SCHEDULER_`). */
 export const SchedulerConfigSchema = z.object({
@@ -45,10 +45,7 @@ export const schedulerConfig = defineConfig({
     DRAIN_GRACE_MS: 'drainGraceMs',
     METRICS_LISTEN: 'metricsListen',
     LOG_LEVEL: 'log.level',
-    TLS_CA: 'tls.ca',
-    TLS_CERT: 'tls.cert',
-    TLS_KEY: 'tls.key',
-    TLS_REQUIRE_CLIENT_CERT: 'tls.requireClientCert',
+    ...tlsConfigMappings().env,
   },
   flags: {
     listen: 'listen',
@@ -67,9 +64,6 @@ export const schedulerConfig = defineConfig({
     'drain-grace-ms': 'drainGraceMs',
     'metrics-listen': 'metricsListen',
     'log-level': 'log.level',
-    'tls-ca': 'tls.ca',
-    'tls-cert': 'tls.cert',
-    'tls-key': 'tls.key',
-    'tls-require-client-cert': 'tls.requireClientCert',
+    ...tlsConfigMappings().flags,
   },
 });

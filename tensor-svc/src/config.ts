@@ -1,7 +1,7 @@
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { LogConfigSchema, TlsConfigSchema, defaultShmDir, defineConfig, type LoadConfigOptions, loadConfig } from '@diffmesh/runtime';
+import { LogConfigSchema, TlsConfigSchema, defaultShmDir, tlsConfigMappings, defineConfig, type LoadConfigOptions, loadConfig } from '@diffmesh/runtime';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -138,10 +138,7 @@ export const tensorSvcConfig = defineConfig({
     DRAIN_GRACE_MS: 'drainGraceMs',
     NATS_URL: 'natsUrl',
     INSTANCE_ID: 'instanceId',
-    TLS_CA: 'tls.ca',
-    TLS_CERT: 'tls.cert',
-    TLS_KEY: 'tls.key',
-    TLS_REQUIRE_CLIENT_CERT: 'tls.requireClientCert',
+    ...tlsConfigMappings().env,
     LOG_LEVEL: 'log.level',
     LOG_PRETTY: 'log.pretty',
   },
@@ -163,10 +160,7 @@ export const tensorSvcConfig = defineConfig({
     'drain-grace-ms': 'drainGraceMs',
     nats: 'natsUrl',
     'instance-id': 'instanceId',
-    'tls-ca': 'tls.ca',
-    'tls-cert': 'tls.cert',
-    'tls-key': 'tls.key',
-    'tls-require-client-cert': 'tls.requireClientCert',
+    ...tlsConfigMappings().flags,
     'log-level': 'log.level',
     'log-pretty': 'log.pretty',
   },

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { ConfigError, defineConfig, loadConfig, type ConfigDefinition } from '../config/index.js';
 import { createDiscovery } from '../discovery/index.js';
 import type { Discovery, Registration } from '../discovery/index.js';
-import { TlsConfigSchema, loadTlsFiles } from '../grpc/options.js';
+import { TlsConfigSchema, loadTlsFiles, tlsConfigMappings } from '../grpc/options.js';
 import { GrpcServer } from '../grpc/server.js';
 import { LogConfigSchema, createLogger, type Logger } from '../logging/index.js';
 import { startTelemetry, traceLogFields } from '../telemetry/index.js';
@@ -66,10 +66,7 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       PROGRESS_INTERVAL_MS: 'progressIntervalMs',
       METRICS_LISTEN: 'metricsListen',
       LOG_LEVEL: 'log.level',
-      TLS_CA: 'tls.ca',
-      TLS_CERT: 'tls.cert',
-      TLS_KEY: 'tls.key',
-      TLS_REQUIRE_CLIENT_CERT: 'tls.requireClientCert',
+      ...tlsConfigMappings().env,
     },
     flags: {
       listen: 'listen',
@@ -89,10 +86,7 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       'progress-interval-ms': 'progressIntervalMs',
       'metrics-listen': 'metricsListen',
       'log-level': 'log.level',
-      'tls-ca': 'tls.ca',
-      'tls-cert': 'tls.cert',
-      'tls-key': 'tls.key',
-      'tls-require-client-cert': 'tls.requireClientCert',
+      ...tlsConfigMappings().flags,
     },
   });
 }
