@@ -78,6 +78,6 @@ export { SHM_ROOT, defaultShmDir, objectFileName, objectPath } from './tensor-cl
 export { RemoteTensorStore } from './tensor-client/remote.js';
 export type { RemoteTensorStoreOptions, RemoteTensorStoreStats, TensorRetryOptions } from './tensor-client/remote.js';
 export { StageMetrics, startMetricsEndpoint } from './metrics/index.js';
-export type { MetricsEndpoint, ModelRunObserver, StageMetricsOptions, StageTaskOutcome } from './metrics/index.js';
+export type { MetricsEndpoint, MetricsSource, ModelRunObserver, StageMetricsOptions, StageTaskOutcome } from './metrics/index.js';
 export { ATTR, OTLP_PROTOCOLS, SPAN, SpanKind, TRACE_CONTEXT_KEYS, TRACER_NAME, contextFromMetadata, diffmeshTracer, extractTraceContext, injectTraceContext, recordError, resolveTelemetrySettings, spanLogFields, startTelemetry, traceContextFromMetadata, traceLogFields, traceMetadata, withSpan } from './telemetry/index.js';
 export type { Attributes, Context as OtelContext, OtlpProtocol, Span, Telemetry, TelemetryOptions, TelemetrySettings, Tracer, WithSpanOptions } from './telemetry/index.js';

@@ -10,8 +10,8 @@ export {
 export type { ResolvedTensorSvcConfig, TensorSvcConfig, TensorSvcConfigInput } from './config.js';
 export { runTensorSvc } from './main.js';
 export type { OnTensorServiceReady, RunTensorSvcOptions } from './main.js';
-export { TENSOR_METHODS, TensorMetrics, readMetric, startMetricsServer } from './metrics.js';
-export type { MetricsServer, TensorMethod, TensorMetricsSnapshot } from './metrics.js';
+export { TENSOR_METHODS, TensorMetrics, readMetric } from './metrics.js';
+export type { TensorMethod, TensorMetricsSnapshot } from './metrics.js';
 export { startTensorService } from './server.js';
 export type { RunningTensorService, StartTensorServiceOptions, TensorServiceInfo } from './server.js';
 export { TensorServiceImpl, parsePutHeader } from './service.js';

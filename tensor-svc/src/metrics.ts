@@ -1,5 +1,3 @@
-import { createServer, type Server } from 'node:http';
-import type { Logger } from '@diffmesh/runtime';
 import type { StoreUsage } from './store.js';
 
 /** RPCs of TensorService. */
@@ -147,53 +145,4 @@ export function readMetric(page: string, name: string, labels: Record<string, st
     if (Object.entries(labels).every(([k, v]) => have.includes(`${k}="${v}"`))) return Number(m[3]);
   }
   return undefined;
-}
-
-/** A running /metrics endpoint. */
-export interface MetricsServer {
-  /** `host:port` actually bound. */
-  address: string;
-  close(): Promise<void>;
-}
-
-/** Serves `render()` as `text/plain; version=0.0.4` at `GET /metrics` on `listen` (`host:port`). */
-export async function startMetricsServer(listen: string, render: () => string, log: Logger): Promise<MetricsServer> {
-  const colon = listen.lastIndexOf(':');
-  const host = colon > 0 ? listen.slice(0, colon).replace(/^\[|\]$/g, '') : '127.0.0.1';
-  const port = Number(listen.slice(colon + 1));
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`metricsListen: not a host:port: ${JSON.stringify(listen)}`);
-  const server: Server = createServer((req, res) => {
-    if (req.method === 'GET' && (req.url === '/metrics' || req.url?.startsWith('/metrics?'))) {
-      let body: string;
-      try {
-        body = render();
-      } catch (err) {
-        log.error({ err }, 'metrics: render failed');
-        res.writeHead(500).end();
-        return;
-      }
-      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' }).end(body);
-    } else {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found; try /metrics\n');
-    }
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const addr = server.address();
-  const bound = typeof addr === 'object' && addr ? addr.port : port;
-  const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
-  server.unref();
-  return {
-    address: `${shownHost}:${bound}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
 }

@@ -1,6 +1,6 @@
-import { GrpcServer, loadTlsFiles, type Logger, type TlsFiles } from '@diffmesh/runtime';
+import { GrpcServer, loadTlsFiles, startMetricsEndpoint, type Logger, type MetricsEndpoint, type TlsFiles } from '@diffmesh/runtime';
 import { resolveTensorSvcConfig, type ResolvedTensorSvcConfig, type TensorSvcConfig, type TensorSvcConfigInput } from './config.js';
-import { TensorMetrics, startMetricsServer, type MetricsServer } from './metrics.js';
+import { TensorMetrics } from './metrics.js';
 import { TensorServiceImpl } from './service.js';
 import { TieredStore } from './store.js';
 
@@ -80,10 +80,14 @@ export async function startTensorService(
   }
   const address = c.advertiseAddress || server.address;
   service.owner = { address, nodeId: c.nodeId };
-  let metricsServer: MetricsServer | undefined;
+  let metricsServer: MetricsEndpoint | undefined;
   if (c.metricsListen) {
     try {
-      metricsServer = await startMetricsServer(c.metricsListen, () => metrics.render(store.usage(), { node_id: c.nodeId }), log);
+      metricsServer = await startMetricsEndpoint(
+        { contentType: 'text/plain; version=0.0.4; charset=utf-8', render: () => metrics.render(store.usage(), { node_id: c.nodeId }) },
+        c.metricsListen,
+        log,
+      );
     } catch (err) {
       server.forceStop();
       await store.close();

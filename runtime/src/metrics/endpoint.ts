@@ -2,24 +2,36 @@ import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../logging/index.js';
 
+/** Metrics rendered by hand (not a prom-client registry), e.g. tensor-svc's. */
+export interface MetricsSource {
+  contentType: string;
+  render(): string | Promise<string>;
+}
+
 /** A running Prometheus endpoint. */
 export interface MetricsEndpoint {
-  /** `http://host:port/metrics`. */
+  /** `http://host:port/metrics` (a wildcard listen host is shown as 127.0.0.1). */
   url: string;
+  /** `host:port` of `url`. */
+  address: string;
   /** Stops listening; idempotent. */
   close(): Promise<void>;
 }
 
 /**
- * Serves `GET /metrics` (Prometheus text format of `registry`) on `listen` (`host:port`; port 0
- * = any free port; an empty host means 127.0.0.1). Anything else answers 404.
+ * Serves `GET /metrics` (Prometheus text format of `source`: a prom-client registry or a
+ * render function) on `listen` (`host:port`; port 0 = any free port; an empty host means
+ * 127.0.0.1). Anything else answers 404.
  */
-export async function startMetricsEndpoint(registry: Registry, listen: string, log: Logger): Promise<MetricsEndpoint> {
+export async function startMetricsEndpoint(source: Registry | MetricsSource, listen: string, log: Logger): Promise<MetricsEndpoint> {
+  const render = 'metrics' in source ? () => source.metrics() : () => source.render();
   const server: Server = createServer((req, res) => {
     if (req.method === 'GET' && req.url?.split('?')[0] === '/metrics') {
-      registry.metrics().then(
+      Promise.resolve()
+        .then(render)
+        .then(
         (text) => {
-          res.writeHead(200, { 'content-type': registry.contentType });
+          res.writeHead(200, { 'content-type': source.contentType });
           res.end(text);
         },
         (err: unknown) => {
@@ -45,11 +57,15 @@ export async function startMetricsEndpoint(registry: Registry, listen: string, l
       resolve();
     });
   });
+  // The process exits on its own terms; an open metrics port never keeps it alive.
+  server.unref();
   const addr = server.address();
   const bound = typeof addr === 'object' && addr ? addr.port : port;
+  const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
   let closing: Promise<void> | undefined;
   return {
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${bound}/metrics`,
+    url: `http://${shown}:${bound}/metrics`,
+    address: `${shown}:${bound}`,
     close: () =>
       (closing ??= new Promise<void>((resolve) => {
         server.close(() => resolve());
