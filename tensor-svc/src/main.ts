@@ -1,7 +1,17 @@
 #!/usr/bin/env node
-import { readFileSync, realpathSync } from 'node:fs';
+import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import { ConfigError, createDiscovery, createLogger, startTelemetry, traceLogFields, type LoadConfigOptions, type Logger } from '@diffmesh/runtime';
+import {
+  ConfigError,
+  createDiscovery,
+  createLogger,
+  packageVersion,
+  runProcess,
+  startTelemetry,
+  traceLogFields,
+  type LoadConfigOptions,
+  type Logger,
+} from '@diffmesh/runtime';
 import { loadTensorSvcConfig, type TensorSvcConfig } from './config.js';
 import { startTensorService, type RunningTensorService, type TensorServiceInfo } from './server.js';
 
@@ -13,7 +23,7 @@ export type OnTensorServiceReady = (info: TensorServiceInfo) => void | (() => Pr
 
 /** Inputs of {@link runTensorSvc}. */
 export interface RunTensorSvcOptions extends Pick<LoadConfigOptions, 'argv' | 'env' | 'file'> {
-  /** Registration seam: runs after the listen line is printed. */
+  /** Registration seam: runs once the service serves, before the listen line is printed. */
   onReady?: OnTensorServiceReady;
 }
 
@@ -40,71 +50,53 @@ export async function runTensorSvc(opts: RunTensorSvcOptions = {}): Promise<void
     mixin: traceLogFields,
   });
   // Tracing from the standard OTEL_* variables (off without an endpoint); flushed last on exit.
-  const telemetry = await startTelemetry({ serviceName: 'tensor-svc', serviceVersion: packageVersion(), log });
-  let svc;
-  try {
-    svc = await startTensorService(config, log);
-  } catch (err) {
-    log.fatal({ err }, 'tensor-svc failed to start');
-    process.stderr.write(`tensor-svc: ${err instanceof Error ? err.message : String(err)}\n`);
-    await telemetry.shutdown();
-    process.exit(1);
-  }
-  process.stdout.write(`tensor-svc listening on ${svc.address}\n`);
-  if (svc.metricsAddress) process.stdout.write(`tensor-svc metrics on http://${svc.metricsAddress}/metrics\n`);
-
-  let leave: (() => Promise<void>) | undefined;
-  const running = svc;
-  let signals = 0;
-  const onSignal = (sig: NodeJS.Signals): void => {
-    signals += 1;
-    if (signals > 1) {
-      log.warn({ sig }, 'second signal; exiting now');
-      process.exit(1);
-    }
-    log.info({ sig }, 'draining');
-    (async () => {
-      await leave?.().catch((err: unknown) => log.warn({ err }, 'onReady cleanup failed'));
-      await running.stop();
-    })().then(
-      async () => {
-        await telemetry.shutdown();
-        process.exit(0);
-      },
-      async (err: unknown) => {
-        log.error({ err }, 'stop failed');
-        await telemetry.shutdown();
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
-
-  const onReady = opts.onReady ?? (config.natsUrl ? (info: TensorServiceInfo) => registerInNats(info, config, running, log) : undefined);
-  if (onReady) {
-    const { address, listenAddress, nodeId, shmDir, metricsAddress } = svc;
-    try {
-      const result = await onReady({ address, listenAddress, nodeId, shmDir, ...(metricsAddress ? { metricsAddress } : {}) });
-      if (typeof result === 'function') leave = result;
-    } catch (err) {
-      log.fatal({ err }, 'tensor-svc onReady failed; stopping');
-      await running.stop(0);
-      await telemetry.shutdown();
-      process.exit(1);
-    }
-  }
+  const version = packageVersion(import.meta.url);
+  const telemetry = await startTelemetry({ serviceName: 'tensor-svc', serviceVersion: version, log });
+  await runProcess(
+    'tensor-svc',
+    log,
+    async () => {
+      const svc = await startTensorService(config, log);
+      if (svc.metricsAddress) process.stdout.write(`tensor-svc metrics on http://${svc.metricsAddress}/metrics\n`);
+      const onReady = opts.onReady ?? (config.natsUrl ? (info: TensorServiceInfo) => registerInNats(info, config, svc, version, log) : undefined);
+      let leave: (() => Promise<void>) | undefined;
+      if (onReady) {
+        const { address, listenAddress, nodeId, shmDir, metricsAddress } = svc;
+        try {
+          const result = await onReady({ address, listenAddress, nodeId, shmDir, ...(metricsAddress ? { metricsAddress } : {}) });
+          if (typeof result === 'function') leave = result;
+        } catch (err) {
+          await svc.stop(0);
+          throw err;
+        }
+      }
+      return {
+        address: svc.address,
+        async stop() {
+          await leave?.().catch((err: unknown) => log.warn({ err }, 'onReady cleanup failed'));
+          await svc.stop();
+        },
+      };
+    },
+    { telemetry },
+  );
 }
 
 /** Registers the service in NATS as `tensor-svc` (stage `tensor`); returns the unregistration. */
-async function registerInNats(info: TensorServiceInfo, config: TensorSvcConfig, svc: RunningTensorService, log: Logger): Promise<() => Promise<void>> {
+async function registerInNats(
+  info: TensorServiceInfo,
+  config: TensorSvcConfig,
+  svc: RunningTensorService,
+  version: string,
+  log: Logger,
+): Promise<() => Promise<void>> {
   const discovery = await createDiscovery({ backend: 'nats', url: config.natsUrl }, log);
   try {
     const registration = await discovery.register(
       {
         ...(config.instanceId ? { id: config.instanceId } : { id: `tensor-svc-${info.nodeId.replace(/[^A-Za-z0-9_-]/g, '_')}` }),
         name: 'tensor-svc',
-        version: packageVersion(),
+        version,
         nodeId: info.nodeId,
         pool: '',
         stage: 'tensor',
@@ -124,15 +116,6 @@ async function registerInNats(info: TensorServiceInfo, config: TensorSvcConfig, 
   } catch (err) {
     await discovery.close();
     throw err;
-  }
-}
-
-function packageVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: unknown };
-    return typeof pkg.version === 'string' ? pkg.version : '0.0.0';
-  } catch {
-    return '0.0.0';
   }
 }
 
