@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -16,17 +17,19 @@ function median(xs: number[]): number {
   return pct([...xs].sort((a, b) => a - b), 50);
 }
 
-/** One Generate call to its completed event; returns milliseconds. */
-async function timedGenerate(client: SchedulerClient, model: string, params: Partial<GenerationParams>): Promise<number> {
+/** One Generate call to the end of its stream, which must carry the completed event; returns milliseconds. */
+function timedGenerate(client: SchedulerClient, model: string, params: Partial<GenerationParams>): Promise<number> {
   const start = performance.now();
-  const call = client.Generate({ model, params: paramsToWire(params), priority: 0 });
-  let done = false;
-  for await (const msg of call as AsyncIterable<GenerateResponse__Output>) {
-    if (msg.event?.completed) done = true;
-    if (msg.event?.failed) throw new Error(`request failed: ${msg.event.failed.error?.message}`);
-  }
-  if (!done) throw new Error('request ended without completing');
-  return performance.now() - start;
+  return new Promise((resolve, reject) => {
+    const call = client.Generate({ model, params: paramsToWire(params), priority: 0 });
+    let done = false;
+    call.on('data', (msg: GenerateResponse__Output) => {
+      if (msg.event?.completed) done = true;
+      if (msg.event?.failed) reject(new Error(`request failed: ${msg.event.failed.error?.message}`));
+    });
+    call.on('error', reject);
+    call.on('end', () => (done ? resolve(performance.now() - start) : reject(new Error('request ended without completing'))));
+  });
 }
 
 export interface OverheadRow {
@@ -35,6 +38,33 @@ export interface OverheadRow {
   p50: number;
   p99: number;
   perSecond: number;
+  /** CPU milliseconds per request, per process (bench client included); empty where /proc is missing. */
+  cpuMsPerRequest: Record<string, number>;
+}
+
+/** CPU time (user + system) of a process in ms, from /proc; undefined off Linux. */
+function processCpuMs(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces): utime is the 14th field, stime the 15th.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU ms of each named process (and of this one, as `client`). */
+function cpuSnapshot(pids: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  const self = process.cpuUsage();
+  out.client = (self.user + self.system) / 1000;
+  for (const [name, pid] of Object.entries(pids)) {
+    const ms = processCpuMs(pid);
+    if (ms !== undefined) out[name] = ms;
+  }
+  return out;
 }
 
 /**
@@ -71,23 +101,29 @@ export async function runSchedulerOverhead(requests = 400): Promise<OverheadRow[
       args: ['--nats', nats.url, '--plans', plans, '--log-level', 'warn', '--max-in-flight', '10000'],
       readyPrefix: 'scheduler listening on ',
     });
+    const pids: Record<string, number> = { scheduler: sched.pid };
     const noop = fileURLToPath(new URL('./noop-stage.js', import.meta.url));
     for (const [stage, pool] of [['text_encoding', 'noop-enc'], ['denoising', 'noop-dit'], ['vae_decoding', 'noop-vae']] as const) {
-      await supervisor.start({
+      const stageProc = await supervisor.start({
         name: pool,
         entry: noop,
         args: ['--stage', stage, '--pool', pool, '--instance-id', pool, '--capacity', '64', '--nats', nats.url, '--models-dirs', dir, '--log-level', 'warn'],
         readyPrefix: 'noop-stage listening on ',
       });
+      pids[pool] = stageProc.pid;
       await waitForInstance(discovery, pool, 15_000);
     }
     const client = schedulerClient(sched.address);
     const params = { prompt: 'noop' };
-    for (let i = 0; i < 50; i += 1) await timedGenerate(client, 'bench/noop', params); // warm-up
+    // Warm-up: long enough for V8 to optimise the hot paths of every process, as in a server that has been up a while.
+    await Promise.all(Array.from({ length: 8 }, async () => {
+      for (let i = 0; i < 250; i += 1) await timedGenerate(client, 'bench/noop', params);
+    }));
     const rows: OverheadRow[] = [];
     for (const clients of [1, 8]) {
       const per = Math.ceil(requests / clients);
       const samples: number[] = [];
+      const cpuBefore = cpuSnapshot(pids);
       const start = performance.now();
       await Promise.all(
         Array.from({ length: clients }, async () => {
@@ -95,8 +131,14 @@ export async function runSchedulerOverhead(requests = 400): Promise<OverheadRow[
         }),
       );
       const elapsed = (performance.now() - start) / 1000;
+      const cpuAfter = cpuSnapshot(pids);
+      const cpuMsPerRequest = Object.fromEntries(
+        Object.entries(cpuAfter)
+          .filter(([name]) => cpuBefore[name] !== undefined)
+          .map(([name, ms]) => [name, (ms - cpuBefore[name]) / samples.length]),
+      );
       samples.sort((a, b) => a - b);
-      rows.push({ clients, requests: samples.length, p50: pct(samples, 50), p99: pct(samples, 99), perSecond: samples.length / elapsed });
+      rows.push({ clients, requests: samples.length, p50: pct(samples, 50), p99: pct(samples, 99), perSecond: samples.length / elapsed, cpuMsPerRequest });
     }
     client.close();
     return rows;
@@ -118,6 +160,15 @@ export function formatSchedulerOverhead(rows: OverheadRow[]): string {
           .toFixed(2)
           .padStart(6)}  ${r.perSecond.toFixed(0).padStart(10)}`,
     ),
+    ...rows
+      .filter((r) => Object.keys(r.cpuMsPerRequest).length > 0)
+      .map(
+        (r) =>
+          `    CPU ms per request, ${r.clients} client${r.clients === 1 ? '' : 's'}: ` +
+          Object.entries(r.cpuMsPerRequest)
+            .map(([name, ms]) => `${name} ${ms.toFixed(2)}`)
+            .join(', '),
+      ),
   ];
   return `${lines.join('\n')}\n`;
 }

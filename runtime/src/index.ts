@@ -14,8 +14,7 @@ export { StageService, taskFromWire, taskToWire } from './stage/service.js';
 export type { StageInstanceIdentity } from './stage/service.js';
 export { StageServiceConfigSchema, loadServiceConfig, packageVersion, runProcess, runStageServiceMain, stageServiceConfig, startStageService } from './stage/process.js';
 export type { RunningStageService, StageServiceConfig, StageServiceMain, StartStageServiceOptions } from './stage/process.js';
-export { linkedAbort } from './abort.js';
-export type { LinkedAbort } from './abort.js';
+export { Cancellation } from './abort.js';
 // The public surface of @diffmesh/runtime: explicit named exports from each module.
 
 export { Code, DiffmeshError, REASONS, asDiffmeshError, cancelled, invalidParameter, isRetryableCode, unknownModel } from './errors/errors.js';

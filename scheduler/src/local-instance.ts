@@ -47,7 +47,9 @@ export class LocalInstance implements StageInstance {
       },
       () =>
         this.handler.execute(task, {
-          signal: hooks.signal,
+          get signal() {
+            return hooks.cancel.signal;
+          },
           onProgress: hooks.onProgress,
           log: this.log.child({ reqId: task.reqId, stage: task.stage }),
         }),

@@ -143,12 +143,11 @@ export class RemoteInstance implements StageInstance {
           p.reject(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'task cancelled; the instance did not confirm'));
         }, CANCEL_CONFIRM_MS).unref();
       };
-      if (hooks.signal.aborted) {
+      if (hooks.cancel.aborted) {
         reject(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'task cancelled'));
         return;
       }
-      hooks.signal.addEventListener('abort', onAbort, { once: true });
-      const done = (): void => hooks.signal.removeEventListener('abort', onAbort);
+      const done = hooks.cancel.onCancel(onAbort);
       this.pending.set(key, {
         resolve: (r) => {
           done();

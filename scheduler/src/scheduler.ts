@@ -12,7 +12,7 @@ import {
   extractTraceContext,
   injectTraceContext,
   isRetryableCode,
-  linkedAbort,
+  Cancellation,
   recordError,
   resolveParams,
   spanLogFields,
@@ -30,7 +30,7 @@ import {
   type TaskQueue,
   type TensorStore,
 } from '@diffmesh/runtime';
-import { EventLog } from './event-log.js';
+import { EventLog, type EventLogListener } from './event-log.js';
 import type {
   GenerateRequest,
   RequestEvent,
@@ -126,7 +126,8 @@ interface Running {
   /** The `diffmesh.queue_wait` span while a task of the request waits in a queue. */
   queueSpan?: Span;
   events: EventLog<RequestEvent>;
-  abort: AbortController;
+  /** Cancels the stage dispatch in flight, if any (a request runs one stage at a time). */
+  dispatch?: Cancellation;
   timer?: NodeJS.Timeout;
   /** Queue key and task id while queued. */
   queuedIn?: { key: string; taskId: string };
@@ -322,7 +323,6 @@ export class Scheduler {
     const run: Running = {
       state: { context, step: 0, totalSteps: 0, timings: [], result: {} },
       events: new EventLog<RequestEvent>(),
-      abort: new AbortController(),
       done: false,
       span,
       traceCtx,
@@ -357,6 +357,16 @@ export class Scheduler {
    */
   watch(reqId: string, signal?: AbortSignal): AsyncIterable<RequestEvent> {
     return this.running(reqId).events.subscribe(signal);
+  }
+
+  /**
+   * Follows a request's events synchronously: everything so far, then live events, then
+   * `close` after the terminal one (see {@link EventLog.listen}). Returns the request's live
+   * state and a function that stops listening; NOT_FOUND when unknown or expired.
+   */
+  listen(reqId: string, listener: EventLogListener<RequestEvent>): { state: RequestState; stop(): void } {
+    const run = this.running(reqId);
+    return { state: run.state, stop: run.events.listen(listener) };
   }
 
   /** Cancels a request: removes its queued task, aborts its running stage, deletes its objects. */
@@ -597,10 +607,11 @@ export class Scheduler {
     );
     // The instance continues the trace from the dispatch span.
     const sent: StageTask = { ...task, traceContext: injectTraceContext(trace.setSpan(run.traceCtx, span)) };
-    const abort = linkedAbort(run.abort.signal, this.opts.limits.stageTimeoutMs);
+    const cancel = new Cancellation(this.opts.limits.stageTimeoutMs);
+    run.dispatch = cancel;
     instance
       .execute(sent, {
-        signal: abort.signal,
+        cancel,
         onProgress: (p) => {
           if (run.done) return;
           run.state.step = p.step;
@@ -623,7 +634,7 @@ export class Scheduler {
           this.stageDone(run, item, result.outputs);
         },
         (err: unknown) => {
-          const timedOut = abort.timedOut();
+          const timedOut = cancel.timedOut();
           span.setAttribute(ATTR.outcome, timedOut ? 'timeout' : run.done ? 'cancelled' : 'failed');
           recordError(span, timedOut ? new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `stage ${task.stage} exceeded its deadline`) : err);
           span.end();
@@ -631,7 +642,8 @@ export class Scheduler {
         },
       )
       .finally(() => {
-        abort.dispose();
+        cancel.dispose();
+        if (run.dispatch === cancel) run.dispatch = undefined;
         slot.active -= 1;
         if (slot.retiring && slot.active === 0) this.removeInstance(instance.id);
         this.pump(instance.pool);
@@ -725,7 +737,11 @@ export class Scheduler {
       run.queuedIn = undefined;
     }
     endQueueWait(run, outcome.type === 'cancelled' ? 'cancelled' : 'failed');
-    if (outcome.type !== 'completed') run.abort.abort(outcome.type === 'failed' ? outcome.error : undefined);
+    if (outcome.type !== 'completed') {
+      run.dispatch?.cancel(
+        outcome.type === 'failed' ? outcome.error : new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'request cancelled'),
+      );
+    }
     let event: RequestEvent;
     if (outcome.type === 'completed') {
       ctx.status = 'completed';

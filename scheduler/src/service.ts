@@ -107,35 +107,97 @@ export function schedulerServiceBinding(
       })),
       GetStatus: unary<unknown, GetStatusResponse>(() => statusResponse(scheduler, identity)),
       Generate: (call: grpc.ServerWritableStream<GenerateRequest__Output, GenerateResponse>) => {
-        let state: RequestState;
+        let reqId: string;
         try {
-          state = scheduler.submit(fromWireRequest(call.request, call.metadata));
+          reqId = scheduler.submit(fromWireRequest(call.request, call.metadata)).context.reqId;
         } catch (err) {
           call.emit('error', toWire(err));
           return;
         }
-        // A client that goes away cancels its request.
-        const reqId = state.context.reqId;
-        call.on('cancelled', () => {
+        // A client that goes away before the end cancels its request.
+        stream(scheduler, reqId, call, () => {
           try {
             scheduler.cancel(reqId);
           } catch {
             // already finished and gone
           }
         });
-        void stream(scheduler, reqId, call);
       },
       Watch: (call: grpc.ServerWritableStream<WatchRequest__Output, WatchResponse>) => {
-        try {
-          scheduler.get(requireId(call.request.reqId));
-        } catch (err) {
-          call.emit('error', toWire(err));
-          return;
-        }
-        void stream(scheduler, call.request.reqId, call);
+        stream(scheduler, call.request.reqId, call);
       },
     },
   };
+}
+
+/**
+ * Streams a request's events on a call: everything so far, then live ones, then the end.
+ *
+ * Events that happen together (a stage finishing, the next one queued and started) are
+ * written together on the next turn of the event loop, after the stage dispatch they
+ * announce has gone out, so following a request never delays it. A client that reads
+ * slowly gets the rest after `drain`. `onGone` runs when the client leaves before the end.
+ */
+function stream(
+  scheduler: Scheduler,
+  reqId: string,
+  call: grpc.ServerWritableStream<unknown, { event: WireRequestEvent }>,
+  onGone?: () => void,
+): void {
+  const pending: RequestEvent[] = [];
+  let sequence = 0;
+  let closed = false;
+  let ended = false;
+  let scheduled = false;
+  let draining = false;
+  let following: { state: RequestState; stop(): void };
+  const flush = (): void => {
+    scheduled = false;
+    if (ended) return;
+    while (pending.length > 0 && !draining) {
+      const e = pending.shift()!;
+      sequence += 1;
+      const state = e.type === 'completed' || e.type === 'stage_finished' ? following.state : undefined;
+      if (!call.write({ event: eventToWire(e, sequence, state) })) {
+        draining = true;
+        call.once('drain', () => {
+          draining = false;
+          flush();
+        });
+      }
+    }
+    if (closed && pending.length === 0 && !draining) {
+      ended = true;
+      call.end();
+    }
+  };
+  const schedule = (): void => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(flush);
+  };
+  try {
+    following = scheduler.listen(requireId(reqId), {
+      item: (e) => {
+        pending.push(e);
+        schedule();
+      },
+      close: () => {
+        closed = true;
+        schedule();
+      },
+    });
+  } catch (err) {
+    call.emit('error', toWire(err));
+    return;
+  }
+  // grpc-js also reports a call it ended normally as cancelled: only one cut short counts.
+  call.on('cancelled', () => {
+    if (ended) return;
+    ended = true;
+    following.stop();
+    onGone?.();
+  });
 }
 
 function hasRequest(scheduler: Scheduler, id: string): boolean {
@@ -162,31 +224,6 @@ function unary<Req, Res>(fn: (req: Req, metadata: grpc.Metadata) => Res): grpc.h
       cb(toWire(err));
     }
   };
-}
-
-async function stream(
-  scheduler: Scheduler,
-  reqId: string,
-  call: grpc.ServerWritableStream<unknown, { event: WireRequestEvent }>,
-): Promise<void> {
-  const controller = new AbortController();
-  call.on('cancelled', () => controller.abort());
-  let sequence = 0;
-  try {
-    for await (const e of scheduler.watch(reqId, controller.signal)) {
-      sequence += 1;
-      const state = e.type === 'completed' || e.type === 'stage_finished' ? scheduler.get(reqId) : undefined;
-      if (!call.write({ event: eventToWire(e, sequence, state) })) {
-        await new Promise<void>((resolve) => {
-          call.once('drain', resolve);
-          controller.signal.addEventListener('abort', () => resolve(), { once: true });
-        });
-      }
-    }
-    call.end();
-  } catch (err) {
-    call.emit('error', toWire(err));
-  }
 }
 
 /** A client's request; its W3C trace context (`traceparent`/`tracestate` metadata) makes the request's trace a child of the client's span. */

@@ -1,4 +1,5 @@
 import type {
+  Cancellation,
   GenerationParams,
   ObjectRef,
   RequestContext,
@@ -34,7 +35,8 @@ export interface StageInstance {
 }
 
 export interface ExecuteHooks {
-  signal: AbortSignal;
+  /** Cancelled when the request ends early or the dispatch deadline passes. */
+  cancel: Cancellation;
   onProgress(progress: StageProgress): void;
 }
 

@@ -44,6 +44,12 @@ export class StageMetrics implements ModelRunObserver {
   private readonly steps: Counter<'pool'>;
   private readonly runSeconds: Histogram<'stage'>;
   private readonly batchSize: Histogram;
+  /** Series of this instance's labels, bound once (a labelled call hashes its labels each time). */
+  private readonly bound: {
+    inFlight: ReturnType<Gauge['labels']>;
+    taskSeconds: ReturnType<Histogram['labels']>;
+    outcomes: Record<StageTaskOutcome, ReturnType<Counter['labels']>>;
+  };
 
   constructor(opts: StageMetricsOptions) {
     const r = (this.registry = opts.registry ?? new Registry());
@@ -76,24 +82,31 @@ export class StageMetrics implements ModelRunObserver {
     this.inFlight.set(this.labels, 0);
     for (const outcome of ['ok', 'failed', 'cancelled', 'timeout', 'refused'] as const) this.tasks.inc({ ...this.labels, outcome }, 0);
     if (opts.stage === 'denoising') this.steps.inc({ pool: opts.pool }, 0);
+    const outcome = (o: StageTaskOutcome) => this.tasks.labels({ ...this.labels, outcome: o });
+    this.bound = {
+      inFlight: this.inFlight.labels(this.labels),
+      taskSeconds: this.taskSeconds.labels(this.labels),
+      outcomes: { ok: outcome('ok'), failed: outcome('failed'), cancelled: outcome('cancelled'), timeout: outcome('timeout'), refused: outcome('refused') },
+    };
   }
 
   /** A task was refused (at capacity, draining, wrong stage or model). */
   refused(): void {
-    this.tasks.inc({ ...this.labels, outcome: 'refused' });
+    this.bound.outcomes.refused.inc();
   }
 
   /** A task started running; call the returned function once when it ends. */
   taskStarted(): (outcome: Exclude<StageTaskOutcome, 'refused'>) => void {
     const started = performance.now();
-    this.inFlight.inc(this.labels);
+    const bound = this.bound;
+    bound.inFlight.inc();
     let ended = false;
     return (outcome) => {
       if (ended) return;
       ended = true;
-      this.inFlight.dec(this.labels);
-      this.tasks.inc({ ...this.labels, outcome });
-      this.taskSeconds.observe(this.labels, (performance.now() - started) / 1000);
+      bound.inFlight.dec();
+      bound.outcomes[outcome].inc();
+      bound.taskSeconds.observe((performance.now() - started) / 1000);
     };
   }
 

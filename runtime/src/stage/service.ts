@@ -10,7 +10,7 @@ import type {
   WorkResponse,
 } from '@diffmesh/protos';
 import { loadDiffmeshProtos } from '@diffmesh/protos';
-import { linkedAbort } from '../abort.js';
+import { Cancellation } from '../abort.js';
 import { Code, DiffmeshError, asDiffmeshError } from '../errors/index.js';
 import { traceFieldsFromTraceparent, type Logger } from '../logging/index.js';
 import type { ServiceBinding } from '../grpc/server.js';
@@ -28,7 +28,7 @@ import {
   timestampToWire,
 } from '../wire/convert.js';
 import { errorDetailToWire, toWire } from '../wire/errors.js';
-import type { StageHandler, StageResult, StageTask } from './types.js';
+import type { StageContext, StageHandler, StageResult, StageTask } from './types.js';
 
 /** Identity of a stage instance, as Describe reports it. */
 export interface StageInstanceIdentity {
@@ -163,7 +163,7 @@ export class StageService {
    * carries (the scheduler's dispatch span): everything the handler does — model runs, tensor
    * transfers, log lines — belongs to the request's trace.
    */
-  private async run(task: StageTask, signal: AbortSignal, onProgress: (step: number, total: number) => void): Promise<StageResult> {
+  private async run(task: StageTask, cancel: Cancellation, onProgress: (step: number, total: number) => void): Promise<StageResult> {
     const id = this.identity;
     const parent = extractTraceContext(task.traceContext);
     const span = diffmeshTracer().startSpan(
@@ -198,6 +198,16 @@ export class StageService {
     let outcome: Exclude<StageTaskOutcome, 'refused'> = 'failed';
     let step = 0;
     let totalSteps = task.stage === 'denoising' ? task.params.numInferenceSteps : 1;
+    // The deadline cancels the task like a cancel message would, remembering that it expired.
+    let expired = false;
+    const deadline =
+      task.deadline > 0
+        ? setTimeout(() => {
+            expired = true;
+            cancel.cancel(new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `task deadline passed during ${task.stage}`));
+          }, Math.max(1, task.deadline - Date.now()))
+        : undefined;
+    deadline?.unref();
     try {
       if (task.stage !== this.handler.stage) {
         throw new DiffmeshError(
@@ -213,42 +223,49 @@ export class StageService {
           metadata: { field: 'model' },
         });
       }
-      const abort = linkedAbort(signal, task.deadline > 0 ? Math.max(1, task.deadline - Date.now()) : 0);
       const interval = id.progressIntervalMs ?? 0;
       const denoising = task.stage === 'denoising';
       let lastProgress = -Infinity;
+      const baseLog = this.log;
+      let taskLog: Logger | undefined;
+      // The signal and the task's logger are made only if the handler uses them.
+      const ctx: StageContext = {
+        get signal() {
+          return cancel.signal;
+        },
+        onProgress: (p) => {
+          if (denoising) metrics?.denoisingSteps(p.step - step);
+          step = Math.max(step, p.step);
+          totalSteps = p.totalSteps;
+          const now = performance.now();
+          if (p.step < p.totalSteps && now - lastProgress < interval) return;
+          lastProgress = now;
+          onProgress(p.step, p.totalSteps);
+        },
+        get log() {
+          return (taskLog ??= baseLog.child({ reqId: task.reqId, stage: task.stage, attempt: task.attempt }));
+        },
+      };
       try {
-        const result = await otelContext.with(trace.setSpan(parent, span), () =>
-          this.handler.execute(task, {
-            signal: abort.signal,
-            onProgress: (p) => {
-              if (denoising) metrics?.denoisingSteps(p.step - step);
-              step = Math.max(step, p.step);
-              totalSteps = p.totalSteps;
-              const now = performance.now();
-              if (p.step < p.totalSteps && now - lastProgress < interval) return;
-              lastProgress = now;
-              onProgress(p.step, p.totalSteps);
-            },
-            log: this.log.child({ reqId: task.reqId, stage: task.stage, attempt: task.attempt }),
-          }),
-        );
+        const result = await (span.isRecording()
+          ? otelContext.with(trace.setSpan(parent, span), () => this.handler.execute(task, ctx))
+          : this.handler.execute(task, ctx));
         outcome = 'ok';
         return result;
       } catch (err) {
-        if (abort.timedOut()) {
+        if (expired) {
           outcome = 'timeout';
           throw new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `task deadline passed during ${task.stage}`);
         }
-        if (abort.signal.aborted) outcome = 'cancelled';
+        if (cancel.aborted) outcome = 'cancelled';
         throw err;
-      } finally {
-        abort.dispose();
       }
     } catch (err) {
       recordError(span, err);
       throw err;
     } finally {
+      if (deadline) clearTimeout(deadline);
+      cancel.dispose();
       span.setAttributes({ [ATTR.outcome]: outcome, [ATTR.stepCount]: totalSteps, [ATTR.stepsDone]: step });
       span.end();
       ended?.(outcome);
@@ -261,8 +278,12 @@ export class StageService {
   }
 
   private onExecute(call: grpc.ServerWritableStream<ExecuteRequest__Output, ExecuteResponse>): void {
-    const controller = new AbortController();
-    call.on('cancelled', () => controller.abort(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'call cancelled')));
+    const cancel = new Cancellation();
+    let answered = false;
+    // grpc-js also reports a call it ended normally as cancelled: only an unanswered call is.
+    call.on('cancelled', () => {
+      if (!answered) cancel.cancel(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'call cancelled'));
+    });
     let task: StageTask;
     try {
       task = taskFromWire(call.request.task);
@@ -272,8 +293,9 @@ export class StageService {
     }
     const ids = { reqId: task.reqId, stageIndex: task.stageIndex, attempt: task.attempt };
     const started = Date.now();
-    this.run(task, controller.signal, (step, totalSteps) => call.write({ progress: { ...ids, step, totalSteps } }))
+    this.run(task, cancel, (step, totalSteps) => call.write({ progress: { ...ids, step, totalSteps } }))
       .then((result) => {
+        answered = true;
         call.write({
           result: {
             ...ids,
@@ -285,13 +307,14 @@ export class StageService {
         call.end();
       })
       .catch((err: unknown) => {
-        if (!controller.signal.aborted) this.logFailure(task, err);
+        answered = true;
+        if (!cancel.aborted) this.logFailure(task, err);
         call.emit('error', toWire(err));
       });
   }
 
   private onWork(call: grpc.ServerDuplexStream<WorkRequest__Output, WorkResponse>): void {
-    const running = new Map<string, AbortController>();
+    const running = new Map<string, Cancellation>();
     const key = (reqId: string, stageIndex: number, attempt: number) => `${reqId}#${stageIndex}#${attempt}`;
     const status = (): void => {
       if (call.writable) {
@@ -306,13 +329,13 @@ export class StageService {
       }
     };
     const abortAll = (why: string): void => {
-      for (const c of running.values()) c.abort(new DiffmeshError(Code.CANCELLED, 'CANCELLED', why));
+      for (const c of running.values()) c.cancel(new DiffmeshError(Code.CANCELLED, 'CANCELLED', why));
       running.clear();
     };
     call.on('data', (msg: WorkRequest__Output) => {
       if (msg.cancel) {
         const c = running.get(key(msg.cancel.reqId, msg.cancel.stageIndex, msg.cancel.attempt));
-        c?.abort(new DiffmeshError(Code.CANCELLED, 'CANCELLED', msg.cancel.reason || 'cancelled by the scheduler'));
+        c?.cancel(new DiffmeshError(Code.CANCELLED, 'CANCELLED', msg.cancel.reason || 'cancelled by the scheduler'));
         return;
       }
       if (!msg.assignment) return;
@@ -328,10 +351,10 @@ export class StageService {
       }
       const ids = { reqId: task.reqId, stageIndex: task.stageIndex, attempt: task.attempt };
       const k = key(task.reqId, task.stageIndex, task.attempt);
-      const controller = new AbortController();
-      running.set(k, controller);
+      const cancel = new Cancellation();
+      running.set(k, cancel);
       const started = Date.now();
-      this.run(task, controller.signal, (step, totalSteps) => {
+      this.run(task, cancel, (step, totalSteps) => {
         if (call.writable) call.write({ progress: { ...ids, step, totalSteps } });
       })
         .then((result) => {
@@ -346,7 +369,7 @@ export class StageService {
           });
         })
         .catch((err: unknown) => {
-          if (!controller.signal.aborted) this.logFailure(task, err);
+          if (!cancel.aborted) this.logFailure(task, err);
           if (call.writable) call.write({ failed: { ...ids, error: errorDetailToWire(err) } });
         })
         .finally(() => {

@@ -94,7 +94,8 @@ function enumFromWire<T extends string>(
 export function timestampToWire(ms: number): Timestamp {
   const seconds = Math.floor(ms / 1000);
   const nanos = Math.min(999_999_999, Math.round((ms - seconds * 1000) * 1_000_000));
-  return { seconds: String(seconds), nanos };
+  // A number, not a string: the encoder takes it without parsing (seconds stay far below 2^53).
+  return { seconds, nanos };
 }
 
 /** Timestamp → milliseconds since the epoch; 0 when unset. */
