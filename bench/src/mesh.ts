@@ -24,8 +24,10 @@ function timedGenerate(client: SchedulerClient, model: string, params: Partial<G
     const call = client.Generate({ model, params: paramsToWire(params), priority: 0 });
     let done = false;
     call.on('data', (msg: GenerateResponse__Output) => {
-      if (msg.event?.completed) done = true;
-      if (msg.event?.failed) reject(new Error(`request failed: ${msg.event.failed.error?.message}`));
+      for (const e of msg.events) {
+        if (e.completed) done = true;
+        if (e.failed) reject(new Error(`request failed: ${e.failed.error?.message}`));
+      }
     });
     call.on('error', reject);
     call.on('end', () => (done ? resolve(performance.now() - start) : reject(new Error('request ended without completing'))));

@@ -51,8 +51,10 @@ export function listModels(client: SchedulerClient, timeoutMs = 10_000): Promise
 async function* events(call: grpc.ClientReadableStream<GenerateResponse__Output>): AsyncGenerator<RequestEvent> {
   try {
     for await (const msg of call as AsyncIterable<GenerateResponse__Output>) {
-      const e = msg.event ? eventFromWire(msg.event) : undefined;
-      if (e) yield e;
+      for (const wire of msg.events) {
+        const e = eventFromWire(wire);
+        if (e) yield e;
+      }
     }
   } catch (err) {
     throw fromWire(err);

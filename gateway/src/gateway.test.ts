@@ -111,7 +111,7 @@ describe('routes derived from the google.api.http annotations', () => {
     const events = sse.text
       .split('\n\n')
       .filter((b) => b.includes('data: ') && !b.includes('event: '))
-      .map((b) => JSON.parse(b.slice(b.indexOf('data: ') + 6)).event);
+      .flatMap((b) => JSON.parse(b.slice(b.indexOf('data: ') + 6)).events);
     expect(events.at(-1)).toMatchObject({ reqId: id, completed: { results: [expect.objectContaining({ name: 'pixels' })] } });
     expect(sse.text.trimEnd().endsWith('event: end\ndata: {}')).toBe(true);
 
@@ -120,9 +120,12 @@ describe('routes derived from the google.api.http annotations', () => {
     expect(nd.status).toBe(200);
     expect(nd.headers.get('content-type')).toMatch(/^application\/x-ndjson/);
     const lines = nd.text.trim().split('\n').map((l) => JSON.parse(l));
-    expect(lines.at(-1).result.event).toMatchObject({ reqId: id, completed: expect.any(Object) });
+    expect(lines.at(-1).result.events.at(-1)).toMatchObject({ reqId: id, completed: expect.any(Object) });
+    // Every event, in order, across the messages.
+    const seqs = lines.flatMap((l) => l.result.events.map((e: { sequence: number }) => e.sequence));
+    expect(seqs).toEqual(seqs.map((_: number, i: number) => i + 1));
     // 64-bit integers are strings, enums are names.
-    const ref = lines.at(-1).result.event.completed.results[0];
+    const ref = lines.at(-1).result.events.at(-1).completed.results[0];
     expect(ref.shape).toEqual(['1', '64', '64', '3']);
     expect(ref.dtype).toBe('DTYPE_UINT8');
   });
@@ -130,7 +133,7 @@ describe('routes derived from the google.api.http annotations', () => {
   it('streams Generate as NDJSON, and reads the result object through the tensor-service routes', async () => {
     const gen = await call('POST', '/api/v1/generate', { model: MODEL, params: { prompt: 'a blue square', width: 256, height: 256, num_inference_steps: 2 } });
     expect(gen.status).toBe(200);
-    const events = gen.text.trim().split('\n').map((l) => JSON.parse(l).result.event);
+    const events = gen.text.trim().split('\n').flatMap((l) => JSON.parse(l).result.events);
     expect(events.some((e) => e.stepProgress)).toBe(true);
     const pixels = events.at(-1).completed.results[0];
     const stat = await call('GET', `/api/v1/objects/${encodeURIComponent(pixels.objectId)}`);
@@ -144,7 +147,7 @@ describe('routes derived from the google.api.http annotations', () => {
 
   it('serves the status of the scheduler and the PNG of a result object (the status page uses both)', async () => {
     const gen = await call('POST', '/api/v1/generate', { model: MODEL, params: { prompt: 'a red circle on a blue background', width: 256, height: 256, num_inference_steps: 2 } });
-    const done = gen.text.trim().split('\n').map((l) => JSON.parse(l).result.event).at(-1);
+    const done = gen.text.trim().split('\n').flatMap((l) => JSON.parse(l).result.events).at(-1);
     const pixels = done.completed.results.find((r: { name: string }) => r.name === 'pixels');
     expect(pixels.inlineData ?? '').toBe(''); // stored in tensor-svc, not passed by value
 
@@ -279,13 +282,13 @@ describe('routes derived from the google.api.http annotations', () => {
       if (done) throw new Error('stream ended early');
       text += Buffer.from(value).toString();
       const line = text.split('\n').find((l) => l.includes('stepProgress') && l.includes('STAGE_NAME_DENOISING'));
-      if (line) reqId = JSON.parse(line).result.event.reqId;
+      if (line) reqId = JSON.parse(line).result.events[0].reqId;
     }
     controller.abort();
     // Watch sends the request's final event once it has ended.
     const watched = await call('GET', `/api/v1/requests/${reqId}:watch`);
     const last = watched.text.trim().split('\n').map((l) => JSON.parse(l)).at(-1);
-    expect(last.result.event.cancelled).toBeDefined();
+    expect(last.result.events.at(-1).cancelled).toBeDefined();
     const state = await call('GET', `/api/v1/requests/${reqId}`);
     expect(state.body.status).toBe('REQUEST_STATUS_CANCELLED');
   });

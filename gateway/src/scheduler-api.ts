@@ -56,13 +56,13 @@ export class SchedulerApi {
       onServed: (a) => (served = a),
     });
     for await (const bytes of stream) {
-      const event = codecs.generateRes().decode(bytes).event;
-      if (!event) continue;
-      if (!remembered && served) {
-        remembered = true;
-        this.pool.remember(event.reqId, served);
+      for (const event of codecs.generateRes().decode(bytes).events) {
+        if (!remembered && served) {
+          remembered = true;
+          this.pool.remember(event.reqId, served);
+        }
+        yield event;
       }
-      yield event;
     }
   }
 
@@ -95,8 +95,7 @@ export class SchedulerApi {
       ...(signal ? { signal } : {}),
     });
     for await (const bytes of stream) {
-      const event = codecs.generateRes().decode(bytes).event; // WatchResponse has the same shape
-      if (event) yield event;
+      yield* codecs.generateRes().decode(bytes).events; // WatchResponse has the same shape
     }
   }
 }

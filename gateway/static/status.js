@@ -419,15 +419,7 @@
         signal: controller.signal,
       });
       if (!res.ok) throw await httpError(res);
-      await readEvents(res.body, (name, data) => {
-        if (name === 'end') return;
-        if (name === 'error') {
-          const err = JSON.parse(data).error || {};
-          failure = `${err.code || ''} ${err.reason || err.status || ''}: ${err.message || 'the stream failed'}`.trim();
-          return;
-        }
-        const ev = (JSON.parse(data) || {}).event;
-        if (!ev) return;
+      function onEvent(ev) {
         reqId = ev.reqId || reqId;
         if (ev.queued) {
           if (stages.length === 0) stageLine([{ name: `queued in ${ev.queued.pool}`, done: false }]);
@@ -449,6 +441,16 @@
         } else if (ev.cancelled) {
           failure = `cancelled${ev.cancelled.reason ? `: ${ev.cancelled.reason}` : ''}`;
         }
+      }
+      await readEvents(res.body, (name, data) => {
+        if (name === 'end') return;
+        if (name === 'error') {
+          const err = JSON.parse(data).error || {};
+          failure = `${err.code || ''} ${err.reason || err.status || ''}: ${err.message || 'the stream failed'}`.trim();
+          return;
+        }
+        // One message may carry several events (those that happened together).
+        for (const ev of (JSON.parse(data) || {}).events || []) onEvent(ev);
       });
       if (failure) throw new Error(failure);
       if (!result) throw new Error('the request ended without a result');

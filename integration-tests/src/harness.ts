@@ -112,10 +112,12 @@ export async function generate(
   const events: RequestEvent[] = [];
   try {
     for await (const msg of stream as AsyncIterable<GenerateResponse__Output>) {
-      const e = msg.event ? eventFromWire(msg.event) : undefined;
-      if (!e) continue;
-      events.push(e);
-      onEvent?.(e, stream);
+      for (const wire of msg.events) {
+        const e = eventFromWire(wire);
+        if (!e) continue;
+        events.push(e);
+        onEvent?.(e, stream);
+      }
     }
   } catch (err) {
     throw fromWire(err);
@@ -129,8 +131,10 @@ export async function watch(c: SchedulerClient, reqId: string): Promise<RequestE
   const events: RequestEvent[] = [];
   try {
     for await (const msg of stream as AsyncIterable<GenerateResponse__Output>) {
-      const e = msg.event ? eventFromWire(msg.event) : undefined;
-      if (e) events.push(e);
+      for (const wire of msg.events) {
+        const e = eventFromWire(wire);
+        if (e) events.push(e);
+      }
     }
   } catch (err) {
     throw fromWire(err);

@@ -182,6 +182,8 @@ describe('distributed tracing across the mesh', () => {
     const spans = await receiver.waitFor(
       (all) =>
         all.some((s) => s.traceId === traceId && s.serviceName === 'gateway') &&
+        // Each service exports in its own batches: wait for the request span as well.
+        all.some((s) => s.traceId === traceId && s.name === 'diffmesh.request') &&
         all.some((s) => s.traceId === traceId && s.name === 'diffmesh.stage.execute' && s.attributes['diffmesh.stage'] === 'vae_decoding'),
       30_000,
     );

@@ -90,22 +90,44 @@ export class SchedulerMetrics {
     });
   }
 
+  /**
+   * The series of `metric` for `labels`, bound once per distinct `key` (a labelled call
+   * hashes its labels every time; this runs several times per request).
+   */
+  private series<T extends { labels(l: Record<string, string>): unknown }>(metric: T, key: string, labels: Record<string, string>): ReturnType<T['labels']> {
+    type C = ReturnType<T['labels']>;
+    let byKey = this.bound.get(metric);
+    if (!byKey) {
+      byKey = new Map();
+      this.bound.set(metric, byKey);
+    }
+    let child = byKey.get(key) as C | undefined;
+    if (!child) {
+      // Bounded by the label values that exist: models, stages and pools.
+      child = metric.labels(labels) as C;
+      byKey.set(key, child);
+    }
+    return child;
+  }
+
+  private readonly bound = new Map<object, Map<string, unknown>>();
+
   /** Scheduler `onEvent` hook. */
   observe(e: RequestEvent, state: RequestState): void {
     const model = state.context.model;
     switch (e.type) {
       case 'queued':
-        if (e.stageIndex === 0 && state.timings.every((t) => t.attempts === 0)) this.submitted.inc({ model });
+        if (e.stageIndex === 0 && state.timings.every((t) => t.attempts === 0)) this.series(this.submitted, model, { model }).inc();
         return;
       case 'stage_finished': {
         const pool = state.context.executionPlan.stages[e.stageIndex]?.pool ?? '';
-        this.stageLatency.observe({ stage: e.stage, pool }, e.runMs / 1000);
-        this.queueWait.observe({ pool }, e.queueMs / 1000);
+        this.series(this.stageLatency, `${e.stage}\u0000${pool}`, { stage: e.stage, pool }).observe(e.runMs / 1000);
+        this.series(this.queueWait, pool, { pool }).observe(e.queueMs / 1000);
         return;
       }
       case 'completed':
-        this.completed.inc({ model });
-        this.requestLatency.observe({ model }, (e.at - state.context.createdAt) / 1000);
+        this.series(this.completed, model, { model }).inc();
+        this.series(this.requestLatency, model, { model }).observe((e.at - state.context.createdAt) / 1000);
         return;
       case 'failed':
         this.failed.inc({ model, reason: e.error.reason });

@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import { loadDiffmeshProtos, type WorkRequest, type WorkResponse__Output } from '@diffmesh/protos';
+import { loadDiffmeshProtos, messageCodec, preEncoded, type WorkRequest, type WorkResponse__Output } from '@diffmesh/protos';
 import {
   Code,
   DiffmeshError,
@@ -39,6 +39,8 @@ export interface RemoteInstanceOptions {
   /** Called once when the dispatch stream breaks: the instance is gone. */
   onGone?: (id: string, reason: string) => void;
 }
+
+const workRequests = messageCodec<WorkRequest>('diffmesh.stage.v1.WorkRequest');
 
 /** How long a cancelled task may take to confirm before its slot is freed anyway. */
 const CANCEL_CONFIRM_MS = 5_000;
@@ -159,7 +161,8 @@ export class RemoteInstance implements StageInstance {
         },
         hooks,
       });
-      this.stream.write({ assignment: { task: taskToWire(task) } });
+      // Encoded directly (taskToWire builds the encoder's form): the assignment is on every request's path.
+      this.stream.write(preEncoded<WorkRequest>(workRequests.encodeReady({ assignment: { task: taskToWire(task) } })));
     });
   }
 

@@ -14,7 +14,7 @@ import {
 import { messageCodec } from '@diffmesh/protos';
 import { LocalInstance } from './local-instance.js';
 import { Scheduler, type SchedulerLimits } from './scheduler.js';
-import { statusResponse } from './service.js';
+import { eventToWire, statusResponse } from './service.js';
 import type { RequestEvent, StageInstance } from './types.js';
 
 const registry = PlanRegistry.fromEntries([
@@ -355,6 +355,20 @@ describe('Scheduler status', () => {
     expect(kept.timings.map((t) => t.stage)).toEqual(['text_encoding', 'denoising', 'vae_decoding']);
   });
 
+  it('forgets the oldest finished requests beyond maxRetained, before their retention ends', async () => {
+    const { scheduler } = setup({ limits: { maxRetained: 2 } });
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i += 1) {
+      const { context } = scheduler.submit({ model: 'test/model', params: { prompt: `p${i}` } });
+      await events(scheduler, context.reqId);
+      ids.push(context.reqId);
+    }
+    for (const id of ids.slice(0, 2)) expect(() => scheduler.get(id)).toThrow(expect.objectContaining({ reason: 'REQUEST_NOT_FOUND' }));
+    for (const id of ids.slice(2)) expect(scheduler.get(id).context.status).toBe('completed');
+    // Still listed as recent, as summaries.
+    expect(scheduler.recentRequests().map((r) => r.context.reqId)).toEqual([...ids].reverse());
+  });
+
   it('reports every pool with its stage, queue depth, and instances with load, breaker and availability', async () => {
     const { scheduler, stages } = setup();
     // Another pool, so they never get this test's work.
@@ -396,33 +410,62 @@ describe('Scheduler status', () => {
     const { context } = scheduler.submit({ model: 'test/model', params: { prompt: long } });
     await events(scheduler, context.reqId);
     const failing = setup().scheduler;
-    const res = statusResponse(scheduler, { instanceId: 'scheduler-1', version: '0.1.0' });
+    // Read as a client reads it: encoded as the proto message (what the gRPC call sends), then decoded.
+    type Status = {
+      schedulerId: string;
+      version: string;
+      inFlight: number;
+      pools: Array<{ pool: string; stage: string; instances: Array<{ id: string; breaker: string; available: boolean; address: string; nodeId: string; version: string }> }>;
+      recentRequests: Array<{ reqId: string; model: string; status: string; prompt: string; timings: Array<{ stage: string }>; error?: { reason: string } }>;
+    };
+    const codec = messageCodec<object, Status>('diffmesh.scheduler.v1.GetStatusResponse');
+    const status = (s: Scheduler): Status => codec.decode(codec.encode(statusResponse(s, { instanceId: 'scheduler-1', version: '0.1.0' })));
+    const res = status(scheduler);
     expect(res).toMatchObject({ schedulerId: 'scheduler-1', version: '0.1.0', inFlight: 0 });
-    const dit = res.pools!.find((p) => p.pool === 'dit')!;
+    const dit = res.pools.find((p) => p.pool === 'dit')!;
     expect(dit.stage).toBe('STAGE_NAME_DENOISING');
-    expect(dit.instances!.map((i) => [i.id, i.breaker, i.available, i.address, i.nodeId, i.version])).toEqual([
+    expect(dit.instances.map((i) => [i.id, i.breaker, i.available, i.address, i.nodeId, i.version])).toEqual([
       ['dit-1', 'BREAKER_STATE_UNSPECIFIED', true, '', 'local', '0.0.0'],
       ['dit-b', 'BREAKER_STATE_OPEN', false, '10.0.0.7:7001', 'node-b', '1.2.3'],
     ]);
-    const [recent] = res.recentRequests!;
+    const [recent] = res.recentRequests;
     expect(recent).toMatchObject({ reqId: context.reqId, model: 'test/model', status: 'REQUEST_STATUS_COMPLETED' });
-    expect([...recent.prompt!]).toHaveLength(200);
+    expect([...recent.prompt]).toHaveLength(200);
     expect(recent.prompt).toBe(`${'é'.repeat(150)}${'🎨'.repeat(50)}`);
-    expect(recent.timings!.map((t) => t.stage)).toEqual(['STAGE_NAME_TEXT_ENCODING', 'STAGE_NAME_DENOISING', 'STAGE_NAME_VAE_DECODING']);
-    // It encodes as the proto message (what the gRPC call sends).
-    const codec = messageCodec<object, { pools: Array<{ instances: Array<{ breaker: string }> }>; recentRequests: Array<{ timings: unknown[] }> }>(
-      'diffmesh.scheduler.v1.GetStatusResponse',
-    );
-    const back = codec.decode(codec.encode(res));
-    expect(back.pools.flatMap((p) => p.instances.map((i) => i.breaker))).toContain('BREAKER_STATE_OPEN');
-    expect(back.recentRequests[0].timings).toHaveLength(3);
+    expect(recent.timings.map((t) => t.stage)).toEqual(['STAGE_NAME_TEXT_ENCODING', 'STAGE_NAME_DENOISING', 'STAGE_NAME_VAE_DECODING']);
 
     // A failed request carries its error.
     failing.removeInstance('vae-1');
     failing.addInstance(fakeRemote('vae-x', 'vae', 'closed'));
     const f = failing.submit({ model: 'test/model', params: { prompt: 'x' }, timeoutMs: 30 });
     await events(failing, f.context.reqId);
-    const [failed] = statusResponse(failing, { instanceId: 's', version: 'v' }).recentRequests!;
+    const [failed] = status(failing).recentRequests;
     expect(failed).toMatchObject({ status: 'REQUEST_STATUS_FAILED', error: { reason: 'ERROR_REASON_TIMEOUT' } });
+  });
+});
+
+describe('event messages', () => {
+  it('encode directly (as Generate and Watch send them) exactly as the converting encoder would, for every kind', async () => {
+    const { scheduler } = setup();
+    const ok = scheduler.submit({ model: 'test/model', params: { prompt: 'x' } });
+    const seen = await events(scheduler, ok.context.reqId);
+    const failing = setup({ pools: ['text_encoding', 'denoising'] });
+    failing.scheduler.addInstance(fakeRemote('vae-x', 'vae', 'closed'));
+    const failed = failing.scheduler.submit({ model: 'test/model', params: { prompt: 'x' }, timeoutMs: 30 });
+    const failedEvents = await events(failing.scheduler, failed.context.reqId);
+    const kinds = new Set([...seen, ...failedEvents].map((e) => e.type));
+    expect([...kinds].sort()).toEqual(['completed', 'failed', 'progress', 'queued', 'stage_finished', 'stage_started']);
+    const codec = messageCodec<object, { events: Array<Record<string, unknown>> }>('diffmesh.scheduler.v1.GenerateResponse');
+    const wire = {
+      events: [
+        ...seen.map((e, i) => eventToWire(e, i + 1, scheduler.get(ok.context.reqId))),
+        ...failedEvents.map((e, i) => eventToWire(e, i + 1, failing.scheduler.get(failed.context.reqId))),
+        eventToWire({ type: 'cancelled', reqId: 'r', at: 1 }, 1),
+      ],
+    };
+    const direct = codec.decode(codec.encodeReady(wire));
+    expect(direct).toStrictEqual(codec.decode(codec.encode(wire)));
+    expect(direct.events.at(-2)).toMatchObject({ failed: { error: { code: 'DEADLINE_EXCEEDED', reason: 'ERROR_REASON_TIMEOUT' } } });
+    expect(direct.events.find((e) => e.stageStarted)).toMatchObject({ stageStarted: { stage: 'STAGE_NAME_TEXT_ENCODING' } });
   });
 });

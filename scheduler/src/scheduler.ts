@@ -55,7 +55,15 @@ export interface SchedulerLimits {
   stageTimeoutMs: number;
   /** How long a finished request stays visible to Get/Watch. */
   retentionMs: number;
+  /**
+   * Most finished requests kept for Get/Watch; past it the oldest are forgotten before their
+   * retention ends (bounds the scheduler's memory under sustained load). Default 10000.
+   */
+  maxRetained?: number;
 }
+
+/** Default of {@link SchedulerLimits.maxRetained}. */
+export const DEFAULT_MAX_RETAINED = 10_000;
 
 export interface SchedulerOptions {
   registry: PlanRegistry;
@@ -147,6 +155,10 @@ export class Scheduler {
   private readonly slots = new Map<string, Map<string, InstanceSlot>>();
   /** The latest accepted requests, newest first (bounded; kept past their retention). */
   private readonly recent: RequestState[] = [];
+  /** Finished requests in the order they finished, with when; forgotten from the front. */
+  private readonly finished: Array<{ run: Running; at: number }> = [];
+  private finishedHead = 0;
+  private sweeper: NodeJS.Timeout | undefined;
   private inFlight = 0;
   private dispatches = 0;
   private stopped = false;
@@ -774,14 +786,38 @@ export class Scheduler {
     } else {
       void this.deleteObjects(ctx.reqId, doomed, true).then(announce);
     }
-    const t = setTimeout(() => {
-      this.requests.delete(ctx.reqId);
+    this.finished.push({ run, at: now });
+    this.forget(now);
+    // One timer for all finished requests (not one each), and only while some are kept.
+    this.sweeper ??= setInterval(() => this.forget(Date.now()), Math.min(1000, Math.max(10, this.opts.limits.retentionMs / 2)));
+    this.sweeper.unref();
+  }
+
+  /** Forgets finished requests past their retention, and the oldest beyond `maxRetained`. */
+  private forget(now: number): void {
+    const { retentionMs, maxRetained = DEFAULT_MAX_RETAINED } = this.opts.limits;
+    const list = this.finished;
+    while (this.finishedHead < list.length) {
+      const { run, at } = list[this.finishedHead];
+      if (now - at < retentionMs && list.length - this.finishedHead <= maxRetained) break;
+      list[this.finishedHead] = undefined as never;
+      this.finishedHead += 1;
+      const reqId = run.state.context.reqId;
+      if (this.requests.get(reqId) === run) this.requests.delete(reqId);
       // Past its retention a request may stay in the recent list: without its objects' refs
       // (inline ones carry bytes) and with its prompts cut to what status reports show.
       const i = this.recent.indexOf(run.state);
       if (i !== -1) this.recent[i] = slimmed(run.state);
-    }, this.opts.limits.retentionMs);
-    t.unref();
+    }
+    // Compact the list once its forgotten front is the larger part.
+    if (this.finishedHead > 1024 && this.finishedHead * 2 > list.length) {
+      list.splice(0, this.finishedHead);
+      this.finishedHead = 0;
+    }
+    if (this.finishedHead === list.length && this.sweeper) {
+      clearInterval(this.sweeper);
+      this.sweeper = undefined;
+    }
   }
 
   /**

@@ -54,6 +54,7 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
       defaultTimeoutMs: config.defaultTimeoutMs,
       stageTimeoutMs: config.stageTimeoutMs,
       retentionMs: config.retentionMs,
+      maxRetained: config.maxRetained,
     },
     createQueue: (name, maxLength) => createTaskQueue({ backend: 'memory', maxLength }, { name }),
     onEvent: (e, state) => metrics?.observe(e, state),

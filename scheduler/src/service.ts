@@ -1,6 +1,8 @@
 import type * as grpc from '@grpc/grpc-js';
 import {
   loadDiffmeshProtos,
+  messageCodec,
+  preEncoded,
   type CancelRequest__Output,
   type CancelResponse,
   type GenerateRequest__Output,
@@ -53,6 +55,8 @@ const MODALITY: Record<string, 'MODALITY_TEXT_TO_IMAGE' | 'MODALITY_TEXT_TO_VIDE
   'text-to-video': 'MODALITY_TEXT_TO_VIDEO',
   'image-to-video': 'MODALITY_IMAGE_TO_VIDEO',
 };
+
+const eventMessages = messageCodec<GenerateResponse>('diffmesh.scheduler.v1.GenerateResponse');
 
 /** Who is answering, for GetStatus. */
 export interface SchedulerIdentity {
@@ -133,18 +137,19 @@ export function schedulerServiceBinding(
 /**
  * Streams a request's events on a call: everything so far, then live ones, then the end.
  *
- * Events that happen together (a stage finishing, the next one queued and started) are
- * written together on the next turn of the event loop, after the stage dispatch they
+ * Events that happen together (a stage finishing, the next one queued and started) go out
+ * in one message on the next turn of the event loop, after the stage dispatch they
  * announce has gone out, so following a request never delays it. A client that reads
- * slowly gets the rest after `drain`. `onGone` runs when the client leaves before the end.
+ * slowly gets what piled up in one message after `drain`. `onGone` runs when the client
+ * leaves before the end.
  */
 function stream(
   scheduler: Scheduler,
   reqId: string,
-  call: grpc.ServerWritableStream<unknown, { event: WireRequestEvent }>,
+  call: grpc.ServerWritableStream<unknown, { events: WireRequestEvent[] }>,
   onGone?: () => void,
 ): void {
-  const pending: RequestEvent[] = [];
+  let pending: RequestEvent[] = [];
   let sequence = 0;
   let closed = false;
   let ended = false;
@@ -153,20 +158,25 @@ function stream(
   let following: { state: RequestState; stop(): void };
   const flush = (): void => {
     scheduled = false;
-    if (ended) return;
-    while (pending.length > 0 && !draining) {
-      const e = pending.shift()!;
-      sequence += 1;
-      const state = e.type === 'completed' || e.type === 'stage_finished' ? following.state : undefined;
-      if (!call.write({ event: eventToWire(e, sequence, state) })) {
+    if (ended || draining) return;
+    if (pending.length > 0) {
+      const batch = pending;
+      pending = [];
+      const events = batch.map((e) => {
+        sequence += 1;
+        return eventToWire(e, sequence, e.type === 'completed' || e.type === 'stage_finished' ? following.state : undefined);
+      });
+      // Encoded directly (eventToWire builds the encoder's form); Watch's message has the same shape.
+      if (!call.write(preEncoded(eventMessages.encodeReady({ events })))) {
         draining = true;
         call.once('drain', () => {
           draining = false;
           flush();
         });
+        return;
       }
     }
-    if (closed && pending.length === 0 && !draining) {
+    if (closed) {
       ended = true;
       call.end();
     }

@@ -9,7 +9,7 @@ import type {
   WorkRequest__Output,
   WorkResponse,
 } from '@diffmesh/protos';
-import { loadDiffmeshProtos } from '@diffmesh/protos';
+import { loadDiffmeshProtos, messageCodec, preEncoded } from '@diffmesh/protos';
 import { Cancellation } from '../abort.js';
 import { Code, DiffmeshError, asDiffmeshError } from '../errors/index.js';
 import { traceFieldsFromTraceparent, type Logger } from '../logging/index.js';
@@ -29,6 +29,8 @@ import {
 } from '../wire/convert.js';
 import { errorDetailToWire, toWire } from '../wire/errors.js';
 import type { StageContext, StageHandler, StageResult, StageTask } from './types.js';
+
+const workResponses = messageCodec<WorkResponse>('diffmesh.stage.v1.WorkResponse');
 
 /** Identity of a stage instance, as Describe reports it. */
 export interface StageInstanceIdentity {
@@ -316,6 +318,11 @@ export class StageService {
   private onWork(call: grpc.ServerDuplexStream<WorkRequest__Output, WorkResponse>): void {
     const running = new Map<string, Cancellation>();
     const key = (reqId: string, stageIndex: number, attempt: number) => `${reqId}#${stageIndex}#${attempt}`;
+    // Every answer is encoded directly (the converters build the encoder's form): they are on
+    // every request's path.
+    const send = (msg: WorkResponse): void => {
+      if (call.writable) call.write(preEncoded<WorkResponse>(workResponses.encodeReady(msg)));
+    };
     const status = (): void => {
       if (call.writable) {
         call.write({
@@ -344,9 +351,7 @@ export class StageService {
         task = taskFromWire(msg.assignment.task);
       } catch (err) {
         const t = msg.assignment.task;
-        if (call.writable) {
-          call.write({ failed: { reqId: t?.reqId ?? '', stageIndex: t?.stageIndex ?? 0, attempt: t?.attempt ?? 0, error: errorDetailToWire(err) } });
-        }
+        send({ failed: { reqId: t?.reqId ?? '', stageIndex: t?.stageIndex ?? 0, attempt: t?.attempt ?? 0, error: errorDetailToWire(err) } });
         return;
       }
       const ids = { reqId: task.reqId, stageIndex: task.stageIndex, attempt: task.attempt };
@@ -355,11 +360,10 @@ export class StageService {
       running.set(k, cancel);
       const started = Date.now();
       this.run(task, cancel, (step, totalSteps) => {
-        if (call.writable) call.write({ progress: { ...ids, step, totalSteps } });
+        send({ progress: { ...ids, step, totalSteps } });
       })
         .then((result) => {
-          if (!call.writable) return;
-          call.write({
+          send({
             result: {
               ...ids,
               outputs: objectRefsToWire(result.outputs),
@@ -370,7 +374,7 @@ export class StageService {
         })
         .catch((err: unknown) => {
           if (!cancel.aborted) this.logFailure(task, err);
-          if (call.writable) call.write({ failed: { ...ids, error: errorDetailToWire(err) } });
+          send({ failed: { ...ids, error: errorDetailToWire(err) } });
         })
         .finally(() => {
           running.delete(k);

@@ -1,4 +1,4 @@
-import { enumValueNames, messageCodec } from '@diffmesh/protos';
+import { enumValueNames, loadDiffmeshPackageDefinition, messageCodec } from '@diffmesh/protos';
 import type {
   GenerationParams as WireGenerationParams,
   GenerationParams__Output as WireGenerationParams__Output,
@@ -165,8 +165,10 @@ describe('GenerationParams', () => {
 
 describe('enums', () => {
   it('stage names map to the wire enum and back', () => {
-    expect(stageNameToWire('text_encoding')).toBe('STAGE_NAME_TEXT_ENCODING');
-    expect(stageNameToWire('text_encoding_2')).toBe('STAGE_NAME_TEXT_ENCODING_2');
+    // Numbers, the encoder's form (STAGE_NAME_TEXT_ENCODING = 1, STAGE_NAME_TEXT_ENCODING_2 = 2).
+    expect(stageNameToWire('text_encoding')).toBe(1);
+    expect(stageNameToWire('text_encoding_2')).toBe(2);
+    expect(stageNameToWire('vae_decoding')).toBe(5);
     for (const name of STAGE_NAMES) expect(stageNameFromWire(stageNameToWire(name))).toBe(name);
     expect(() => stageNameFromWire('STAGE_NAME_UNSPECIFIED')).toThrow(DiffmeshError);
     const plan = { model: 'm', stages: STAGE_NAMES.map((name) => ({ name, pool: `${name}-pool` })) };
@@ -189,5 +191,41 @@ describe('enums', () => {
     const wire = names.slice(1).map((n) => n.replace(/^ERROR_REASON_/, ''));
     const expected = new Set<string>([...REASONS, 'TRANSPORT']);
     expect([...wire].sort()).toEqual([...expected].sort());
+  });
+});
+
+describe('encoding without conversion (encodeReady)', () => {
+  // The hot paths encode what the converters build directly; an enum by name or any other
+  // value in the wrong form would be encoded wrongly without an error. Each message must
+  // read back exactly as through the converting encoder.
+  const same = (fullName: string, message: object): void => {
+    const codec = messageCodec<object, unknown>(fullName);
+    const direct = codec.decode(codec.encodeReady(message));
+    expect(direct).toStrictEqual(codec.decode(codec.encode(message)));
+  };
+
+  it('gives the same bytes-as-read for a request context, refs and params', () => {
+    same('diffmesh.common.v1.RequestContext', requestContextToWire(context()));
+    const inline = ref('prompt_embeds', { inlineData: new Uint8Array([1, 2, 3, 250]), dtype: 'uint8', shape: [4] });
+    same('diffmesh.common.v1.ObjectRef', objectRefToWire(inline));
+    same('diffmesh.common.v1.GenerationParams', paramsToWire({ prompt: 'p', seed: '18446744073709551557', guidanceScale: 4.5 }, { kind: 'data', data: new Uint8Array([9, 8]), mediaType: 'image/png' }));
+  });
+
+  it('reads back the enums by name (encoded as their numbers)', () => {
+    const codec = contextCodec();
+    const back = codec.decode(codec.encodeReady(requestContextToWire(context())));
+    expect(back.status).toBe('REQUEST_STATUS_FAILED');
+    expect(back.error).toMatchObject({ code: 'UNAVAILABLE', reason: 'ERROR_REASON_POOL_UNAVAILABLE' });
+    expect(back.executionPlan?.stages.map((s) => s.name)).toEqual(['STAGE_NAME_TEXT_ENCODING', 'STAGE_NAME_DENOISING', 'STAGE_NAME_VAE_DECODING']);
+    expect(back.refs.prompt_embeds.dtype).toBe('DTYPE_FLOAT32');
+    expect(back.params?.seed).toBe('18446744073709551557');
+  });
+
+  it('passes an encoded message through the gRPC serializers, and still converts objects', () => {
+    type Method = { requestSerialize(v: object): Buffer; responseSerialize(v: object): Buffer };
+    const stat = (loadDiffmeshPackageDefinition()['diffmesh.tensor.v1.TensorService'] as unknown as Record<string, Method>).Stat;
+    const bytes = messageCodec<object>('diffmesh.tensor.v1.StatRequest').encodeReady({ objectId: 'obj-1' });
+    expect(stat.requestSerialize(bytes)).toBe(bytes);
+    expect(Buffer.compare(stat.requestSerialize({ objectId: 'obj-1' }), bytes)).toBe(0);
   });
 });

@@ -2,12 +2,13 @@
  * Conversions between the domain types (domain.ts) and the generated wire messages
  * (diffmesh.common.v1). `…ToWire` returns a message ready for a gRPC call or an encoder;
  * `…FromWire` accepts both what a call delivers (`__Output`) and what `…ToWire` built.
- * 64-bit integers travel as decimal strings, enums by name, times as
- * google.protobuf.Timestamp (domain: milliseconds since the epoch).
+ * `…ToWire` builds messages in the encoder's own form, so hot paths can encode them without
+ * conversion (`MessageCodec.encodeReady`): enums as numbers, 64-bit integers as decimal
+ * strings, times as google.protobuf.Timestamp with numeric seconds (domain: milliseconds
+ * since the epoch). Decoded messages carry enums by name.
  */
 import type {
   Dtype as WireDtype,
-  Dtype__Output as WireDtypeName,
   ExecutionPlan as WireExecutionPlan,
   GenerationParams as WireGenerationParams,
   InputImage as WireInputImage,
@@ -15,9 +16,7 @@ import type {
   PlanStage as WirePlanStage,
   RequestContext as WireRequestContext,
   RequestStatus as WireRequestStatus,
-  RequestStatus__Output as WireRequestStatusName,
   StageName as WireStageName,
-  StageName__Output as WireStageNameName,
   Timestamp,
 } from '@diffmesh/protos';
 import type { Long } from '@grpc/proto-loader';
@@ -66,9 +65,9 @@ function badWire(what: string, value: unknown): DiffmeshError {
   });
 }
 
-/** Upper-snake wire enum name with `prefix`, or `prefix`UNSPECIFIED. */
-function enumToWire<T extends string>(prefix: string, value: string): T {
-  return `${prefix}${value.toUpperCase()}` as T;
+/** Wire enum number of a domain value; `domain` lists the values numbered 1..n (0 = unspecified). */
+function enumToWire<T extends string, W>(domain: readonly T[], value: T): W {
+  return (domain.indexOf(value) + 1) as W;
 }
 
 /** Domain value of a wire enum given by name or number; `domain` lists values 1..n. */
@@ -104,9 +103,9 @@ export function timestampFromWire(ts: Timestamp | null | undefined): number {
   return int64ToNumber(ts.seconds) * 1000 + (ts.nanos ?? 0) / 1_000_000;
 }
 
-/** `float32` → `DTYPE_FLOAT32`. */
-export function dtypeToWire(dtype: Dtype): WireDtypeName {
-  return enumToWire<WireDtypeName>('DTYPE_', dtype);
+/** `float32` → 1 (`DTYPE_FLOAT32`). */
+export function dtypeToWire(dtype: Dtype): WireDtype {
+  return enumToWire<Dtype, WireDtype>(DTYPES, dtype);
 }
 
 /** `DTYPE_FLOAT32` (or 1) → `float32`; throws on UNSPECIFIED or unknown values. */
@@ -114,9 +113,9 @@ export function dtypeFromWire(dtype: WireDtype | null | undefined): Dtype {
   return enumFromWire('DTYPE_', DTYPES, dtype, 'dtype');
 }
 
-/** `text_encoding` → `STAGE_NAME_TEXT_ENCODING`. */
-export function stageNameToWire(name: StageName): WireStageNameName {
-  return enumToWire<WireStageNameName>('STAGE_NAME_', name);
+/** `text_encoding` → 1 (`STAGE_NAME_TEXT_ENCODING`). */
+export function stageNameToWire(name: StageName): WireStageName {
+  return enumToWire<StageName, WireStageName>(STAGE_NAMES, name);
 }
 
 /** `STAGE_NAME_TEXT_ENCODING` (or 1) → `text_encoding`; throws on UNSPECIFIED or unknown values. */
@@ -124,9 +123,9 @@ export function stageNameFromWire(name: WireStageName | null | undefined): Stage
   return enumFromWire('STAGE_NAME_', STAGE_NAMES, name, 'stage');
 }
 
-/** `pending` → `REQUEST_STATUS_PENDING`. */
-export function requestStatusToWire(status: RequestStatus): WireRequestStatusName {
-  return enumToWire<WireRequestStatusName>('REQUEST_STATUS_', status);
+/** `pending` → 1 (`REQUEST_STATUS_PENDING`). */
+export function requestStatusToWire(status: RequestStatus): WireRequestStatus {
+  return enumToWire<RequestStatus, WireRequestStatus>(REQUEST_STATUSES, status);
 }
 
 /** `REQUEST_STATUS_PENDING` (or 1) → `pending`; throws on UNSPECIFIED or unknown values. */
@@ -290,10 +289,10 @@ export function inputImageFromWire(params: WireGenerationParams | null | undefin
   return undefined;
 }
 
-/** RequestContext.error → wire ErrorDetail (code by name, reason with its enum prefix). */
+/** RequestContext.error → wire ErrorDetail (code and reason as enum numbers). */
 function contextErrorToWire(error: NonNullable<RequestContext['error']>) {
   return {
-    code: codeName(parseCode(error.code)),
+    code: parseCode(error.code),
     reason: reasonToWire(error.reason),
     message: error.message,
   };

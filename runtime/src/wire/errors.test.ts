@@ -61,7 +61,7 @@ describe('gRPC round trip through a real server', () => {
           .catch((err: unknown) => callback(toWire(err)));
       },
       Watch: (call: grpc.ServerWritableStream<WatchRequest__Output, WatchResponse>) => {
-        call.write({ event: { reqId: call.request.reqId, sequence: 1, queued: { pool: 'p', position: 0 } } });
+        call.write({ events: [{ reqId: call.request.reqId, sequence: 1, queued: { pool: 'p', position: 0 } }] });
         call.emit('error', toWire(fail(call.request.reqId)));
       },
     });

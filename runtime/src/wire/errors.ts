@@ -7,7 +7,7 @@
  * error': their message and stack stay in the process.
  */
 import { Metadata, type ServiceError, type StatusObject } from '@grpc/grpc-js';
-import { ErrorReason, messageCodec } from '@diffmesh/protos';
+import { loadDiffmeshRoot, messageCodec } from '@diffmesh/protos';
 import type {
   Any,
   BadRequest,
@@ -17,7 +17,7 @@ import type {
   ErrorDetail__Output,
   ErrorInfo,
   ErrorInfo__Output,
-  ErrorReason__Output,
+  ErrorReason as ErrorReasonWire,
   RetryInfo,
   RetryInfo__Output,
   RpcCode__Output,
@@ -295,11 +295,13 @@ export function fromHeaders(headers: HeaderSource): DiffmeshError | undefined {
   });
 }
 
-/** `ERROR_REASON_INVALID_PARAMETER` for `INVALID_PARAMETER`; UNSPECIFIED when not in the enum. */
-export function reasonToWire(reason: string): ErrorReason__Output {
-  const name = REASON_PREFIX + reason;
-  return name in ErrorReason ? (name as ErrorReason__Output) : 'ERROR_REASON_UNSPECIFIED';
+/** The wire number of `ERROR_REASON_<reason>` (e.g. for `INVALID_PARAMETER`); 0 (UNSPECIFIED) when not in the enum. */
+export function reasonToWire(reason: string): ErrorReasonWire {
+  reasonNumbers ??= loadDiffmeshRoot().lookupEnum('diffmesh.common.v1.ErrorReason').values;
+  return (reasonNumbers[REASON_PREFIX + reason] ?? 0) as ErrorReasonWire;
 }
+
+let reasonNumbers: Readonly<Record<string, number>> | undefined;
 
 /** `INVALID_PARAMETER` for `ERROR_REASON_INVALID_PARAMETER`; undefined for UNSPECIFIED or unknown. */
 export function reasonFromWire(reason: string | number | null | undefined): Reason | undefined {
@@ -316,7 +318,7 @@ export function errorDetailToWire(err: unknown): ErrorDetail {
   const e = toSendable(err);
   const { field, ...rest } = e.metadata;
   return {
-    code: codeName(e.code),
+    code: e.code,
     reason: reasonToWire(e.reason),
     message: e.message,
     field: field ?? '',

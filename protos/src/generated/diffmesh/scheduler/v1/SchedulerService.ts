@@ -120,14 +120,14 @@ export interface SchedulerServiceClient extends grpc.Client {
   submit(argument: _diffmesh_scheduler_v1_SubmitRequest, callback: grpc.requestCallback<_diffmesh_scheduler_v1_SubmitResponse__Output>): grpc.ClientUnaryCall;
   
   /**
-   * Streams the events of an existing request from now on, until it ends.
-   * For a finished request it sends the final event and ends.
+   * Streams the events of an existing request: every event so far, then live
+   * ones until it ends. For a finished request it sends them all and ends.
    */
   Watch(argument: _diffmesh_scheduler_v1_WatchRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_WatchResponse__Output>;
   Watch(argument: _diffmesh_scheduler_v1_WatchRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_WatchResponse__Output>;
   /**
-   * Streams the events of an existing request from now on, until it ends.
-   * For a finished request it sends the final event and ends.
+   * Streams the events of an existing request: every event so far, then live
+   * ones until it ends. For a finished request it sends them all and ends.
    */
   watch(argument: _diffmesh_scheduler_v1_WatchRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_WatchResponse__Output>;
   watch(argument: _diffmesh_scheduler_v1_WatchRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_WatchResponse__Output>;
@@ -177,8 +177,8 @@ export interface SchedulerServiceHandlers extends grpc.UntypedServiceImplementat
   Submit: grpc.handleUnaryCall<_diffmesh_scheduler_v1_SubmitRequest__Output, _diffmesh_scheduler_v1_SubmitResponse>;
   
   /**
-   * Streams the events of an existing request from now on, until it ends.
-   * For a finished request it sends the final event and ends.
+   * Streams the events of an existing request: every event so far, then live
+   * ones until it ends. For a finished request it sends them all and ends.
    */
   Watch: grpc.handleServerStreamingCall<_diffmesh_scheduler_v1_WatchRequest__Output, _diffmesh_scheduler_v1_WatchResponse>;
   

@@ -3,9 +3,15 @@
 import type { RequestEvent as _diffmesh_common_v1_RequestEvent, RequestEvent__Output as _diffmesh_common_v1_RequestEvent__Output } from '../../../diffmesh/common/v1/RequestEvent.js';
 
 export interface WatchResponse {
-  'event'?: (_diffmesh_common_v1_RequestEvent | null);
+  /**
+   * As in GenerateResponse: in order, several together when they happened together.
+   */
+  'events'?: (_diffmesh_common_v1_RequestEvent)[];
 }
 
 export interface WatchResponse__Output {
-  'event': (_diffmesh_common_v1_RequestEvent__Output | null);
+  /**
+   * As in GenerateResponse: in order, several together when they happened together.
+   */
+  'events': (_diffmesh_common_v1_RequestEvent__Output)[];
 }
