@@ -18,6 +18,12 @@ export const SchedulerConfigSchema = z.object({
   stageTimeoutMs: z.number().int().nonnegative().default(300_000).describe('deadline of one stage dispatch (0 = none)'),
   retentionMs: z.number().int().positive().default(600_000).describe('how long finished requests stay visible'),
   maxRetained: z.number().int().positive().default(10_000).describe('most finished requests kept visible (the oldest go first)'),
+  eventIntervalMs: z
+    .number()
+    .int()
+    .nonnegative()
+    .default(20)
+    .describe('least time between two event messages of a Generate/Watch stream; the end is sent at once (0 = every event loop turn)'),
   drainGraceMs: z.number().int().nonnegative().default(30_000).describe('time to finish requests after SIGTERM'),
   metricsListen: z.string().default('').describe('host:port of the Prometheus /metrics endpoint (empty = off; port 0 = any free port)'),
   tls: TlsConfigSchema.prefault({}).describe('TLS of the scheduler API and of its calls to stage services and tensor-svc'),
@@ -44,6 +50,7 @@ export const schedulerConfig = defineConfig({
     STAGE_TIMEOUT_MS: 'stageTimeoutMs',
     RETENTION_MS: 'retentionMs',
     MAX_RETAINED: 'maxRetained',
+    EVENT_INTERVAL_MS: 'eventIntervalMs',
     DRAIN_GRACE_MS: 'drainGraceMs',
     METRICS_LISTEN: 'metricsListen',
     LOG_LEVEL: 'log.level',
@@ -64,6 +71,7 @@ export const schedulerConfig = defineConfig({
     'stage-timeout-ms': 'stageTimeoutMs',
     'retention-ms': 'retentionMs',
     'max-retained': 'maxRetained',
+    'event-interval-ms': 'eventIntervalMs',
     'drain-grace-ms': 'drainGraceMs',
     'metrics-listen': 'metricsListen',
     'log-level': 'log.level',

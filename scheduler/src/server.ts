@@ -69,7 +69,7 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
   const unfollow = followDiscovery(scheduler, discovery, { log, ...(tls ? { tls } : {}) });
   const server = await GrpcServer.start({
     address: config.listen,
-    services: [schedulerServiceBinding(scheduler, registry, { instanceId, version })],
+    services: [schedulerServiceBinding(scheduler, registry, { instanceId, version }, { eventIntervalMs: config.eventIntervalMs })],
     log,
     ...(tls ? { tls } : {}),
   });

@@ -73,12 +73,27 @@ const BREAKER = {
   open: 'BREAKER_STATE_OPEN',
 } as const;
 
+/** How the scheduler's API streams events. */
+export interface StreamOptions {
+  /**
+   * Least time between two messages of a Generate or Watch stream; the events of the
+   * meantime go together in the next one, and the request's end is sent at once. Keeps a
+   * client from waking for every event of a fast request. 0 = every turn of the event loop.
+   */
+  eventIntervalMs?: number;
+}
+
+/** Default of {@link StreamOptions.eventIntervalMs}. */
+export const DEFAULT_EVENT_INTERVAL_MS = 20;
+
 /** `diffmesh.scheduler.v1.SchedulerService` over a Scheduler. */
 export function schedulerServiceBinding(
   scheduler: Scheduler,
   registry: PlanRegistry,
   identity: SchedulerIdentity = { instanceId: '', version: '' },
+  streams: StreamOptions = {},
 ): ServiceBinding {
+  const interval = streams.eventIntervalMs ?? DEFAULT_EVENT_INTERVAL_MS;
   const proto = loadDiffmeshProtos();
   return {
     name: 'diffmesh.scheduler.v1.SchedulerService',
@@ -119,7 +134,7 @@ export function schedulerServiceBinding(
           return;
         }
         // A client that goes away before the end cancels its request.
-        stream(scheduler, reqId, call, () => {
+        stream(scheduler, reqId, call, interval, () => {
           try {
             scheduler.cancel(reqId);
           } catch {
@@ -128,7 +143,7 @@ export function schedulerServiceBinding(
         });
       },
       Watch: (call: grpc.ServerWritableStream<WatchRequest__Output, WatchResponse>) => {
-        stream(scheduler, call.request.reqId, call);
+        stream(scheduler, call.request.reqId, call, interval);
       },
     },
   };
@@ -137,31 +152,36 @@ export function schedulerServiceBinding(
 /**
  * Streams a request's events on a call: everything so far, then live ones, then the end.
  *
- * Events that happen together (a stage finishing, the next one queued and started) go out
- * in one message on the next turn of the event loop, after the stage dispatch they
- * announce has gone out, so following a request never delays it. A client that reads
- * slowly gets what piled up in one message after `drain`. `onGone` runs when the client
- * leaves before the end.
+ * Events go out together, at most one message per `intervalMs` (see
+ * {@link StreamOptions.eventIntervalMs}), and never in the turn of the event loop that
+ * produced them, so the stage dispatch they announce goes out first. The request's end is
+ * written at once. A client that reads slowly gets what piled up in one message after
+ * `drain`. `onGone` runs when the client leaves before the end.
  */
 function stream(
   scheduler: Scheduler,
   reqId: string,
   call: grpc.ServerWritableStream<unknown, { events: WireRequestEvent[] }>,
+  intervalMs: number,
   onGone?: () => void,
 ): void {
   let pending: RequestEvent[] = [];
   let sequence = 0;
   let closed = false;
   let ended = false;
-  let scheduled = false;
   let draining = false;
+  let timer: NodeJS.Timeout | undefined;
+  let immediate: NodeJS.Immediate | undefined;
+  let lastWrite = -Infinity;
   let following: { state: RequestState; stop(): void };
   const flush = (): void => {
-    scheduled = false;
+    timer = undefined;
+    immediate = undefined;
     if (ended || draining) return;
     if (pending.length > 0) {
       const batch = pending;
       pending = [];
+      lastWrite = performance.now();
       const events = batch.map((e) => {
         sequence += 1;
         return eventToWire(e, sequence, e.type === 'completed' || e.type === 'stage_finished' ? following.state : undefined);
@@ -182,9 +202,15 @@ function stream(
     }
   };
   const schedule = (): void => {
-    if (scheduled) return;
-    scheduled = true;
-    setImmediate(flush);
+    if (immediate) return;
+    const wait = closed ? 0 : lastWrite + intervalMs - performance.now();
+    if (wait > 0) {
+      timer ??= setTimeout(flush, wait);
+      return;
+    }
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    immediate = setImmediate(flush);
   };
   try {
     following = scheduler.listen(requireId(reqId), {
@@ -205,6 +231,7 @@ function stream(
   call.on('cancelled', () => {
     if (ended) return;
     ended = true;
+    if (timer) clearTimeout(timer);
     following.stop();
     onGone?.();
   });
