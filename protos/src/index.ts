@@ -354,6 +354,8 @@ export type {
 } from './generated/diffmesh/tensor/v1/GetResponse.js';
 export type { PutHeader, PutHeader__Output } from './generated/diffmesh/tensor/v1/PutHeader.js';
 export type { PutRequest, PutRequest__Output } from './generated/diffmesh/tensor/v1/PutRequest.js';
+export type { PutObjectsRequest, PutObjectsRequest__Output } from './generated/diffmesh/tensor/v1/PutObjectsRequest.js';
+export type { PutObjectsResponse, PutObjectsResponse__Output } from './generated/diffmesh/tensor/v1/PutObjectsResponse.js';
 export type { PutResponse, PutResponse__Output } from './generated/diffmesh/tensor/v1/PutResponse.js';
 export type { StatRequest, StatRequest__Output } from './generated/diffmesh/tensor/v1/StatRequest.js';
 export type { StatResponse, StatResponse__Output } from './generated/diffmesh/tensor/v1/StatResponse.js';

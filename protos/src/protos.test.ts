@@ -44,6 +44,7 @@ describe('loading', () => {
       },
       [SERVICE_NAMES.tensor]: {
         Put: [true, false],
+        PutObjects: [true, true],
         Get: [false, true],
         Stat: [false, false],
         Delete: [false, false],

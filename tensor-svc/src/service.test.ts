@@ -165,6 +165,56 @@ describe('Put and Get', () => {
   });
 });
 
+describe('PutObjects (small objects on one long-lived stream)', () => {
+  it('stores many objects on one stream, each answered with its own ref, concurrently sent', async () => {
+    const svc = await service();
+    const c = client(svc);
+    const datas = Array.from({ length: 12 }, (_, i) => floats(1000 + i * 37, i));
+    const refs = await Promise.all(datas.map((d, i) => c.putObject({ objectId: `r:obj:${i}`, name: 'obj', shape: [d.byteLength / 4], dtype: 'float32' }, d)));
+    expect(refs.map((r) => r.objectId)).toEqual(datas.map((_, i) => `r:obj:${i}`));
+    for (const [i, ref] of refs.entries()) {
+      expect(ref.sizeBytes).toBe(datas[i].byteLength);
+      expect(ref.ownerAddress).toBe(svc.address);
+      expect(Buffer.from((await c.get(ref.objectId)).data).equals(Buffer.from(datas[i]))).toBe(true);
+    }
+  });
+
+  it('answers a bad object with its error (naming the field) and goes on with the next ones', async () => {
+    const svc = await service();
+    const c = client(svc);
+    const bad = await rejection(c.putObject({ name: 'x:y', shape: [2], dtype: 'uint8' }, Uint8Array.of(1, 2)));
+    expect(bad).toMatchObject({ code: Code.INVALID_ARGUMENT, reason: 'INVALID_PARAMETER', field: 'header.name' });
+    const wrongSize = await rejection(c.putObject({ name: 'x', shape: [3], dtype: 'uint8' }, Uint8Array.of(1, 2)));
+    expect(wrongSize.field).toBe('header.size_bytes');
+    const corrupt = await rejection(c.putObject({ name: 'x', shape: [2], dtype: 'uint8', checksum: 'crc32c:00000000' }, Uint8Array.of(1, 2)));
+    expect(corrupt.reason).toBe('CHECKSUM_MISMATCH');
+    const ok = await c.putObject({ name: 'x', shape: [2], dtype: 'uint8' }, Uint8Array.of(7, 8));
+    expect(Array.from((await c.get(ok.objectId)).data)).toEqual([7, 8]);
+    // Nothing half-stored was left behind by the failures.
+    expect(svc.store.usage().memory).toMatchObject({ objects: 1, bytes: 2 });
+  });
+
+  it('fails the objects waiting on a stream that breaks with UNAVAILABLE, and reopens it for the next', async () => {
+    const first = await service();
+    const c = new TensorServiceClient(first.address);
+    closers.push(() => c.close());
+    await c.putObject({ name: 'a', shape: [1], dtype: 'uint8' }, Uint8Array.of(1));
+    await first.stop(0);
+    const err = await rejection(c.putObject({ name: 'b', shape: [1], dtype: 'uint8' }, Uint8Array.of(2)));
+    expect(err.code).toBe(Code.UNAVAILABLE);
+  });
+
+  it('is what RemoteTensorStore uses for objects up to streamPutMaxBytes, and a chunked Put above', async () => {
+    const svc = await service();
+    const store = remoteStore(svc, 'elsewhere', { streamPutMaxBytes: 1024 });
+    const small = await store.put({ requestId: 'r1', name: 'small', data: floats(256), shape: [256], dtype: 'float32' });
+    const large = await store.put({ requestId: 'r1', name: 'large', data: floats(4096), shape: [4096], dtype: 'float32' });
+    expect(Buffer.from((await store.get(small)).data).equals(Buffer.from(floats(256)))).toBe(true);
+    expect(Buffer.from((await store.get(large)).data).equals(Buffer.from(floats(4096)))).toBe(true);
+    expect(svc.metrics.snapshot().calls.Put).toBe(2);
+  });
+});
+
 describe('checksums', () => {
   it('detects stored bytes corrupted after the put, over gRPC and from shared memory', async () => {
     const svc = await service({ chunkBytes: MiB });

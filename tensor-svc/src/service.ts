@@ -6,6 +6,8 @@ import type {
   DeleteRequest__Output,
   DeleteResponse,
   PutHeader__Output,
+  PutObjectsRequest__Output,
+  PutObjectsResponse,
   PutRequest__Output,
   PutResponse,
   StatRequest__Output,
@@ -24,6 +26,8 @@ import {
   SpanKind,
   contextFromMetadata,
   diffmeshTracer,
+  errorDetailToWire,
+  extractTraceContext,
   recordError,
   spanLogFields,
   DTYPES,
@@ -145,6 +149,7 @@ export class TensorServiceImpl {
   binding(): ServiceBinding {
     const handlers: TensorServiceHandlers = {
       Put: (call, callback) => this.put(call, callback),
+      PutObjects: (call) => this.putObjects(call),
       Get: (call) => void this.get(call),
       Stat: (call, callback) => this.unary('Stat', callback, () => this.stat(call.request)),
       Delete: (call, callback) => this.unary('Delete', callback, () => this.delete(call.request)),
@@ -155,6 +160,60 @@ export class TensorServiceImpl {
       definition: loadDiffmeshProtos().diffmesh.tensor.v1.TensorService.service,
       implementation: handlers,
     };
+  }
+
+  // ---- PutObjects ----
+
+  /**
+   * Small objects, each whole in one message, on a long-lived stream. Objects are stored
+   * one after another in arrival order; each is answered with its ref or its error, and a
+   * failed object never ends the stream. Each object gets its own server span, a child of
+   * the trace context it carries.
+   */
+  private putObjects(call: grpc.ServerDuplexStream<PutObjectsRequest__Output, PutObjectsResponse>): void {
+    widenReceiveWindow(call, this.receiveWindowBytes);
+    let queue = Promise.resolve();
+    call.on('data', (msg: PutObjectsRequest__Output) => {
+      queue = queue.then(() => this.putObject(call, msg));
+    });
+    call.on('end', () => void queue.then(() => call.end()));
+    call.on('error', () => undefined);
+  }
+
+  private async putObject(call: grpc.ServerDuplexStream<PutObjectsRequest__Output, PutObjectsResponse>, msg: PutObjectsRequest__Output): Promise<void> {
+    this.metrics.call('Put');
+    const span = diffmeshTracer().startSpan(
+      SPAN.tensorServerPut,
+      { kind: SpanKind.SERVER, attributes: { 'rpc.system': 'grpc', 'rpc.service': SERVICE_NAMES.tensor, 'rpc.method': 'PutObjects' } },
+      extractTraceContext(msg.traceContext),
+    );
+    let answer: PutObjectsResponse;
+    let writer: PutWriter | undefined;
+    try {
+      if (!msg.header) throw invalidParameter('header', 'is required');
+      const header = parsePutHeader(msg.header);
+      span.setAttributes({ [ATTR.tensorObjectId]: header.objectId, [ATTR.tensorName]: header.name, 'diffmesh.tensor.size_bytes': header.sizeBytes });
+      const data = msg.data;
+      if (data.byteLength !== header.sizeBytes) {
+        throw invalidParameter('data', `${data.byteLength} bytes; header.size_bytes announced ${header.sizeBytes}`);
+      }
+      writer = await this.store.beginPut(header);
+      if (data.byteLength > 0) await writer.write(0, data);
+      const ref = await writer.commit();
+      writer = undefined;
+      this.metrics.stored(ref.sizeBytes);
+      span.setAttribute(ATTR.tensorBytes, ref.sizeBytes);
+      answer = { sequence: msg.sequence, ref: objectRefToWire(this.withOwner(ref)) };
+    } catch (err) {
+      if (writer) await writer.abort();
+      recordError(span, err);
+      this.metrics.error('Put');
+      this.logFailure('Put', err, span);
+      answer = { sequence: msg.sequence, error: errorDetailToWire(err) };
+    } finally {
+      span.end();
+    }
+    if (call.writable && !call.write(answer)) await once(call, 'drain').catch(() => undefined);
   }
 
   // ---- Put ----

@@ -1,6 +1,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { EnumTypeDefinition, MessageTypeDefinition } from '@grpc/proto-loader';
 
+import type { ErrorDetail as _diffmesh_common_v1_ErrorDetail, ErrorDetail__Output as _diffmesh_common_v1_ErrorDetail__Output } from './diffmesh/common/v1/ErrorDetail.js';
 import type { ObjectRef as _diffmesh_common_v1_ObjectRef, ObjectRef__Output as _diffmesh_common_v1_ObjectRef__Output } from './diffmesh/common/v1/ObjectRef.js';
 import type { Chunk as _diffmesh_tensor_v1_Chunk, Chunk__Output as _diffmesh_tensor_v1_Chunk__Output } from './diffmesh/tensor/v1/Chunk.js';
 import type { DeleteRequest as _diffmesh_tensor_v1_DeleteRequest, DeleteRequest__Output as _diffmesh_tensor_v1_DeleteRequest__Output } from './diffmesh/tensor/v1/DeleteRequest.js';
@@ -8,6 +9,8 @@ import type { DeleteResponse as _diffmesh_tensor_v1_DeleteResponse, DeleteRespon
 import type { GetRequest as _diffmesh_tensor_v1_GetRequest, GetRequest__Output as _diffmesh_tensor_v1_GetRequest__Output } from './diffmesh/tensor/v1/GetRequest.js';
 import type { GetResponse as _diffmesh_tensor_v1_GetResponse, GetResponse__Output as _diffmesh_tensor_v1_GetResponse__Output } from './diffmesh/tensor/v1/GetResponse.js';
 import type { PutHeader as _diffmesh_tensor_v1_PutHeader, PutHeader__Output as _diffmesh_tensor_v1_PutHeader__Output } from './diffmesh/tensor/v1/PutHeader.js';
+import type { PutObjectsRequest as _diffmesh_tensor_v1_PutObjectsRequest, PutObjectsRequest__Output as _diffmesh_tensor_v1_PutObjectsRequest__Output } from './diffmesh/tensor/v1/PutObjectsRequest.js';
+import type { PutObjectsResponse as _diffmesh_tensor_v1_PutObjectsResponse, PutObjectsResponse__Output as _diffmesh_tensor_v1_PutObjectsResponse__Output } from './diffmesh/tensor/v1/PutObjectsResponse.js';
 import type { PutRequest as _diffmesh_tensor_v1_PutRequest, PutRequest__Output as _diffmesh_tensor_v1_PutRequest__Output } from './diffmesh/tensor/v1/PutRequest.js';
 import type { PutResponse as _diffmesh_tensor_v1_PutResponse, PutResponse__Output as _diffmesh_tensor_v1_PutResponse__Output } from './diffmesh/tensor/v1/PutResponse.js';
 import type { StatRequest as _diffmesh_tensor_v1_StatRequest, StatRequest__Output as _diffmesh_tensor_v1_StatRequest__Output } from './diffmesh/tensor/v1/StatRequest.js';
@@ -52,6 +55,8 @@ export interface ProtoGrpcType {
     common: {
       v1: {
         Dtype: EnumTypeDefinition
+        ErrorDetail: MessageTypeDefinition<_diffmesh_common_v1_ErrorDetail, _diffmesh_common_v1_ErrorDetail__Output>
+        ErrorReason: EnumTypeDefinition
         ObjectRef: MessageTypeDefinition<_diffmesh_common_v1_ObjectRef, _diffmesh_common_v1_ObjectRef__Output>
       }
     }
@@ -63,6 +68,8 @@ export interface ProtoGrpcType {
         GetRequest: MessageTypeDefinition<_diffmesh_tensor_v1_GetRequest, _diffmesh_tensor_v1_GetRequest__Output>
         GetResponse: MessageTypeDefinition<_diffmesh_tensor_v1_GetResponse, _diffmesh_tensor_v1_GetResponse__Output>
         PutHeader: MessageTypeDefinition<_diffmesh_tensor_v1_PutHeader, _diffmesh_tensor_v1_PutHeader__Output>
+        PutObjectsRequest: MessageTypeDefinition<_diffmesh_tensor_v1_PutObjectsRequest, _diffmesh_tensor_v1_PutObjectsRequest__Output>
+        PutObjectsResponse: MessageTypeDefinition<_diffmesh_tensor_v1_PutObjectsResponse, _diffmesh_tensor_v1_PutObjectsResponse__Output>
         PutRequest: MessageTypeDefinition<_diffmesh_tensor_v1_PutRequest, _diffmesh_tensor_v1_PutRequest__Output>
         PutResponse: MessageTypeDefinition<_diffmesh_tensor_v1_PutResponse, _diffmesh_tensor_v1_PutResponse__Output>
         StatRequest: MessageTypeDefinition<_diffmesh_tensor_v1_StatRequest, _diffmesh_tensor_v1_StatRequest__Output>
@@ -110,6 +117,9 @@ export interface ProtoGrpcType {
       SymbolVisibility: EnumTypeDefinition
       Timestamp: MessageTypeDefinition<_google_protobuf_Timestamp, _google_protobuf_Timestamp__Output>
       UninterpretedOption: MessageTypeDefinition<_google_protobuf_UninterpretedOption, _google_protobuf_UninterpretedOption__Output>
+    }
+    rpc: {
+      Code: EnumTypeDefinition
     }
   }
 }

@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { crc32c } from '@node-rs/crc32';
-import { loadDiffmeshProtos } from '@diffmesh/protos';
+import { loadDiffmeshProtos, type PutObjectsRequest, type PutObjectsResponse__Output } from '@diffmesh/protos';
 import type {
   TensorGetResponse__Output as WireGetResponse,
   ObjectRef as WireObjectRef,
@@ -11,10 +11,10 @@ import type {
 import type { Dtype, ObjectRef } from '../domain.js';
 import { Code, DiffmeshError, asDiffmeshError, cancelled, invalidParameter } from '../errors/index.js';
 import { channelOptions, clientCredentials, type TlsFiles } from '../grpc/options.js';
-import { traceMetadata } from '../telemetry/propagation.js';
+import { injectTraceContext, traceMetadata } from '../telemetry/propagation.js';
 import type { ObjectInfo } from '../tensor-store/types.js';
 import { dtypeToWire, objectRefFromWire } from '../wire/convert.js';
-import { fromWire } from '../wire/errors.js';
+import { errorDetailFromWire, fromWire } from '../wire/errors.js';
 import { ByteBudget } from './budget.js';
 
 /** Default bytes per chunk of a Put (and what tensor-svc uses for Get by default). */
@@ -123,6 +123,10 @@ export class TensorServiceClient {
   readonly maxInflightBytes: number;
   private readonly raw: RawTensorClient;
   private readonly unaryTimeoutMs: number;
+  /** The open PutObjects stream, if any, and the objects sent on it and not yet answered. */
+  private objects: grpc.ClientDuplexStream<PutObjectsRequest, PutObjectsResponse__Output> | undefined;
+  private readonly pendingObjects = new Map<number, { resolve(ref: ObjectRef): void; reject(err: DiffmeshError): void }>();
+  private nextSequence = 1;
 
   constructor(address: string, opts: TensorServiceClientOptions = {}) {
     this.address = address;
@@ -302,7 +306,82 @@ export class TensorServiceClient {
   }
 
   /** Closes the channel; calls in flight fail with UNAVAILABLE/CANCELLED. */
+  /**
+   * Stores a small object whole, as one message on this client's long-lived PutObjects
+   * stream (opened on first use, reopened after it breaks): no call per object. The object
+   * should fit comfortably in one message (see `RemoteTensorStore`'s `streamPutMaxBytes`).
+   * A stream that breaks fails the objects waiting on it with UNAVAILABLE.
+   */
+  putObject(header: PutObjectHeader, data: Uint8Array, opts: Pick<TensorCallOptions, 'signal'> = {}): Promise<ObjectRef> {
+    if (opts.signal?.aborted) return Promise.reject(cancelled('tensor put cancelled'));
+    const stream = (this.objects ??= this.openObjects());
+    const sequence = this.nextSequence++;
+    return new Promise<ObjectRef>((resolve, reject) => {
+      // A cancelled caller stops waiting; the object may still be stored (its TTL reaps it).
+      const onAbort = (): void => {
+        if (this.pendingObjects.delete(sequence)) reject(cancelled('tensor put cancelled'));
+      };
+      opts.signal?.addEventListener('abort', onAbort, { once: true });
+      const done = (): void => opts.signal?.removeEventListener('abort', onAbort);
+      this.pendingObjects.set(sequence, {
+        resolve: (ref) => {
+          done();
+          resolve(ref);
+        },
+        reject: (err) => {
+          done();
+          reject(err);
+        },
+      });
+      stream.write({
+        sequence,
+        header: {
+          objectId: header.objectId ?? '',
+          name: header.name,
+          shape: header.shape.map((d) => String(d)),
+          dtype: dtypeToWire(header.dtype),
+          ttlMs: header.ttlMs ?? 0,
+          sizeBytes: String(data.byteLength),
+          checksum: header.checksum ?? formatChecksum(crc32c(data)),
+        },
+        data: asBuffer(data, 0, data.byteLength),
+        // The active trace context: tensor-svc's span of this object continues it.
+        traceContext: injectTraceContext(),
+      });
+    });
+  }
+
+  private openObjects(): grpc.ClientDuplexStream<PutObjectsRequest, PutObjectsResponse__Output> {
+    const stream = this.raw.PutObjects();
+    const broken = (err: DiffmeshError): void => {
+      if (this.objects === stream) this.objects = undefined;
+      const waiting = [...this.pendingObjects.values()];
+      this.pendingObjects.clear();
+      for (const p of waiting) p.reject(err);
+    };
+    stream.on('data', (msg: PutObjectsResponse__Output) => {
+      const sequence = Number(msg.sequence);
+      const p = this.pendingObjects.get(sequence);
+      if (!p) return;
+      this.pendingObjects.delete(sequence);
+      if (msg.ref) {
+        try {
+          p.resolve(objectRefFromWire(msg.ref));
+        } catch (e) {
+          p.reject(asDiffmeshError(e));
+        }
+      } else {
+        p.reject(msg.error ? errorDetailFromWire(msg.error) : transportError(this.address, 'PutObjects answered without a ref or an error'));
+      }
+    });
+    stream.on('error', (err) => broken(fromWire(err)));
+    stream.on('end', () => broken(transportError(this.address, 'the PutObjects stream ended')));
+    return stream;
+  }
+
   close(): void {
+    this.objects?.end();
+    this.objects = undefined;
     this.raw.close();
   }
 

@@ -33,6 +33,9 @@ export interface TensorRetryOptions {
 }
 
 /** Options of {@link RemoteTensorStore}. */
+/** Default of {@link RemoteTensorStoreOptions.streamPutMaxBytes}. */
+export const DEFAULT_STREAM_PUT_MAX_BYTES = 4 * 1024 * 1024;
+
 export interface RemoteTensorStoreOptions {
   /**
    * `host:port` of this node's tensor-svc: puts go there, and reads of ids that come without
@@ -49,6 +52,11 @@ export interface RemoteTensorStoreOptions {
   sameNodeReads?: boolean;
   /** Bytes per Put chunk. Default 2 MiB. */
   chunkBytes?: number;
+  /**
+   * Objects up to this size go whole as one message on a long-lived PutObjects stream
+   * (no call per object); larger ones by a chunked Put. Default 4 MiB; 0 = always Put.
+   */
+  streamPutMaxBytes?: number;
   /** Most Put bytes handed to gRPC and not yet flushed. Default 4 chunks. */
   maxInflightBytes?: number;
   retry?: TensorRetryOptions;
@@ -161,12 +169,10 @@ export class RemoteTensorStore implements TensorStore {
       attributes,
       async (span) => {
         const checksum = formatChecksum(crc32c(input.data));
+        const header = { objectId, name: input.name, shape: input.shape, dtype: input.dtype, ttlMs, checksum };
+        const whole = input.data.byteLength <= (this.opts.streamPutMaxBytes ?? DEFAULT_STREAM_PUT_MAX_BYTES);
         const ref = await this.withOwner(this.address, 'Put', (client) =>
-          client.put(
-            { objectId, name: input.name, shape: input.shape, dtype: input.dtype, ttlMs, checksum },
-            input.data,
-            this.transferOptions(),
-          ),
+          whole ? client.putObject(header, input.data) : client.put(header, input.data, this.transferOptions()),
         );
         this.counters.puts += 1;
         span.setAttributes({ [ATTR.tensorOwnerNode]: ref.ownerNodeId, [ATTR.tensorSameNode]: ref.ownerNodeId === this.nodeId });

@@ -110,6 +110,7 @@ describe('RemoteTensorStore', () => {
         cb(null, { ref }, md);
       },
       Put: unimplemented as never,
+      PutObjects: (call) => call.emit('error', toWire(new DiffmeshError(Code.UNIMPLEMENTED, 'INTERNAL', 'no'))),
       Get: (call) => call.emit('error', toWire(new DiffmeshError(Code.UNIMPLEMENTED, 'INTERNAL', 'no'))),
       Delete: unimplemented as never,
       Touch: unimplemented as never,

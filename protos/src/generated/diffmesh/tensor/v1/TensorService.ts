@@ -6,6 +6,8 @@ import type { DeleteRequest as _diffmesh_tensor_v1_DeleteRequest, DeleteRequest_
 import type { DeleteResponse as _diffmesh_tensor_v1_DeleteResponse, DeleteResponse__Output as _diffmesh_tensor_v1_DeleteResponse__Output } from '../../../diffmesh/tensor/v1/DeleteResponse.js';
 import type { GetRequest as _diffmesh_tensor_v1_GetRequest, GetRequest__Output as _diffmesh_tensor_v1_GetRequest__Output } from '../../../diffmesh/tensor/v1/GetRequest.js';
 import type { GetResponse as _diffmesh_tensor_v1_GetResponse, GetResponse__Output as _diffmesh_tensor_v1_GetResponse__Output } from '../../../diffmesh/tensor/v1/GetResponse.js';
+import type { PutObjectsRequest as _diffmesh_tensor_v1_PutObjectsRequest, PutObjectsRequest__Output as _diffmesh_tensor_v1_PutObjectsRequest__Output } from '../../../diffmesh/tensor/v1/PutObjectsRequest.js';
+import type { PutObjectsResponse as _diffmesh_tensor_v1_PutObjectsResponse, PutObjectsResponse__Output as _diffmesh_tensor_v1_PutObjectsResponse__Output } from '../../../diffmesh/tensor/v1/PutObjectsResponse.js';
 import type { PutRequest as _diffmesh_tensor_v1_PutRequest, PutRequest__Output as _diffmesh_tensor_v1_PutRequest__Output } from '../../../diffmesh/tensor/v1/PutRequest.js';
 import type { PutResponse as _diffmesh_tensor_v1_PutResponse, PutResponse__Output as _diffmesh_tensor_v1_PutResponse__Output } from '../../../diffmesh/tensor/v1/PutResponse.js';
 import type { StatRequest as _diffmesh_tensor_v1_StatRequest, StatRequest__Output as _diffmesh_tensor_v1_StatRequest__Output } from '../../../diffmesh/tensor/v1/StatRequest.js';
@@ -60,6 +62,25 @@ export interface TensorServiceClient extends grpc.Client {
   put(callback: grpc.requestCallback<_diffmesh_tensor_v1_PutResponse__Output>): grpc.ClientWritableStream<_diffmesh_tensor_v1_PutRequest>;
   
   /**
+   * Stores small objects, each whole in one message, on one long-lived stream:
+   * a client keeps the stream open and sends as many objects as it likes, and
+   * each answer carries the sequence number of its object. Saves a call per
+   * object; Put is for objects larger than a message should be. A failed
+   * object is answered with its error and the stream goes on.
+   */
+  PutObjects(metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientDuplexStream<_diffmesh_tensor_v1_PutObjectsRequest, _diffmesh_tensor_v1_PutObjectsResponse__Output>;
+  PutObjects(options?: grpc.CallOptions): grpc.ClientDuplexStream<_diffmesh_tensor_v1_PutObjectsRequest, _diffmesh_tensor_v1_PutObjectsResponse__Output>;
+  /**
+   * Stores small objects, each whole in one message, on one long-lived stream:
+   * a client keeps the stream open and sends as many objects as it likes, and
+   * each answer carries the sequence number of its object. Saves a call per
+   * object; Put is for objects larger than a message should be. A failed
+   * object is answered with its error and the stream goes on.
+   */
+  putObjects(metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientDuplexStream<_diffmesh_tensor_v1_PutObjectsRequest, _diffmesh_tensor_v1_PutObjectsResponse__Output>;
+  putObjects(options?: grpc.CallOptions): grpc.ClientDuplexStream<_diffmesh_tensor_v1_PutObjectsRequest, _diffmesh_tensor_v1_PutObjectsResponse__Output>;
+  
+  /**
    * Returns an object's ref without its bytes.
    */
   Stat(argument: _diffmesh_tensor_v1_StatRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_tensor_v1_StatResponse__Output>): grpc.ClientUnaryCall;
@@ -112,6 +133,15 @@ export interface TensorServiceHandlers extends grpc.UntypedServiceImplementation
   Put: grpc.handleClientStreamingCall<_diffmesh_tensor_v1_PutRequest__Output, _diffmesh_tensor_v1_PutResponse>;
   
   /**
+   * Stores small objects, each whole in one message, on one long-lived stream:
+   * a client keeps the stream open and sends as many objects as it likes, and
+   * each answer carries the sequence number of its object. Saves a call per
+   * object; Put is for objects larger than a message should be. A failed
+   * object is answered with its error and the stream goes on.
+   */
+  PutObjects: grpc.handleBidiStreamingCall<_diffmesh_tensor_v1_PutObjectsRequest__Output, _diffmesh_tensor_v1_PutObjectsResponse>;
+  
+  /**
    * Returns an object's ref without its bytes.
    */
   Stat: grpc.handleUnaryCall<_diffmesh_tensor_v1_StatRequest__Output, _diffmesh_tensor_v1_StatResponse>;
@@ -127,6 +157,7 @@ export interface TensorServiceDefinition extends grpc.ServiceDefinition {
   Delete: MethodDefinition<_diffmesh_tensor_v1_DeleteRequest, _diffmesh_tensor_v1_DeleteResponse, _diffmesh_tensor_v1_DeleteRequest__Output, _diffmesh_tensor_v1_DeleteResponse__Output>
   Get: MethodDefinition<_diffmesh_tensor_v1_GetRequest, _diffmesh_tensor_v1_GetResponse, _diffmesh_tensor_v1_GetRequest__Output, _diffmesh_tensor_v1_GetResponse__Output>
   Put: MethodDefinition<_diffmesh_tensor_v1_PutRequest, _diffmesh_tensor_v1_PutResponse, _diffmesh_tensor_v1_PutRequest__Output, _diffmesh_tensor_v1_PutResponse__Output>
+  PutObjects: MethodDefinition<_diffmesh_tensor_v1_PutObjectsRequest, _diffmesh_tensor_v1_PutObjectsResponse, _diffmesh_tensor_v1_PutObjectsRequest__Output, _diffmesh_tensor_v1_PutObjectsResponse__Output>
   Stat: MethodDefinition<_diffmesh_tensor_v1_StatRequest, _diffmesh_tensor_v1_StatResponse, _diffmesh_tensor_v1_StatRequest__Output, _diffmesh_tensor_v1_StatResponse__Output>
   Touch: MethodDefinition<_diffmesh_tensor_v1_TouchRequest, _diffmesh_tensor_v1_TouchResponse, _diffmesh_tensor_v1_TouchRequest__Output, _diffmesh_tensor_v1_TouchResponse__Output>
 }
