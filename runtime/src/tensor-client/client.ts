@@ -5,6 +5,7 @@ import { loadDiffmeshProtos, type PutObjectsRequest, type PutObjectsResponse__Ou
 import type {
   TensorGetResponse__Output as WireGetResponse,
   ObjectRef as WireObjectRef,
+  PutHeader,
   PutRequest,
   TensorServiceClient as RawTensorClient,
 } from '@diffmesh/protos';
@@ -107,6 +108,19 @@ function checksumMismatch(objectId: string, expected: string, actual: string, wh
   );
 }
 
+/** The wire header of an object about to be stored (the checksum is computed when not given). */
+function putHeaderToWire(header: PutObjectHeader, data: Uint8Array): PutHeader {
+  return {
+    objectId: header.objectId ?? '',
+    name: header.name,
+    shape: header.shape.map((d) => String(d)),
+    dtype: dtypeToWire(header.dtype),
+    ttlMs: header.ttlMs ?? 0,
+    sizeBytes: String(data.byteLength),
+    checksum: header.checksum ?? formatChecksum(crc32c(data)),
+  };
+}
+
 function asBuffer(data: Uint8Array, offset: number, length: number): Buffer {
   return Buffer.from(data.buffer, data.byteOffset + offset, length);
 }
@@ -181,15 +195,7 @@ export class TensorServiceClient {
 
       const size = data.byteLength;
       const first: PutRequest = {
-        header: {
-          objectId: header.objectId ?? '',
-          name: header.name,
-          shape: header.shape.map((d) => String(d)),
-          dtype: dtypeToWire(header.dtype),
-          ttlMs: header.ttlMs ?? 0,
-          sizeBytes: String(size),
-          checksum: header.checksum ?? formatChecksum(crc32c(data)),
-        },
+        header: putHeaderToWire(header, data),
       };
       const write = async (msg: PutRequest, n: number): Promise<void> => {
         await budget.acquire(n, done.signal);
@@ -335,15 +341,7 @@ export class TensorServiceClient {
       });
       stream.write({
         sequence,
-        header: {
-          objectId: header.objectId ?? '',
-          name: header.name,
-          shape: header.shape.map((d) => String(d)),
-          dtype: dtypeToWire(header.dtype),
-          ttlMs: header.ttlMs ?? 0,
-          sizeBytes: String(data.byteLength),
-          checksum: header.checksum ?? formatChecksum(crc32c(data)),
-        },
+        header: putHeaderToWire(header, data),
         data: asBuffer(data, 0, data.byteLength),
         // The active trace context: tensor-svc's span of this object continues it.
         traceContext: injectTraceContext(),
