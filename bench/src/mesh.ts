@@ -205,7 +205,8 @@ export async function runMeshVsEmbedded(runs = 15): Promise<MeshVsEmbedded> {
       }
       return performance.now() - start;
     };
-    for (let i = 0; i < 3; i += 1) {
+    // Warm-up of both, so each runs code V8 has compiled (a serving process has).
+    for (let i = 0; i < 10; i += 1) {
       await timedGenerate(client, 'diffmesh/tiny-shapes', params);
       await runEmbedded();
     }
