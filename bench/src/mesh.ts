@@ -187,16 +187,16 @@ export interface MeshVsEmbedded {
 }
 
 /**
- * (c) One tiny-shapes request (256×256, 20 steps) through the mesh of processes against
- * the same request embedded in one process, alternating, medians of `runs` each.
- */
-/**
  * Requests each way before (c) is timed. The mesh's paths (stage answers, the tensor put of
  * the pixels in the VAE stage and tensor-svc) run once per request, so V8 compiles them only
  * after many requests: with 3 warm-up requests the ratio read 1.4–1.5×, with 150 1.2–1.3×.
  */
 const MESH_WARMUP = 150;
 
+/**
+ * (c) One tiny-shapes request (256×256, 20 steps) through the mesh of processes against
+ * the same request embedded in one process, alternating, medians of `runs` each.
+ */
 export async function runMeshVsEmbedded(runs = 15): Promise<MeshVsEmbedded> {
   const log = silentLogger();
   const mesh = await startLocalMesh({ modelsDirs: [defaultModelsRoot()], models: ['diffmesh/tiny-shapes'], threads: 1, log });
