@@ -334,11 +334,17 @@ describe('OpenAI-compatible endpoints', () => {
 
   it('works with the official openai client: n images with consecutive seeds, b64_json and url', async () => {
     const client = new OpenAI({ baseURL: `${gw.address}/v1`, apiKey: KEY, maxRetries: 0 });
-    const b64 = await client.images.generate({ model: MODEL, prompt, n: 2, size: '256x256', response_format: 'b64_json' });
+    // A base seed (diffmesh's extension of the API) whose next seed draws another picture: 18
+    // pictures fit this prompt (2 sizes × 9 places), so two random seeds may draw the same one.
+    const params = { model: MODEL, prompt, n: 2, size: '256x256', response_format: 'b64_json', seed: 41 } as const;
+    const b64 = await client.images.generate(params as Omit<typeof params, 'seed'>);
     expect(b64.data).toHaveLength(2);
     const pngs = b64.data!.map((d) => Buffer.from(d.b64_json!, 'base64'));
     for (const png of pngs) expect(redBlueShare(png)).toMatchObject({ width: 256, height: 256 });
-    expect(pngs[0].equals(pngs[1])).toBe(false); // different seeds
+    expect(pngs[0].equals(pngs[1])).toBe(false); // consecutive seeds, 41 and 42
+    // The same base seed gives the same images again.
+    const again = await client.images.generate(params as Omit<typeof params, 'seed'>);
+    expect(again.data!.map((d) => d.b64_json)).toEqual(b64.data!.map((d) => d.b64_json));
 
     const url = await client.images.generate({ model: MODEL, prompt, size: '256x256', response_format: 'url' });
     const link = url.data![0].url!;
