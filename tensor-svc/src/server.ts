@@ -119,7 +119,11 @@ export async function startTensorService(
     metrics,
     stop(graceMs = c.drainGraceMs) {
       stopping ??= (async () => {
-        await server.drain(graceMs);
+        // Draining waits for every call to end; open PutObjects streams end once the objects
+        // they carry are answered (their clients reopen one elsewhere or retry).
+        const drained = server.drain(graceMs);
+        await service.endObjectStreams();
+        await drained;
         await store.close();
         await metricsServer?.close();
         log.info('tensor-svc stopped');

@@ -204,6 +204,23 @@ describe('PutObjects (small objects on one long-lived stream)', () => {
     expect(err.code).toBe(Code.UNAVAILABLE);
   });
 
+  it('ends open streams on a graceful stop, so the drain does not wait out its grace', async () => {
+    // A minute of grace, which a stop kept waiting by the idle stream would use up (grpc-js
+    // gives up on it after 30 s); a drain that ends the stream is done at once. A liveness
+    // bound, not a timing: 10 s for what takes milliseconds.
+    const svc = await service({ drainGraceMs: 60_000 });
+    const c = new TensorServiceClient(svc.address);
+    closers.push(() => c.close());
+    await c.putObject({ name: 'a', shape: [1], dtype: 'uint8' }, Uint8Array.of(1));
+    const outcome = await Promise.race([
+      svc.stop().then(() => 'stopped'),
+      new Promise((resolve) => setTimeout(() => resolve('still draining after 10 s'), 10_000).unref()),
+    ]);
+    expect(outcome).toBe('stopped');
+    // The client sees the stream end and tries to reopen it: the stopped service is unavailable.
+    expect((await rejection(c.putObject({ name: 'b', shape: [1], dtype: 'uint8' }, Uint8Array.of(2)))).code).toBe(Code.UNAVAILABLE);
+  });
+
   it('is what RemoteTensorStore uses for objects up to streamPutMaxBytes, and a chunked Put above', async () => {
     const svc = await service();
     const store = remoteStore(svc, 'elsewhere', { streamPutMaxBytes: 1024 });

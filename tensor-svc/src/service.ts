@@ -134,6 +134,8 @@ export class TensorServiceImpl {
   private readonly chunkBytes: number;
   private readonly maxBuffered: number;
   private readonly receiveWindowBytes: number;
+  /** Open PutObjects streams: what each still has to answer, and how to end it. */
+  private readonly objectStreams = new Set<{ queue: Promise<void>; end(): void }>();
 
   constructor(opts: TensorServiceOptions) {
     this.store = opts.store;
@@ -172,12 +174,40 @@ export class TensorServiceImpl {
    */
   private putObjects(call: grpc.ServerDuplexStream<PutObjectsRequest__Output, PutObjectsResponse>): void {
     widenReceiveWindow(call, this.receiveWindowBytes);
-    let queue = Promise.resolve();
+    let ended = false;
+    const stream = {
+      queue: Promise.resolve(),
+      end: (): void => {
+        if (ended) return;
+        ended = true;
+        void stream.queue.then(() => call.end());
+      },
+    };
+    this.objectStreams.add(stream);
     call.on('data', (msg: PutObjectsRequest__Output) => {
-      queue = queue.then(() => this.putObject(call, msg));
+      stream.queue = stream.queue.then(() => this.putObject(call, msg));
     });
-    call.on('end', () => void queue.then(() => call.end()));
-    call.on('error', () => undefined);
+    const gone = (): void => {
+      this.objectStreams.delete(stream);
+    };
+    call.on('end', () => {
+      gone();
+      stream.end();
+    });
+    call.on('error', gone);
+    call.on('cancelled', gone);
+  }
+
+  /**
+   * Ends every open PutObjects stream once the objects it has received are answered (for a
+   * drain: those streams stay open for as long as their clients live). An object still on its
+   * way is not answered; its client fails it with UNAVAILABLE and retries. Resolves then.
+   */
+  async endObjectStreams(): Promise<void> {
+    const streams = [...this.objectStreams];
+    this.objectStreams.clear();
+    for (const s of streams) s.end();
+    await Promise.all(streams.map((s) => s.queue));
   }
 
   private async putObject(call: grpc.ServerDuplexStream<PutObjectsRequest__Output, PutObjectsResponse>, msg: PutObjectsRequest__Output): Promise<void> {
