@@ -7,9 +7,7 @@
  * strict type checks with the failing field named, the names, and the well-known types
  * (Timestamp as RFC 3339, Duration as `1.5s`, Any with `@type`).
  */
-import { existsSync } from 'node:fs';
-import { isAbsolute, join } from 'node:path';
-import { INCLUDE_DIRS, PROTO_FILES, loadDiffmeshPackageDefinition } from '@diffmesh/protos';
+import { loadDiffmeshPackageDefinition, newDiffmeshRoot } from '@diffmesh/protos';
 import { Code, DiffmeshError } from '@diffmesh/runtime';
 import protobuf from 'protobufjs';
 
@@ -38,19 +36,8 @@ export function protoRoot(): protobuf.Root {
   if (root) return root;
   // @grpc/proto-loader registers google/protobuf/descriptor.proto, which the HTTP annotations import.
   loadDiffmeshPackageDefinition();
-  const r = new protobuf.Root();
-  r.resolvePath = (origin: string, target: string): string => {
-    if (isAbsolute(target)) return target;
-    for (const dir of INCLUDE_DIRS) {
-      const candidate = join(dir, target);
-      if (existsSync(candidate)) return candidate;
-    }
-    return protobuf.util.path.resolve(origin, target);
-  };
-  r.loadSync([...PROTO_FILES], { keepCase: true, alternateCommentMode: true });
-  r.resolveAll();
-  root = r;
-  return r;
+  root = newDiffmeshRoot({ keepCase: true, alternateCommentMode: true });
+  return root;
 }
 
 /** The proto3 JSON name of a field: lowerCamelCase of its proto name, unless `json_name` is set. */

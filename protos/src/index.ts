@@ -127,10 +127,18 @@ let root: protobuf.Root | undefined;
 
 /** A protobufjs Root holding every diffmesh message type (loaded once). */
 export function loadDiffmeshRoot(): protobuf.Root {
-  if (root) return root;
+  root ??= newDiffmeshRoot({ keepCase: false });
+  return root;
+}
+
+/**
+ * A new protobufjs Root of every diffmesh proto file, parsed with `options` (e.g. original
+ * field names and comments for documentation), imports resolved against the include dirs.
+ */
+export function newDiffmeshRoot(options: protobuf.IParseOptions): protobuf.Root {
   const r = new protobuf.Root();
-  // Resolve imports against the include dirs; google/protobuf/* are bundled with protobufjs
-  // (descriptor.proto is registered by @grpc/proto-loader, imported above).
+  // google/protobuf/* are bundled with protobufjs (descriptor.proto is registered by
+  // @grpc/proto-loader, imported above).
   r.resolvePath = (origin: string, target: string): string => {
     if (isAbsolute(target)) return target;
     for (const dir of INCLUDE_DIRS) {
@@ -139,9 +147,8 @@ export function loadDiffmeshRoot(): protobuf.Root {
     }
     return protobuf.util.path.resolve(origin, target);
   };
-  r.loadSync([...PROTO_FILES], { keepCase: false });
+  r.loadSync([...PROTO_FILES], options);
   r.resolveAll();
-  root = r;
   return r;
 }
 
