@@ -10,7 +10,7 @@ export { MicroBatcher } from './batching.js';
 export type { StageContext, StageHandler, StageProgress, StageResult, StageTask } from './stage/types.js';
 export { OnnxStage } from './stage/onnx-stage.js';
 export type { OnnxStageDeps } from './stage/onnx-stage.js';
-export { StageService, taskFromWire, taskToWire } from './stage/service.js';
+export { StageService, stageExecuteAttributes, taskFromWire, taskToWire } from './stage/service.js';
 export type { StageInstanceIdentity } from './stage/service.js';
 export { StageServiceConfigSchema, loadServiceConfig, packageVersion, runProcess, runStageServiceMain, stageServiceConfig, startStageService } from './stage/process.js';
 export type { RunningStageService, StageServiceConfig, StageServiceMain, StartStageServiceOptions } from './stage/process.js';

@@ -1,7 +1,7 @@
 import {
-  ATTR,
   SPAN,
   extractTraceContext,
+  stageExecuteAttributes,
   withSpan,
   type Logger,
   type StageHandler,
@@ -35,16 +35,7 @@ export class LocalInstance implements StageInstance {
     // The same span a stage service makes, so an embedded trace has the mesh's shape.
     return withSpan(
       SPAN.stageExecute,
-      {
-        [ATTR.requestId]: task.reqId,
-        [ATTR.model]: task.model,
-        [ATTR.stage]: task.stage,
-        [ATTR.stageIndex]: task.stageIndex,
-        [ATTR.attempt]: task.attempt,
-        [ATTR.pool]: this.pool,
-        [ATTR.instanceId]: this.id,
-        [ATTR.nodeId]: this.nodeId,
-      },
+      stageExecuteAttributes(task, { pool: this.pool, instanceId: this.id, nodeId: this.nodeId }),
       () =>
         this.handler.execute(task, {
           get signal() {

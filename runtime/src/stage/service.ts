@@ -55,6 +55,26 @@ export interface StageServiceOptions {
   metrics?: StageMetrics;
 }
 
+/**
+ * Attributes of the `diffmesh.stage.execute` span of a task on an instance: the same for a
+ * stage service and an in-process instance, so embedded traces have the mesh's shape.
+ */
+export function stageExecuteAttributes(
+  task: StageTask,
+  instance: { pool: string; instanceId: string; nodeId: string },
+): Record<string, string | number> {
+  return {
+    [ATTR.requestId]: task.reqId,
+    [ATTR.model]: task.model,
+    [ATTR.stage]: task.stage,
+    [ATTR.stageIndex]: task.stageIndex,
+    [ATTR.attempt]: task.attempt,
+    [ATTR.pool]: instance.pool,
+    [ATTR.instanceId]: instance.instanceId,
+    [ATTR.nodeId]: instance.nodeId,
+  };
+}
+
 export function taskToWire(t: StageTask): Task {
   return {
     reqId: t.reqId,
@@ -170,19 +190,7 @@ export class StageService {
     const parent = extractTraceContext(task.traceContext);
     const span = diffmeshTracer().startSpan(
       SPAN.stageExecute,
-      {
-        kind: SpanKind.SERVER,
-        attributes: {
-          [ATTR.requestId]: task.reqId,
-          [ATTR.model]: task.model,
-          [ATTR.stage]: task.stage,
-          [ATTR.stageIndex]: task.stageIndex,
-          [ATTR.attempt]: task.attempt,
-          [ATTR.pool]: id.pool,
-          [ATTR.instanceId]: id.instanceId,
-          [ATTR.nodeId]: id.nodeId,
-        },
-      },
+      { kind: SpanKind.SERVER, attributes: stageExecuteAttributes(task, id) },
       parent,
     );
     const metrics = this.opts.metrics;
