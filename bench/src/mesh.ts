@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import type { GenerateResponse__Output } from '@diffmesh/protos';
 import { Supervisor, schedulerClient, serviceEntry, startEmbedded, startLocalMesh, waitForInstance, type SchedulerClient } from '@diffmesh/cli';
 import { defaultModelsRoot } from '@diffmesh/models';
-import { createDiscovery, paramsToWire, silentLogger, startNatsServer, type GenerationParams } from '@diffmesh/runtime';
+import { SchedulerSession, createDiscovery, paramsToWire, silentLogger, startNatsServer, type GenerationParams } from '@diffmesh/runtime';
 
 /** Latency percentile of sorted samples. */
 function pct(sorted: number[], p: number): number {
@@ -38,7 +38,29 @@ function timedGenerate(client: SchedulerClient, model: string, params: Partial<G
   });
 }
 
+/** One request on a Session stream; returns the milliseconds until its `completed` event arrived. */
+function timedSessionRequest(session: SchedulerSession, model: string, params: Partial<GenerationParams>): Promise<number> {
+  const start = performance.now();
+  return new Promise((resolve, reject) => {
+    session.start(
+      { model, params: paramsToWire(params), priority: 0 },
+      {
+        event: (e) => {
+          if (e.completed) resolve(performance.now() - start);
+          else if (e.failed) reject(new Error(`request failed: ${e.failed.error?.message}`));
+          else if (e.cancelled) reject(new Error('request cancelled'));
+        },
+        error: reject,
+      },
+    );
+  });
+}
+
+/** How the bench's clients send requests: a Generate call each, or messages on one Session stream. */
+export type OverheadMode = 'generate' | 'session';
+
 export interface OverheadRow {
+  mode: OverheadMode;
   clients: number;
   requests: number;
   p50: number;
@@ -120,20 +142,27 @@ export async function runSchedulerOverhead(requests = 400): Promise<OverheadRow[
       await waitForInstance(discovery, pool, 15_000);
     }
     const client = schedulerClient(sched.address);
+    const session = new SchedulerSession(client);
     const params = { prompt: 'noop' };
+    const run: Record<OverheadMode, () => Promise<number>> = {
+      generate: () => timedGenerate(client, 'bench/noop', params),
+      session: () => timedSessionRequest(session, 'bench/noop', params),
+    };
     // Warm-up: long enough for V8 to optimise the hot paths of every process, as in a server that has been up a while.
-    await Promise.all(Array.from({ length: 8 }, async () => {
-      for (let i = 0; i < 250; i += 1) await timedGenerate(client, 'bench/noop', params);
-    }));
+    for (const mode of ['generate', 'session'] as const) {
+      await Promise.all(Array.from({ length: 8 }, async () => {
+        for (let i = 0; i < 250; i += 1) await run[mode]();
+      }));
+    }
     const rows: OverheadRow[] = [];
-    for (const clients of [1, 8]) {
+    for (const [mode, clients] of [['generate', 1], ['generate', 8], ['session', 1], ['session', 8]] as const) {
       const per = Math.ceil(requests / clients);
       const samples: number[] = [];
       const cpuBefore = cpuSnapshot(pids);
       const start = performance.now();
       await Promise.all(
         Array.from({ length: clients }, async () => {
-          for (let i = 0; i < per; i += 1) samples.push(await timedGenerate(client, 'bench/noop', params));
+          for (let i = 0; i < per; i += 1) samples.push(await run[mode]());
         }),
       );
       const elapsed = (performance.now() - start) / 1000;
@@ -144,8 +173,9 @@ export async function runSchedulerOverhead(requests = 400): Promise<OverheadRow[
           .map(([name, ms]) => [name, (ms - cpuBefore[name]) / samples.length]),
       );
       samples.sort((a, b) => a - b);
-      rows.push({ clients, requests: samples.length, p50: pct(samples, 50), p99: pct(samples, 99), perSecond: samples.length / elapsed, cpuMsPerRequest });
+      rows.push({ mode, clients, requests: samples.length, p50: pct(samples, 50), p99: pct(samples, 99), perSecond: samples.length / elapsed, cpuMsPerRequest });
     }
+    await session.close();
     client.close();
     return rows;
   } finally {
@@ -158,11 +188,12 @@ export async function runSchedulerOverhead(requests = 400): Promise<OverheadRow[
 
 export function formatSchedulerOverhead(rows: OverheadRow[]): string {
   const lines = [
-    '(a) scheduler overhead — 3 no-op stages, every service its own process, Generate over gRPC on loopback (call to completed event)',
-    '    clients  requests  p50 ms  p99 ms  requests/s   targets: p50 ≤ 2 ms, p99 ≤ 10 ms, ≥ 500 req/s with 8 clients',
+    '(a) scheduler overhead — 3 no-op stages, every service its own process, gRPC on loopback (send to completed event)',
+    '    generate = one Generate call per request; session = requests as messages on one Session stream per client process',
+    '    mode      clients  requests  p50 ms  p99 ms  requests/s   targets: p50 ≤ 2 ms, p99 ≤ 10 ms, ≥ 500 req/s with 8 clients',
     ...rows.map(
       (r) =>
-        `    ${String(r.clients).padStart(7)}  ${String(r.requests).padStart(8)}  ${r.p50.toFixed(2).padStart(6)}  ${r.p99
+        `    ${r.mode.padEnd(8)}  ${String(r.clients).padStart(7)}  ${String(r.requests).padStart(8)}  ${r.p50.toFixed(2).padStart(6)}  ${r.p99
           .toFixed(2)
           .padStart(6)}  ${r.perSecond.toFixed(0).padStart(10)}`,
     ),
@@ -170,7 +201,7 @@ export function formatSchedulerOverhead(rows: OverheadRow[]): string {
       .filter((r) => Object.keys(r.cpuMsPerRequest).length > 0)
       .map(
         (r) =>
-          `    CPU ms per request, ${r.clients} client${r.clients === 1 ? '' : 's'}: ` +
+          `    CPU ms per request, ${r.mode}, ${r.clients} client${r.clients === 1 ? '' : 's'}: ` +
           Object.entries(r.cpuMsPerRequest)
             .map(([name, ms]) => `${name} ${ms.toFixed(2)}`)
             .join(', '),

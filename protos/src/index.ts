@@ -324,6 +324,9 @@ export type {
   SchedulerServiceDefinition,
   SchedulerServiceHandlers,
 } from './generated/diffmesh/scheduler/v1/SchedulerService.js';
+export type { SessionAnswer, SessionAnswer__Output } from './generated/diffmesh/scheduler/v1/SessionAnswer.js';
+export type { SessionRequest, SessionRequest__Output } from './generated/diffmesh/scheduler/v1/SessionRequest.js';
+export type { SessionResponse, SessionResponse__Output } from './generated/diffmesh/scheduler/v1/SessionResponse.js';
 export type { SubmitRequest, SubmitRequest__Output } from './generated/diffmesh/scheduler/v1/SubmitRequest.js';
 export type { SubmitResponse, SubmitResponse__Output } from './generated/diffmesh/scheduler/v1/SubmitResponse.js';
 export type { WatchRequest, WatchRequest__Output } from './generated/diffmesh/scheduler/v1/WatchRequest.js';

@@ -36,6 +36,7 @@ describe('loading', () => {
         Watch: [false, true],
         ListModels: [false, false],
         GetStatus: [false, false],
+        Session: [true, true],
       },
       [SERVICE_NAMES.stage]: {
         Execute: [false, true],

@@ -58,6 +58,8 @@ export type { BreakerOptions, CircuitBreaker } from './grpc/breaker.js';
 export { MAX_MESSAGE_BYTES, TlsConfigSchema, channelOptions, clientCredentials, loadTlsFiles, serverCredentials, tlsConfigMappings } from './grpc/options.js';
 export type { TlsConfig, TlsFiles } from './grpc/options.js';
 export { GrpcServer } from './grpc/server.js';
+export { SchedulerSession } from './scheduler-client/session.js';
+export type { SchedulerSessionOptions, SessionRequestHandle, SessionRequestHandlers, SessionRequestOptions } from './scheduler-client/session.js';
 export type { GrpcServerOptions, ServiceBinding } from './grpc/server.js';
 export { INSTANCE_STAGES } from './discovery/types.js';
 export type { Discovery, DiscoveryEvent, DiscoveryListener, Instance, InstanceFilter, InstanceInfo, InstanceLoad, InstanceRegistration, InstanceStage, LoadFn, Registration, SubscribeOptions } from './discovery/types.js';

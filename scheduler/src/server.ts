@@ -67,9 +67,10 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
     log,
   );
   const unfollow = followDiscovery(scheduler, discovery, { log, ...(tls ? { tls } : {}) });
+  const binding = schedulerServiceBinding(scheduler, registry, { instanceId, version }, { eventIntervalMs: config.eventIntervalMs });
   const server = await GrpcServer.start({
     address: config.listen,
-    services: [schedulerServiceBinding(scheduler, registry, { instanceId, version }, { eventIntervalMs: config.eventIntervalMs })],
+    services: [binding],
     log,
     ...(tls ? { tls } : {}),
   });
@@ -100,6 +101,8 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
     stop(graceMs = config.drainGraceMs) {
       stopping ??= (async () => {
         server.setServing(false);
+        // Open sessions end as their requests do, so the server's drain does not wait on idle ones.
+        binding.endSessions();
         await registration?.stop().catch(() => undefined);
         await scheduler.drain(graceMs);
         await server.drain(Math.min(graceMs, 1000));

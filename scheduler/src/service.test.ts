@@ -1,7 +1,18 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadDiffmeshProtos, type GenerateResponse__Output } from '@diffmesh/protos';
-import { GrpcServer, PlanRegistry, createTaskQueue, createTensorStore, silentLogger, type StageHandler, type StageName } from '@diffmesh/runtime';
+import { loadDiffmeshProtos, messageCodec, type GenerateResponse__Output, type RequestEvent__Output, type SessionResponse__Output } from '@diffmesh/protos';
+import {
+  Code,
+  GrpcServer,
+  PlanRegistry,
+  SchedulerSession,
+  createTaskQueue,
+  createTensorStore,
+  silentLogger,
+  type DiffmeshError,
+  type StageHandler,
+  type StageName,
+} from '@diffmesh/runtime';
 import { LocalInstance } from './local-instance.js';
 import { Scheduler } from './scheduler.js';
 import { schedulerServiceBinding } from './service.js';
@@ -37,6 +48,10 @@ afterEach(async () => {
 });
 
 async function serve(eventIntervalMs: number, stageMs: number) {
+  return (await serveAll(eventIntervalMs, stageMs)).client;
+}
+
+async function serveAll(eventIntervalMs: number, stageMs: number) {
   const log = silentLogger();
   const scheduler = new Scheduler({
     registry,
@@ -48,14 +63,11 @@ async function serve(eventIntervalMs: number, stageMs: number) {
   for (const [pool, stage] of [['enc', 'text_encoding'], ['dit', 'denoising'], ['vae', 'vae_decoding']] as const) {
     scheduler.addInstance(new LocalInstance(`${pool}-1`, pool, slowStage(stage, stageMs), 1, log));
   }
-  const server = await GrpcServer.start({
-    address: '127.0.0.1:0',
-    services: [schedulerServiceBinding(scheduler, registry, undefined, { eventIntervalMs })],
-    log,
-  });
+  const binding = schedulerServiceBinding(scheduler, registry, undefined, { eventIntervalMs });
+  const server = await GrpcServer.start({ address: '127.0.0.1:0', services: [binding], log });
   servers.push(server);
   const Client = loadDiffmeshProtos().diffmesh.scheduler.v1.SchedulerService;
-  return new Client(server.address, grpc.credentials.createInsecure());
+  return { client: new Client(server.address, grpc.credentials.createInsecure()), scheduler, binding, server };
 }
 
 /** The messages of one Generate call, each as the event kinds it carried. */
@@ -92,3 +104,162 @@ describe('Generate event stream', () => {
     expect(messages.at(-1)!.kinds.slice(-2)).toEqual(['stageFinished', 'completed']);
   });
 });
+
+/** Runs a request on a session: its id and its events, or its error. */
+function run(
+  session: SchedulerSession,
+  prompt: string,
+  opts: { signal?: AbortSignal; onEvent?: (e: RequestEvent__Output) => void } = {},
+): Promise<{ reqId: string; events: RequestEvent__Output[] }> {
+  return new Promise((resolve, reject) => {
+    let reqId = '';
+    const events: RequestEvent__Output[] = [];
+    session.start(
+      { model: 'test/model', params: { prompt } },
+      {
+        accepted: (id) => (reqId = id),
+        event: (e) => {
+          events.push(e);
+          opts.onEvent?.(e);
+          if (e.completed || e.failed || e.cancelled) resolve({ reqId, events });
+        },
+        error: reject,
+      },
+      opts.signal ? { signal: opts.signal } : {},
+    );
+  });
+}
+
+describe('Session', () => {
+  it('carries many requests on one stream, each answered with its id and followed by its events in order', async () => {
+    const { client } = await serveAll(20, 5);
+    const session = new SchedulerSession(client);
+    const results = await Promise.all(['a', 'b', 'c', 'd', 'e'].map((p) => run(session, p)));
+    expect(new Set(results.map((r) => r.reqId)).size).toBe(5);
+    for (const r of results) {
+      expect(r.events.every((e) => e.reqId === r.reqId)).toBe(true);
+      expect(r.events.map((e) => e.sequence)).toEqual(r.events.map((_, i) => i + 1));
+      expect(r.events[0].kind).toBe('queued');
+      expect(r.events.at(-1)!.kind).toBe('completed');
+      expect(r.events.filter((e) => e.kind === 'stageFinished')).toHaveLength(3);
+    }
+    expect(session.active).toBe(0);
+    await session.close();
+    client.close();
+  });
+
+  it('answers a bad request with its error and keeps the stream for the next ones', async () => {
+    const { client } = await serveAll(20, 1);
+    const session = new SchedulerSession(client);
+    const err = (await run(session, '').catch((e: unknown) => e)) as DiffmeshError;
+    expect(err.code).toBe(Code.INVALID_ARGUMENT);
+    expect(err.field).toBe('prompt');
+    const ok = await run(session, 'fine');
+    expect(ok.events.at(-1)!.kind).toBe('completed');
+    await session.close();
+    client.close();
+  });
+
+  it('answers a message without an action naming the field, on the raw stream', async () => {
+    const { client } = await serveAll(20, 1);
+    const raw = rawSession(client);
+    raw.send({ tag: 7 });
+    const first = await raw.next();
+    expect(first.answers).toHaveLength(1);
+    expect(first.answers[0]).toMatchObject({ tag: 7, reqId: '', error: { code: 'INVALID_ARGUMENT', field: 'action' } });
+    // Half-closing a session with nothing running ends it.
+    raw.call.end();
+    expect((await raw.status).code).toBe(grpc.status.OK);
+    client.close();
+  });
+
+  it('cancels a request when its signal aborts, and only that one', async () => {
+    const { client, scheduler } = await serveAll(0, 200);
+    const session = new SchedulerSession(client);
+    const controller = new AbortController();
+    const doomed = run(session, 'doomed', {
+      signal: controller.signal,
+      onEvent: (e) => {
+        if (e.kind === 'stageStarted') controller.abort();
+      },
+    });
+    const kept = run(session, 'kept');
+    const cancelled = await doomed;
+    expect(cancelled.events.at(-1)!.kind).toBe('cancelled');
+    expect(scheduler.get(cancelled.reqId).context.status).toBe('cancelled');
+    expect((await kept).events.at(-1)!.kind).toBe('completed');
+    await session.close();
+    client.close();
+  });
+
+  it('cancels the unfinished requests of a client that goes away', async () => {
+    const { client, scheduler } = await serveAll(0, 500);
+    const raw = rawSession(client);
+    raw.send({ tag: 1, generate: { model: 'test/model', params: { prompt: 'x' } } });
+    const first = await raw.next();
+    const reqId = first.answers[0].reqId;
+    expect(reqId).not.toBe('');
+    raw.call.cancel(); // the client goes away mid-request
+    await expect.poll(() => scheduler.get(reqId).context.status, { timeout: 5000 }).toBe('cancelled');
+    client.close();
+  });
+
+  it('ends once its requests have ended when the client closes its side', async () => {
+    const { client } = await serveAll(20, 30);
+    const session = new SchedulerSession(client);
+    const pending = run(session, 'x');
+    await new Promise((r) => setTimeout(r, 10));
+    await session.close();
+    // close() resolved after the stream's end, which came after the request's.
+    const done = await Promise.race([pending, Promise.resolve(undefined)]);
+    expect(done?.events.at(-1)!.kind).toBe('completed');
+    client.close();
+  });
+
+  it('fails the requests still on a session whose stream breaks with UNAVAILABLE', async () => {
+    const first = await serveAll(0, 10_000);
+    const session = new SchedulerSession(first.client);
+    const pending = run(session, 'x').catch((e: unknown) => e as DiffmeshError);
+    await expect.poll(() => first.scheduler.inFlightCount()).toBe(1);
+    await first.server.drain(0); // the scheduler goes away mid-request
+    const err = await pending;
+    expect(err).toMatchObject({ code: Code.UNAVAILABLE });
+    expect(session.active).toBe(0);
+    first.client.close();
+  });
+
+  it('is ended by endSessions once its requests have ended (a draining scheduler)', async () => {
+    const { client, binding } = await serveAll(20, 30);
+    const raw = rawSession(client);
+    raw.send({ tag: 1, generate: { model: 'test/model', params: { prompt: 'x' } } });
+    await raw.next();
+    // The client keeps its side open: only the server can end the stream.
+    binding.endSessions();
+    expect((await raw.status).code).toBe(grpc.status.OK);
+    expect(raw.received.flatMap((m) => m.events).at(-1)!.kind).toBe('completed');
+    client.close();
+  });
+});
+
+/** A Session call driven message by message. */
+function rawSession(client: grpc.Client) {
+  const requests = messageCodec<object>('diffmesh.scheduler.v1.SessionRequest');
+  const responses = messageCodec<object, SessionResponse__Output>('diffmesh.scheduler.v1.SessionResponse');
+  const call = client.makeBidiStreamRequest<Buffer, Buffer>('/diffmesh.scheduler.v1.SchedulerService/Session', (b) => b, (b) => b);
+  const received: SessionResponse__Output[] = [];
+  const waiting: Array<(m: SessionResponse__Output) => void> = [];
+  call.on('data', (b: Buffer) => {
+    const m = responses.decode(b);
+    received.push(m);
+    waiting.shift()?.(m);
+  });
+  call.on('error', () => {});
+  const status = new Promise<grpc.StatusObject>((resolve) => call.on('status', resolve));
+  return {
+    call,
+    received,
+    status,
+    send: (m: object) => call.write(Buffer.from(requests.encode(m))),
+    next: () => new Promise<SessionResponse__Output>((resolve) => waiting.push(resolve)),
+  };
+}

@@ -14,6 +14,9 @@ import {
   type RequestEvent__Output as WireRequestEventOutput,
   type SchedulerGetResponse,
   type StageTiming as WireStageTiming,
+  type SessionAnswer,
+  type SessionRequest__Output,
+  type SessionResponse,
   type SubmitRequest__Output,
   type SubmitResponse,
   type WatchRequest__Output,
@@ -57,6 +60,7 @@ const MODALITY: Record<string, 'MODALITY_TEXT_TO_IMAGE' | 'MODALITY_TEXT_TO_VIDE
 };
 
 const eventMessages = messageCodec<GenerateResponse>('diffmesh.scheduler.v1.GenerateResponse');
+const sessionMessages = messageCodec<SessionResponse>('diffmesh.scheduler.v1.SessionResponse');
 
 /** Who is answering, for GetStatus. */
 export interface SchedulerIdentity {
@@ -86,22 +90,36 @@ export interface StreamOptions {
 /** Default of {@link StreamOptions.eventIntervalMs}. */
 export const DEFAULT_EVENT_INTERVAL_MS = 20;
 
+/** The SchedulerService binding, with the hook a draining server calls. */
+export interface SchedulerServiceBinding extends ServiceBinding {
+  /**
+   * Makes every open Session end once its requests have ended, as if its client had closed
+   * its side (new requests on it are refused by the draining scheduler anyway).
+   */
+  endSessions(): void;
+}
+
 /** `diffmesh.scheduler.v1.SchedulerService` over a Scheduler. */
 export function schedulerServiceBinding(
   scheduler: Scheduler,
   registry: PlanRegistry,
   identity: SchedulerIdentity = { instanceId: '', version: '' },
   streams: StreamOptions = {},
-): ServiceBinding {
+): SchedulerServiceBinding {
   const interval = streams.eventIntervalMs ?? DEFAULT_EVENT_INTERVAL_MS;
   const proto = loadDiffmeshProtos();
+  /** Open sessions, each by the function that half-closes it. */
+  const sessions = new Set<() => void>();
   return {
+    endSessions() {
+      for (const end of [...sessions]) end();
+    },
     name: 'diffmesh.scheduler.v1.SchedulerService',
     definition: proto.diffmesh.scheduler.v1.SchedulerService.service,
     implementation: {
       Submit: unary<SubmitRequest__Output, SubmitResponse>((req, metadata) => {
         const existing = req.requestId !== '' && hasRequest(scheduler, req.requestId);
-        const state = scheduler.submit(fromWireRequest(req, metadata));
+        const state = scheduler.submit(fromWireRequest(req, traceContextFromMetadata(metadata)));
         return { reqId: state.context.reqId, status: requestStatusToWire(state.context.status), existing };
       }),
       Get: unary<SchedulerGetRequest__Output, SchedulerGetResponse>((req) => getResponse(scheduler.get(requireId(req.reqId)))),
@@ -128,7 +146,7 @@ export function schedulerServiceBinding(
       Generate: (call: grpc.ServerWritableStream<GenerateRequest__Output, GenerateResponse>) => {
         let reqId: string;
         try {
-          reqId = scheduler.submit(fromWireRequest(call.request, call.metadata)).context.reqId;
+          reqId = scheduler.submit(fromWireRequest(call.request, traceContextFromMetadata(call.metadata))).context.reqId;
         } catch (err) {
           call.emit('error', toWire(err));
           return;
@@ -142,6 +160,7 @@ export function schedulerServiceBinding(
           }
         });
       },
+      Session: (call: grpc.ServerDuplexStream<SessionRequest__Output, SessionResponse>) => session(scheduler, call, interval, sessions),
       Watch: (call: grpc.ServerWritableStream<WatchRequest__Output, WatchResponse>) => {
         stream(scheduler, call.request.reqId, call, interval);
       },
@@ -150,13 +169,98 @@ export function schedulerServiceBinding(
 }
 
 /**
- * Streams a request's events on a call: everything so far, then live ones, then the end.
- *
- * Events go out together, at most one message per `intervalMs` (see
- * {@link StreamOptions.eventIntervalMs}), and never in the turn of the event loop that
- * produced them, so the stage dispatch they announce goes out first. The request's end is
- * written at once. A client that reads slowly gets what piled up in one message after
- * `drain`. `onGone` runs when the client leaves before the end.
+ * Writes a server stream's messages in batches: what was added since the last message goes
+ * together, at most one message per `intervalMs` (see {@link StreamOptions.eventIntervalMs}),
+ * and never in the turn of the event loop that added it, so the stage dispatch an event
+ * announces goes out first. An `urgent` item (an answer, a request's end) goes out on the
+ * next turn. A client that reads slowly gets what piled up in one message after `drain`.
+ */
+class BatchWriter<T> {
+  private pending: T[] = [];
+  private urgent = false;
+  private ending = false;
+  private done = false;
+  private draining = false;
+  private timer: NodeJS.Timeout | undefined;
+  private immediate: NodeJS.Immediate | undefined;
+  private lastWrite = -Infinity;
+
+  constructor(
+    private readonly call: grpc.ServerWritableStream<unknown, unknown> | grpc.ServerDuplexStream<unknown, unknown>,
+    private readonly intervalMs: number,
+    private readonly encode: (items: T[]) => Buffer,
+  ) {}
+
+  add(item: T, urgent = false): void {
+    if (this.done) return;
+    this.pending.push(item);
+    if (urgent) this.urgent = true;
+    this.schedule();
+  }
+
+  /** Ends the call once everything added so far is written. */
+  end(): void {
+    if (this.done) return;
+    this.ending = true;
+    this.urgent = true;
+    this.schedule();
+  }
+
+  /** Writes nothing more (the client is gone). */
+  stop(): void {
+    this.done = true;
+    if (this.timer) clearTimeout(this.timer);
+    if (this.immediate) clearImmediate(this.immediate);
+    this.timer = undefined;
+    this.immediate = undefined;
+  }
+
+  get ended(): boolean {
+    return this.done;
+  }
+
+  private schedule(): void {
+    if (this.immediate || this.draining) return;
+    const wait = this.urgent ? 0 : this.lastWrite + this.intervalMs - performance.now();
+    if (wait > 0) {
+      this.timer ??= setTimeout(this.flush, wait);
+      return;
+    }
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.immediate = setImmediate(this.flush);
+  }
+
+  private readonly flush = (): void => {
+    this.timer = undefined;
+    this.immediate = undefined;
+    if (this.done || this.draining) return;
+    this.urgent = false;
+    if (this.pending.length > 0) {
+      const batch = this.pending;
+      this.pending = [];
+      this.lastWrite = performance.now();
+      if (!this.call.write(preEncoded(this.encode(batch)))) {
+        this.draining = true;
+        this.call.once('drain', () => {
+          this.draining = false;
+          if (this.ending) this.urgent = true;
+          if (this.pending.length > 0 || this.ending) this.schedule();
+        });
+        return;
+      }
+    }
+    if (this.ending) {
+      this.done = true;
+      this.call.end();
+    }
+  };
+}
+
+/**
+ * Streams a request's events on a call (Generate, Watch): everything so far, then live ones,
+ * then the end; the request's end is written at once. `onGone` runs when the client leaves
+ * before the end.
  */
 function stream(
   scheduler: Scheduler,
@@ -165,75 +269,136 @@ function stream(
   intervalMs: number,
   onGone?: () => void,
 ): void {
-  let pending: RequestEvent[] = [];
-  let sequence = 0;
-  let closed = false;
-  let ended = false;
-  let draining = false;
-  let timer: NodeJS.Timeout | undefined;
-  let immediate: NodeJS.Immediate | undefined;
-  let lastWrite = -Infinity;
-  let following: { state: RequestState; stop(): void };
-  const flush = (): void => {
-    timer = undefined;
-    immediate = undefined;
-    if (ended || draining) return;
-    if (pending.length > 0) {
-      const batch = pending;
-      pending = [];
-      lastWrite = performance.now();
-      const events = batch.map((e) => {
-        sequence += 1;
-        return eventToWire(e, sequence, e.type === 'completed' || e.type === 'stage_finished' ? following.state : undefined);
-      });
-      // Encoded directly (eventToWire builds the encoder's form); Watch's message has the same shape.
-      if (!call.write(preEncoded(eventMessages.encodeReady({ events })))) {
-        draining = true;
-        call.once('drain', () => {
-          draining = false;
-          flush();
-        });
-        return;
-      }
-    }
-    if (closed) {
-      ended = true;
-      call.end();
-    }
-  };
-  const schedule = (): void => {
-    if (immediate) return;
-    const wait = closed ? 0 : lastWrite + intervalMs - performance.now();
-    if (wait > 0) {
-      timer ??= setTimeout(flush, wait);
-      return;
-    }
-    if (timer) clearTimeout(timer);
-    timer = undefined;
-    immediate = setImmediate(flush);
-  };
+  const writer = new BatchWriter<WireRequestEvent>(call, intervalMs, (events) => eventMessages.encodeReady({ events }));
+  let stop: () => void;
   try {
-    following = scheduler.listen(requireId(reqId), {
-      item: (e) => {
-        pending.push(e);
-        schedule();
-      },
-      close: () => {
-        closed = true;
-        schedule();
-      },
-    });
+    stop = follow(scheduler, requireId(reqId), (event, end) => writer.add(event, end), () => writer.end());
   } catch (err) {
     call.emit('error', toWire(err));
     return;
   }
   // grpc-js also reports a call it ended normally as cancelled: only one cut short counts.
   call.on('cancelled', () => {
-    if (ended) return;
-    ended = true;
-    if (timer) clearTimeout(timer);
-    following.stop();
+    if (writer.ended) return;
+    writer.stop();
+    stop();
     onGone?.();
+  });
+}
+
+/**
+ * Follows a request's events as wire events numbered from 1 (everything so far, then live
+ * ones); `end` marks the last. Returns a function that stops following.
+ */
+function follow(
+  scheduler: Scheduler,
+  reqId: string,
+  item: (event: WireRequestEvent, end: boolean) => void,
+  close: () => void,
+): () => void {
+  const state = scheduler.get(reqId);
+  let sequence = 0;
+  return scheduler.listen(reqId, {
+    item: (e) => {
+      sequence += 1;
+      const end = e.type === 'completed' || e.type === 'failed' || e.type === 'cancelled';
+      item(eventToWire(e, sequence, e.type === 'completed' || e.type === 'stage_finished' ? state : undefined), end);
+    },
+    close,
+  }).stop;
+}
+
+type SessionItem = { answer: SessionAnswer; event?: undefined } | { event: WireRequestEvent; answer?: undefined };
+
+function encodeSession(items: SessionItem[]): Buffer {
+  const answers: SessionAnswer[] = [];
+  const events: WireRequestEvent[] = [];
+  for (const i of items) {
+    if (i.answer) answers.push(i.answer);
+    else if (i.event) events.push(i.event);
+  }
+  return sessionMessages.encodeReady({ answers, events });
+}
+
+/**
+ * The Session RPC: many requests on one stream. Each `generate` is submitted and answered
+ * with its request id (or its error), then its events follow; each `cancel` is answered with
+ * the request's status. Ends after the client's half-close once every followed request has
+ * ended; a client that goes away cancels its unfinished requests.
+ */
+function session(
+  scheduler: Scheduler,
+  call: grpc.ServerDuplexStream<SessionRequest__Output, SessionResponse>,
+  intervalMs: number,
+  sessions: Set<() => void>,
+): void {
+  const writer = new BatchWriter<SessionItem>(call, intervalMs, encodeSession);
+  const open = new Map<string, () => void>();
+  let halfClosed = false;
+  const endIfIdle = (): void => {
+    if (halfClosed && open.size === 0) {
+      sessions.delete(halfClose);
+      writer.end();
+    }
+  };
+  const halfClose = (): void => {
+    halfClosed = true;
+    endIfIdle();
+  };
+  sessions.add(halfClose);
+  // An acceptance rides with the request's next events (at once on a quiet stream, else
+  // with the next batch); a refusal is the end of its request and goes out at once.
+  const answer = (a: SessionAnswer): void => writer.add({ answer: a }, a.error !== undefined);
+  call.on('data', (msg: SessionRequest__Output) => {
+    const tag = msg.tag;
+    try {
+      if (msg.generate) {
+        const traceContext = Object.keys(msg.traceContext).length > 0 ? msg.traceContext : traceContextFromMetadata(call.metadata);
+        const reqId = scheduler.submit(fromWireRequest(msg.generate, traceContext)).context.reqId;
+        answer({ tag, reqId });
+        // A request id sent twice in one session is followed once.
+        if (open.has(reqId)) return;
+        let closed = false;
+        const stop = follow(
+          scheduler,
+          reqId,
+          (event, end) => writer.add({ event }, end),
+          () => {
+            closed = true;
+            open.delete(reqId);
+            endIfIdle();
+          },
+        );
+        if (!closed) open.set(reqId, stop);
+      } else if (msg.cancel) {
+        const reqId = requireId(msg.cancel.reqId);
+        answer({ tag, reqId, status: requestStatusToWire(scheduler.cancel(reqId).context.status) });
+      } else {
+        throw new DiffmeshError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'action: a session message needs generate or cancel', {
+          metadata: { field: 'action' },
+        });
+      }
+    } catch (err) {
+      answer({ tag, error: errorDetailToWire(err) });
+    }
+  });
+  call.on('end', halfClose);
+  call.on('error', () => {
+    // The client's side broke; 'cancelled' follows and cleans up.
+  });
+  call.on('cancelled', () => {
+    sessions.delete(halfClose);
+    if (writer.ended) return;
+    writer.stop();
+    for (const [reqId, stop] of open) {
+      stop();
+      try {
+        scheduler.cancel(reqId);
+      } catch {
+        // already finished and gone
+      }
+    }
+    open.clear();
   });
 }
 
@@ -264,7 +429,7 @@ function unary<Req, Res>(fn: (req: Req, metadata: grpc.Metadata) => Res): grpc.h
 }
 
 /** A client's request; its W3C trace context (`traceparent`/`tracestate` metadata) makes the request's trace a child of the client's span. */
-function fromWireRequest(req: SubmitRequest__Output | GenerateRequest__Output, metadata?: grpc.Metadata): GenerateRequest {
+function fromWireRequest(req: SubmitRequest__Output | GenerateRequest__Output, traceContext: Record<string, string>): GenerateRequest {
   if (!req.model) {
     throw new DiffmeshError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'model: is required', { metadata: { field: 'model' } });
   }
@@ -275,7 +440,7 @@ function fromWireRequest(req: SubmitRequest__Output | GenerateRequest__Output, m
     priority: req.priority,
     ...(req.timeoutMs > 0 ? { timeoutMs: req.timeoutMs } : {}),
     ...(req.requestId ? { requestId: req.requestId } : {}),
-    traceContext: traceContextFromMetadata(metadata),
+    traceContext,
   };
 }
 

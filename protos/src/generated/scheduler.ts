@@ -32,6 +32,9 @@ import type { PoolInstance as _diffmesh_scheduler_v1_PoolInstance, PoolInstance_
 import type { PoolStatus as _diffmesh_scheduler_v1_PoolStatus, PoolStatus__Output as _diffmesh_scheduler_v1_PoolStatus__Output } from './diffmesh/scheduler/v1/PoolStatus.js';
 import type { RecentRequest as _diffmesh_scheduler_v1_RecentRequest, RecentRequest__Output as _diffmesh_scheduler_v1_RecentRequest__Output } from './diffmesh/scheduler/v1/RecentRequest.js';
 import type { SchedulerServiceClient as _diffmesh_scheduler_v1_SchedulerServiceClient, SchedulerServiceDefinition as _diffmesh_scheduler_v1_SchedulerServiceDefinition } from './diffmesh/scheduler/v1/SchedulerService.js';
+import type { SessionAnswer as _diffmesh_scheduler_v1_SessionAnswer, SessionAnswer__Output as _diffmesh_scheduler_v1_SessionAnswer__Output } from './diffmesh/scheduler/v1/SessionAnswer.js';
+import type { SessionRequest as _diffmesh_scheduler_v1_SessionRequest, SessionRequest__Output as _diffmesh_scheduler_v1_SessionRequest__Output } from './diffmesh/scheduler/v1/SessionRequest.js';
+import type { SessionResponse as _diffmesh_scheduler_v1_SessionResponse, SessionResponse__Output as _diffmesh_scheduler_v1_SessionResponse__Output } from './diffmesh/scheduler/v1/SessionResponse.js';
 import type { SubmitRequest as _diffmesh_scheduler_v1_SubmitRequest, SubmitRequest__Output as _diffmesh_scheduler_v1_SubmitRequest__Output } from './diffmesh/scheduler/v1/SubmitRequest.js';
 import type { SubmitResponse as _diffmesh_scheduler_v1_SubmitResponse, SubmitResponse__Output as _diffmesh_scheduler_v1_SubmitResponse__Output } from './diffmesh/scheduler/v1/SubmitResponse.js';
 import type { WatchRequest as _diffmesh_scheduler_v1_WatchRequest, WatchRequest__Output as _diffmesh_scheduler_v1_WatchRequest__Output } from './diffmesh/scheduler/v1/WatchRequest.js';
@@ -120,6 +123,9 @@ export interface ProtoGrpcType {
          * endpoints of the gateway.
          */
         SchedulerService: SubtypeConstructor<typeof grpc.Client, _diffmesh_scheduler_v1_SchedulerServiceClient> & { service: _diffmesh_scheduler_v1_SchedulerServiceDefinition }
+        SessionAnswer: MessageTypeDefinition<_diffmesh_scheduler_v1_SessionAnswer, _diffmesh_scheduler_v1_SessionAnswer__Output>
+        SessionRequest: MessageTypeDefinition<_diffmesh_scheduler_v1_SessionRequest, _diffmesh_scheduler_v1_SessionRequest__Output>
+        SessionResponse: MessageTypeDefinition<_diffmesh_scheduler_v1_SessionResponse, _diffmesh_scheduler_v1_SessionResponse__Output>
         SubmitRequest: MessageTypeDefinition<_diffmesh_scheduler_v1_SubmitRequest, _diffmesh_scheduler_v1_SubmitRequest__Output>
         SubmitResponse: MessageTypeDefinition<_diffmesh_scheduler_v1_SubmitResponse, _diffmesh_scheduler_v1_SubmitResponse__Output>
         WatchRequest: MessageTypeDefinition<_diffmesh_scheduler_v1_WatchRequest, _diffmesh_scheduler_v1_WatchRequest__Output>

@@ -12,6 +12,8 @@ import type { GetStatusRequest as _diffmesh_scheduler_v1_GetStatusRequest, GetSt
 import type { GetStatusResponse as _diffmesh_scheduler_v1_GetStatusResponse, GetStatusResponse__Output as _diffmesh_scheduler_v1_GetStatusResponse__Output } from '../../../diffmesh/scheduler/v1/GetStatusResponse.js';
 import type { ListModelsRequest as _diffmesh_scheduler_v1_ListModelsRequest, ListModelsRequest__Output as _diffmesh_scheduler_v1_ListModelsRequest__Output } from '../../../diffmesh/scheduler/v1/ListModelsRequest.js';
 import type { ListModelsResponse as _diffmesh_scheduler_v1_ListModelsResponse, ListModelsResponse__Output as _diffmesh_scheduler_v1_ListModelsResponse__Output } from '../../../diffmesh/scheduler/v1/ListModelsResponse.js';
+import type { SessionRequest as _diffmesh_scheduler_v1_SessionRequest, SessionRequest__Output as _diffmesh_scheduler_v1_SessionRequest__Output } from '../../../diffmesh/scheduler/v1/SessionRequest.js';
+import type { SessionResponse as _diffmesh_scheduler_v1_SessionResponse, SessionResponse__Output as _diffmesh_scheduler_v1_SessionResponse__Output } from '../../../diffmesh/scheduler/v1/SessionResponse.js';
 import type { SubmitRequest as _diffmesh_scheduler_v1_SubmitRequest, SubmitRequest__Output as _diffmesh_scheduler_v1_SubmitRequest__Output } from '../../../diffmesh/scheduler/v1/SubmitRequest.js';
 import type { SubmitResponse as _diffmesh_scheduler_v1_SubmitResponse, SubmitResponse__Output as _diffmesh_scheduler_v1_SubmitResponse__Output } from '../../../diffmesh/scheduler/v1/SubmitResponse.js';
 import type { WatchRequest as _diffmesh_scheduler_v1_WatchRequest, WatchRequest__Output as _diffmesh_scheduler_v1_WatchRequest__Output } from '../../../diffmesh/scheduler/v1/WatchRequest.js';
@@ -101,6 +103,31 @@ export interface SchedulerServiceClient extends grpc.Client {
   listModels(argument: _diffmesh_scheduler_v1_ListModelsRequest, callback: grpc.requestCallback<_diffmesh_scheduler_v1_ListModelsResponse__Output>): grpc.ClientUnaryCall;
   
   /**
+   * Carries many requests on one long-lived stream, for clients that send many
+   * (such as the gateway): a `generate` message submits a request and a `cancel`
+   * message cancels one, each answered in the responses by its `tag`; the
+   * responses then carry the events of every accepted request as they happen. A
+   * request costs a message instead of a call. A rejected request (full queue,
+   * bad parameters) is answered with its error and the stream goes on. When the
+   * client closes its side the stream ends after its last request; when the
+   * client goes away its unfinished requests are cancelled.
+   */
+  Session(metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientDuplexStream<_diffmesh_scheduler_v1_SessionRequest, _diffmesh_scheduler_v1_SessionResponse__Output>;
+  Session(options?: grpc.CallOptions): grpc.ClientDuplexStream<_diffmesh_scheduler_v1_SessionRequest, _diffmesh_scheduler_v1_SessionResponse__Output>;
+  /**
+   * Carries many requests on one long-lived stream, for clients that send many
+   * (such as the gateway): a `generate` message submits a request and a `cancel`
+   * message cancels one, each answered in the responses by its `tag`; the
+   * responses then carry the events of every accepted request as they happen. A
+   * request costs a message instead of a call. A rejected request (full queue,
+   * bad parameters) is answered with its error and the stream goes on. When the
+   * client closes its side the stream ends after its last request; when the
+   * client goes away its unfinished requests are cancelled.
+   */
+  session(metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientDuplexStream<_diffmesh_scheduler_v1_SessionRequest, _diffmesh_scheduler_v1_SessionResponse__Output>;
+  session(options?: grpc.CallOptions): grpc.ClientDuplexStream<_diffmesh_scheduler_v1_SessionRequest, _diffmesh_scheduler_v1_SessionResponse__Output>;
+  
+  /**
    * Submits a request and returns its id at once. A full queue or an
    * unavailable pool answers RESOURCE_EXHAUSTED / UNAVAILABLE; nothing is
    * half-accepted.
@@ -170,6 +197,18 @@ export interface SchedulerServiceHandlers extends grpc.UntypedServiceImplementat
   ListModels: grpc.handleUnaryCall<_diffmesh_scheduler_v1_ListModelsRequest__Output, _diffmesh_scheduler_v1_ListModelsResponse>;
   
   /**
+   * Carries many requests on one long-lived stream, for clients that send many
+   * (such as the gateway): a `generate` message submits a request and a `cancel`
+   * message cancels one, each answered in the responses by its `tag`; the
+   * responses then carry the events of every accepted request as they happen. A
+   * request costs a message instead of a call. A rejected request (full queue,
+   * bad parameters) is answered with its error and the stream goes on. When the
+   * client closes its side the stream ends after its last request; when the
+   * client goes away its unfinished requests are cancelled.
+   */
+  Session: grpc.handleBidiStreamingCall<_diffmesh_scheduler_v1_SessionRequest__Output, _diffmesh_scheduler_v1_SessionResponse>;
+  
+  /**
    * Submits a request and returns its id at once. A full queue or an
    * unavailable pool answers RESOURCE_EXHAUSTED / UNAVAILABLE; nothing is
    * half-accepted.
@@ -190,6 +229,7 @@ export interface SchedulerServiceDefinition extends grpc.ServiceDefinition {
   Get: MethodDefinition<_diffmesh_scheduler_v1_GetRequest, _diffmesh_scheduler_v1_GetResponse, _diffmesh_scheduler_v1_GetRequest__Output, _diffmesh_scheduler_v1_GetResponse__Output>
   GetStatus: MethodDefinition<_diffmesh_scheduler_v1_GetStatusRequest, _diffmesh_scheduler_v1_GetStatusResponse, _diffmesh_scheduler_v1_GetStatusRequest__Output, _diffmesh_scheduler_v1_GetStatusResponse__Output>
   ListModels: MethodDefinition<_diffmesh_scheduler_v1_ListModelsRequest, _diffmesh_scheduler_v1_ListModelsResponse, _diffmesh_scheduler_v1_ListModelsRequest__Output, _diffmesh_scheduler_v1_ListModelsResponse__Output>
+  Session: MethodDefinition<_diffmesh_scheduler_v1_SessionRequest, _diffmesh_scheduler_v1_SessionResponse, _diffmesh_scheduler_v1_SessionRequest__Output, _diffmesh_scheduler_v1_SessionResponse__Output>
   Submit: MethodDefinition<_diffmesh_scheduler_v1_SubmitRequest, _diffmesh_scheduler_v1_SubmitResponse, _diffmesh_scheduler_v1_SubmitRequest__Output, _diffmesh_scheduler_v1_SubmitResponse__Output>
   Watch: MethodDefinition<_diffmesh_scheduler_v1_WatchRequest, _diffmesh_scheduler_v1_WatchResponse, _diffmesh_scheduler_v1_WatchRequest__Output, _diffmesh_scheduler_v1_WatchResponse__Output>
 }
