@@ -17,13 +17,13 @@ import {
   type SubmitResponse__Output,
   type WatchRequest,
 } from '@diffmesh/protos';
+import { Code, DiffmeshError, SchedulerSession, injectTraceContext } from '@diffmesh/runtime';
 import type { UpstreamPool } from './upstream.js';
 
 const pkg = 'diffmesh.scheduler.v1';
 const path = (method: string): string => `/${SERVICE_NAMES.scheduler}/${method}`;
 
 const codecs = {
-  generateReq: () => messageCodec<GenerateRequest>(`${pkg}.GenerateRequest`),
   generateRes: () => messageCodec<object, GenerateResponse__Output>(`${pkg}.GenerateResponse`),
   submitReq: () => messageCodec<SubmitRequest>(`${pkg}.SubmitRequest`),
   submitRes: () => messageCodec<object, SubmitResponse__Output>(`${pkg}.SubmitResponse`),
@@ -40,30 +40,61 @@ const buf = (u: Uint8Array): Buffer => Buffer.from(u.buffer, u.byteOffset, u.byt
 
 /** The scheduler calls the OpenAI-compatible endpoints make. */
 export class SchedulerApi {
+  /** One Session stream per scheduler address, carrying every generation sent there. */
+  private readonly sessions = new Map<string, SchedulerSession>();
+
   constructor(private readonly pool: UpstreamPool) {}
+
+  private session(address: string): SchedulerSession {
+    let s = this.sessions.get(address);
+    if (!s) {
+      s = new SchedulerSession(this.pool.client(address));
+      this.sessions.set(address, s);
+    }
+    return s;
+  }
+
+  /** Closes the sessions: each ends once the requests on it have ended. */
+  async close(): Promise<void> {
+    const sessions = [...this.sessions.values()];
+    this.sessions.clear();
+    await Promise.all(sessions.map((s) => s.close()));
+  }
 
   async listModels(signal?: AbortSignal): Promise<ListModelsResponse__Output> {
     const res = await this.pool.unary(path('ListModels'), buf(codecs.listModelsReq().encode({})), signal ? { signal } : {});
     return codecs.listModelsRes().decode(res);
   }
 
-  /** Runs Generate and yields its events; the request lives on the scheduler that took it. */
+  /**
+   * Runs a generation and yields its events; the request lives on the scheduler that took
+   * it. It goes as a message on that scheduler's Session stream (no call of its own), with
+   * the active trace context; a scheduler that is unreachable or draining before it accepts
+   * the request hands it to the next one.
+   */
   async *generate(req: GenerateRequest, signal?: AbortSignal): AsyncGenerator<RequestEvent__Output> {
-    let served = '';
-    let remembered = false;
-    const stream = this.pool.stream(path('Generate'), buf(codecs.generateReq().encode(req)), {
-      ...(signal ? { signal } : {}),
-      onServed: (a) => (served = a),
-    });
-    for await (const bytes of stream) {
-      for (const event of codecs.generateRes().decode(bytes).events) {
-        if (!remembered && served) {
-          remembered = true;
-          this.pool.remember(event.reqId, served);
+    this.pool.checkOpen();
+    const order = this.pool.candidates(req.requestId || undefined);
+    if (order.length === 0) throw this.pool.noInstance();
+    let lastErr: unknown;
+    for (const [i, address] of order.entries()) {
+      if (signal?.aborted) throw new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'client went away');
+      let accepted = false;
+      try {
+        for await (const event of this.session(address).events(req, { ...(signal ? { signal } : {}), traceContext: injectTraceContext() })) {
+          if (!accepted) {
+            accepted = true;
+            this.pool.remember(event.reqId, address);
+          }
+          yield event;
         }
-        yield event;
+        return;
+      } catch (err) {
+        lastErr = err;
+        if (accepted || !this.pool.shouldMoveOn(address, err, {}, i === order.length - 1)) throw err;
       }
     }
+    throw lastErr;
   }
 
   async submit(req: SubmitRequest, signal?: AbortSignal): Promise<SubmitResponse__Output> {

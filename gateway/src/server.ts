@@ -476,6 +476,8 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
         clearInterval(sweeper);
         videos.close();
         results.close();
+        // Session streams end once their requests (cancelled with their HTTP requests) have.
+        await Promise.race([api.close(), new Promise<void>((r) => setTimeout(r, 1000).unref())]);
         schedulers.close();
         tensors.close();
         await store.close();

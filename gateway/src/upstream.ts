@@ -135,7 +135,8 @@ export class UpstreamPool {
     return order;
   }
 
-  private client(address: string): grpc.Client {
+  /** The channel to one instance (made on first use, closed with the pool). */
+  client(address: string): grpc.Client {
     let c = this.clients.get(address);
     if (!c) {
       c = new grpc.Client(address, clientCredentials(this.opts.tls), channelOptions());
@@ -144,16 +145,18 @@ export class UpstreamPool {
     return c;
   }
 
-  private noInstance(): DiffmeshError {
+  /** The error for a pool with no instance at all. */
+  noInstance(): DiffmeshError {
     return new DiffmeshError(Code.UNAVAILABLE, 'POOL_UNAVAILABLE', `no ${this.opts.name} is available`, { retryAfterMs: 1000 });
   }
 
-  private checkOpen(): void {
+  /** Throws DRAINING once the pool is closed. */
+  checkOpen(): void {
     if (this.closed) throw new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'gateway is shutting down', { retryAfterMs: 1000 });
   }
 
   /** Whether a failed attempt may move on to the next instance; marks dead instances. */
-  private shouldMoveOn(address: string, err: unknown, opts: UpstreamCallOptions, last: boolean): boolean {
+  shouldMoveOn(address: string, err: unknown, opts: UpstreamCallOptions, last: boolean): boolean {
     const e = fromWire(err);
     if (e.code === Code.UNAVAILABLE) {
       if (isTransportFailure(e)) this.downUntil.set(address, Date.now() + (this.opts.cooldownMs ?? 5000));

@@ -169,16 +169,21 @@ describe('distributed tracing across the mesh', () => {
     expect(pixels.attributes).toMatchObject({ 'diffmesh.tensor.name': 'pixels', 'diffmesh.tensor.bytes': 64 * 64 * 3 });
   });
 
-  it('starts the trace at the gateway for an HTTP request and carries it to the scheduler', async () => {
+  // Submit is a call of its own; an OpenAI image request travels as a message on the
+  // gateway's Session stream, with the trace context in the message.
+  it.each([
+    ['/api/v1/requests (a Submit call)', '/api/v1/requests', { model: 'diffmesh/tiny-shapes', params: { prompt: 'a white circle', width: 64, height: 64, num_inference_steps: 2 } }],
+    ['/v1/images/generations (a Session message)', '/v1/images/generations', { model: 'diffmesh/tiny-shapes', prompt: 'a white circle', size: '64x64', num_inference_steps: 2 }],
+  ])('starts the trace at the gateway for an HTTP request and carries it to the scheduler: %s', async (_label, route, body) => {
     const traceId = randomBytes(16).toString('hex');
     const clientSpanId = randomBytes(8).toString('hex');
-    const res = await fetch(`${t.mesh.gatewayUrl}/api/v1/requests`, {
+    const res = await fetch(`${t.mesh.gatewayUrl}${route}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: 'Bearer trace-key', traceparent: `00-${traceId}-${clientSpanId}-01` },
-      body: JSON.stringify({ model: 'diffmesh/tiny-shapes', params: { prompt: 'a white circle', width: 64, height: 64, num_inference_steps: 2 } }),
+      body: JSON.stringify(body),
     });
-    expect(res.status).toBe(200);
-    const { reqId } = (await res.json()) as { reqId: string };
+    expect(res.status, await res.clone().text()).toBe(200);
+    const reqId = ((await res.json()) as { reqId?: string }).reqId;
     const spans = await receiver.waitFor(
       (all) =>
         all.some((s) => s.traceId === traceId && s.serviceName === 'gateway') &&
@@ -190,7 +195,7 @@ describe('distributed tracing across the mesh', () => {
     const gateway = one(spans, (s) => s.traceId === traceId && s.name === 'diffmesh.gateway.request', 'gateway span');
     expect(gateway.parentSpanId).toBe(clientSpanId);
     const request = one(spans, (s) => s.traceId === traceId && s.name === 'diffmesh.request', 'request span');
-    expect(request.attributes['diffmesh.request_id']).toBe(reqId);
+    if (reqId) expect(request.attributes['diffmesh.request_id']).toBe(reqId);
     expect(request.parentSpanId).toBe(gateway.spanId);
     const services = new Set(spans.filter((s) => s.traceId === traceId).map((s) => s.serviceName));
     for (const name of ['gateway', 'scheduler', 'encoder-svc', 'dit-svc', 'vae-svc', 'tensor-svc']) expect(services).toContain(name);
