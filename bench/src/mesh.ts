@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { GenerateResponse__Output } from '@diffmesh/protos';
+import { HopClient } from './transport-floor.js';
 import { Supervisor, schedulerClient, serviceEntry, startEmbedded, startLocalMesh, waitForInstance, type SchedulerClient } from '@diffmesh/cli';
 import { defaultModelsRoot } from '@diffmesh/models';
 import { SchedulerSession, createDiscovery, paramsToWire, silentLogger, startNatsServer, type GenerationParams } from '@diffmesh/runtime';
@@ -56,8 +57,11 @@ function timedSessionRequest(session: SchedulerSession, model: string, params: P
   });
 }
 
-/** How the bench's clients send requests: a Generate call each, or messages on one Session stream. */
-export type OverheadMode = 'generate' | 'session';
+/**
+ * How the bench's clients send requests: a Generate call each, messages on one Session
+ * stream, or (`floor`) the bare grpc-js relay of `transport-floor.ts` in the same shape.
+ */
+export type OverheadMode = 'generate' | 'session' | 'floor';
 
 export interface OverheadRow {
   mode: OverheadMode;
@@ -144,7 +148,7 @@ export async function runSchedulerOverhead(requests = 400): Promise<OverheadRow[
     const client = schedulerClient(sched.address);
     const session = new SchedulerSession(client);
     const params = { prompt: 'noop' };
-    const run: Record<OverheadMode, () => Promise<number>> = {
+    const run: Record<'generate' | 'session', () => Promise<number>> = {
       generate: () => timedGenerate(client, 'bench/noop', params),
       session: () => timedSessionRequest(session, 'bench/noop', params),
     };
@@ -165,18 +169,11 @@ export async function runSchedulerOverhead(requests = 400): Promise<OverheadRow[
           for (let i = 0; i < per; i += 1) samples.push(await run[mode]());
         }),
       );
-      const elapsed = (performance.now() - start) / 1000;
-      const cpuAfter = cpuSnapshot(pids);
-      const cpuMsPerRequest = Object.fromEntries(
-        Object.entries(cpuAfter)
-          .filter(([name]) => cpuBefore[name] !== undefined)
-          .map(([name, ms]) => [name, (ms - cpuBefore[name]) / samples.length]),
-      );
-      samples.sort((a, b) => a - b);
-      rows.push({ mode, clients, requests: samples.length, p50: pct(samples, 50), p99: pct(samples, 99), perSecond: samples.length / elapsed, cpuMsPerRequest });
+      rows.push(overheadRow(mode, clients, samples, (performance.now() - start) / 1000, cpuBefore, cpuSnapshot(pids)));
     }
     await session.close();
     client.close();
+    rows.push(...(await measureFloor(supervisor, requests)));
     return rows;
   } finally {
     await supervisor.stopAll(5000);
@@ -186,10 +183,83 @@ export async function runSchedulerOverhead(requests = 400): Promise<OverheadRow[
   }
 }
 
+function overheadRow(
+  mode: OverheadMode,
+  clients: number,
+  samples: number[],
+  elapsedS: number,
+  cpuBefore: Record<string, number>,
+  cpuAfter: Record<string, number>,
+): OverheadRow {
+  const cpuMsPerRequest = Object.fromEntries(
+    Object.entries(cpuAfter)
+      .filter(([name]) => cpuBefore[name] !== undefined)
+      .map(([name, ms]) => [name, (ms - cpuBefore[name]) / samples.length]),
+  );
+  samples.sort((a, b) => a - b);
+  return { mode, clients, requests: samples.length, p50: pct(samples, 50), p99: pct(samples, 99), perSecond: samples.length / elapsedS, cpuMsPerRequest };
+}
+
+/** The transport floor (see `transport-floor.ts`): a bare grpc-js relay and three echo processes, timed like the mesh. */
+async function measureFloor(supervisor: Supervisor, requests: number): Promise<OverheadRow[]> {
+  const entry = fileURLToPath(new URL('./transport-floor.js', import.meta.url));
+  const pids: Record<string, number> = {};
+  const echoes: string[] = [];
+  for (const name of ['floor-enc', 'floor-dit', 'floor-vae']) {
+    const p = await supervisor.start({ name, entry, args: ['echo'], readyPrefix: 'transport-floor listening on ' });
+    pids[name] = p.pid;
+    echoes.push(p.address);
+  }
+  const relay = await supervisor.start({ name: 'floor-relay', entry, args: ['relay', ...echoes], readyPrefix: 'transport-floor listening on ' });
+  pids['floor-relay'] = relay.pid;
+  const hop = new HopClient(relay.address);
+  let nextId = 0;
+  // About the size of a request message; the relay forwards it as it is.
+  const body = Buffer.alloc(256, 1);
+  const once = (): Promise<number> =>
+    new Promise((resolve) => {
+      const msg = Buffer.from(body);
+      msg.writeUInt32LE((nextId = (nextId + 1) >>> 0), 0);
+      const start = performance.now();
+      hop.send(msg, () => resolve(performance.now() - start));
+    });
+  const rows: OverheadRow[] = [];
+  try {
+    await Promise.all(Array.from({ length: 8 }, async () => {
+      for (let i = 0; i < 250; i += 1) await once();
+    }));
+    for (const clients of [1, 8]) {
+      const per = Math.ceil(requests / clients);
+      const samples: number[] = [];
+      const cpuBefore = cpuSnapshot(pids);
+      const start = performance.now();
+      await Promise.all(Array.from({ length: clients }, async () => {
+        for (let i = 0; i < per; i += 1) samples.push(await once());
+      }));
+      rows.push(overheadRow('floor', clients, samples, (performance.now() - start) / 1000, cpuBefore, cpuSnapshot(pids)));
+    }
+  } finally {
+    hop.close();
+  }
+  return rows;
+}
+
 export function formatSchedulerOverhead(rows: OverheadRow[]): string {
+  const row = (mode: OverheadMode, clients: number): OverheadRow | undefined => rows.find((r) => r.mode === mode && r.clients === clients);
+  const ratios = (['generate', 'session'] as const).flatMap((mode) => {
+    const one = row(mode, 1);
+    const eight = row(mode, 8);
+    const f1 = row('floor', 1);
+    const f8 = row('floor', 8);
+    if (!one || !eight || !f1 || !f8) return [];
+    return [
+      `    ${mode} / floor: p50 ${(one.p50 / f1.p50).toFixed(2)}×, p99 ${(one.p99 / f1.p99).toFixed(2)}× (1 client); requests/s ${(eight.perSecond / f8.perSecond).toFixed(2)}× (8 clients)`,
+    ];
+  });
   const lines = [
     '(a) scheduler overhead — 3 no-op stages, every service its own process, gRPC on loopback (send to completed event)',
-    '    generate = one Generate call per request; session = requests as messages on one Session stream per client process',
+    '    generate = one Generate call per request; session = requests as messages on one Session stream per client process;',
+    '    floor = the same processes and hops with nothing but grpc-js in them (a relay and three echoes): the transport alone',
     '    mode      clients  requests  p50 ms  p99 ms  requests/s   targets: p50 ≤ 2 ms, p99 ≤ 10 ms, ≥ 500 req/s with 8 clients',
     ...rows.map(
       (r) =>
@@ -206,6 +276,7 @@ export function formatSchedulerOverhead(rows: OverheadRow[]): string {
             .map(([name, ms]) => `${name} ${ms.toFixed(2)}`)
             .join(', '),
       ),
+    ...ratios,
   ];
   return `${lines.join('\n')}\n`;
 }
