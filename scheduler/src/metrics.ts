@@ -112,6 +112,18 @@ export class SchedulerMetrics {
 
   private readonly bound = new Map<object, Map<string, unknown>>();
 
+  /** Serves `diffmesh_scheduler_sessions`, the open Session streams, read from `count` when scraped. */
+  countSessions(count: () => number): void {
+    new Gauge({
+      name: 'diffmesh_scheduler_sessions',
+      help: 'Open Session streams (clients sending many requests on one stream)',
+      registers: [this.registry],
+      collect() {
+        this.set(count());
+      },
+    });
+  }
+
   /** Scheduler `onEvent` hook. */
   observe(e: RequestEvent, state: RequestState): void {
     const model = state.context.model;

@@ -68,6 +68,7 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
   );
   const unfollow = followDiscovery(scheduler, discovery, { log, ...(tls ? { tls } : {}) });
   const binding = schedulerServiceBinding(scheduler, registry, { instanceId, version }, { eventIntervalMs: config.eventIntervalMs });
+  metrics.countSessions(() => binding.openSessions());
   const server = await GrpcServer.start({
     address: config.listen,
     services: [binding],

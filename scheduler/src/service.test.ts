@@ -14,6 +14,7 @@ import {
   type StageName,
 } from '@diffmesh/runtime';
 import { LocalInstance } from './local-instance.js';
+import { SchedulerMetrics } from './metrics.js';
 import { Scheduler } from './scheduler.js';
 import { schedulerServiceBinding } from './service.js';
 
@@ -170,6 +171,26 @@ describe('Session', () => {
     // Half-closing a session with nothing running ends it.
     raw.call.end();
     expect((await raw.status).code).toBe(grpc.status.OK);
+    client.close();
+  });
+
+  it('counts open sessions for the metrics, until they end or their client goes away', async () => {
+    const { client, binding, scheduler } = await serveAll(20, 1);
+    const metrics = new SchedulerMetrics(scheduler);
+    metrics.countSessions(() => binding.openSessions());
+    const gauge = async (): Promise<string | undefined> => (await metrics.registry.metrics()).match(/^diffmesh_scheduler_sessions (\d+)$/m)?.[1];
+    expect(await gauge()).toBe('0');
+    const a = rawSession(client);
+    const b = rawSession(client);
+    a.send({ tag: 1 });
+    b.send({ tag: 1 });
+    await Promise.all([a.next(), b.next()]);
+    expect(await gauge()).toBe('2');
+    a.call.end();
+    await a.status;
+    b.call.cancel();
+    await expect.poll(() => binding.openSessions()).toBe(0);
+    expect(await gauge()).toBe('0');
     client.close();
   });
 

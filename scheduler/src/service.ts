@@ -97,6 +97,8 @@ export interface SchedulerServiceBinding extends ServiceBinding {
    * its side (new requests on it are refused by the draining scheduler anyway).
    */
   endSessions(): void;
+  /** Open Session streams. */
+  openSessions(): number;
 }
 
 /** `diffmesh.scheduler.v1.SchedulerService` over a Scheduler. */
@@ -114,6 +116,7 @@ export function schedulerServiceBinding(
     endSessions() {
       for (const end of [...sessions]) end();
     },
+    openSessions: () => sessions.size,
     name: 'diffmesh.scheduler.v1.SchedulerService',
     definition: proto.diffmesh.scheduler.v1.SchedulerService.service,
     implementation: {
