@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, lstatSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync } from 'node:fs';
 import { mkdtemp, open, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -192,6 +192,26 @@ describe('PutObjects (small objects on one long-lived stream)', () => {
     expect(Array.from((await c.get(ok.objectId)).data)).toEqual([7, 8]);
     // Nothing half-stored was left behind by the failures.
     expect(svc.store.usage().memory).toMatchObject({ objects: 1, bytes: 2 });
+  });
+
+  it('stores objects in shared memory, then past the spill threshold on disk, leaving no temporary files', async () => {
+    const svc = await service({ memoryCapacityBytes: 4096, spillThresholdBytes: 2048, diskCapacityBytes: 4096 });
+    const c = client(svc);
+    const put = (i: number) => c.putObject({ objectId: `r:o:${i}`, name: 'o', shape: [1024], dtype: 'uint8' }, new Uint8Array(1024).fill(i));
+    const refs = [await put(1), await put(2), await put(3)];
+    expect(svc.store.usage().memory).toMatchObject({ objects: 2, bytes: 2048, reservedBytes: 0 });
+    expect(svc.store.usage().disk).toMatchObject({ objects: 1, bytes: 1024, reservedBytes: 0 });
+    expect(lstatSync(objectPath(svc.shmDir, refs[0].objectId)).isFile()).toBe(true);
+    expect(lstatSync(objectPath(svc.shmDir, refs[2].objectId)).isSymbolicLink()).toBe(true);
+    // The file's mtime is the expiry, as same-node readers expect.
+    const expiry = lstatSync(objectPath(svc.shmDir, refs[0].objectId)).mtimeMs;
+    expect(Math.abs(expiry - (refs[0].createdAt + refs[0].ttlMs))).toBeLessThan(1000);
+    // Putting an id again replaces the object; memory is at the threshold, so the new one goes to disk.
+    await c.putObject({ objectId: 'r:o:1', name: 'o', shape: [1024], dtype: 'uint8' }, new Uint8Array(1024).fill(9));
+    expect(Array.from((await c.get('r:o:1')).data.subarray(0, 2))).toEqual([9, 9]);
+    expect(svc.store.usage().memory).toMatchObject({ objects: 1, bytes: 1024, reservedBytes: 0 });
+    expect(svc.store.usage().disk).toMatchObject({ objects: 2, bytes: 2048, reservedBytes: 0 });
+    for (const dir of [svc.shmDir, svc.config.spillDir]) expect(readdirSync(dir).filter((n) => n.startsWith('.part-'))).toEqual([]);
   });
 
   it('fails the objects waiting on a stream that breaks with UNAVAILABLE, and reopens it for the next', async () => {

@@ -218,24 +218,15 @@ export class TensorServiceImpl {
       extractTraceContext(msg.traceContext),
     );
     let answer: PutObjectsResponse;
-    let writer: PutWriter | undefined;
     try {
       if (!msg.header) throw invalidParameter('header', 'is required');
       const header = parsePutHeader(msg.header);
       span.setAttributes({ [ATTR.tensorObjectId]: header.objectId, [ATTR.tensorName]: header.name, 'diffmesh.tensor.size_bytes': header.sizeBytes });
-      const data = msg.data;
-      if (data.byteLength !== header.sizeBytes) {
-        throw invalidParameter('data', `${data.byteLength} bytes; header.size_bytes announced ${header.sizeBytes}`);
-      }
-      writer = await this.store.beginPut(header);
-      if (data.byteLength > 0) await writer.write(0, data);
-      const ref = await writer.commit();
-      writer = undefined;
+      const ref = await this.store.putWhole(header, msg.data);
       this.metrics.stored(ref.sizeBytes);
       span.setAttribute(ATTR.tensorBytes, ref.sizeBytes);
       answer = { sequence: msg.sequence, ref: objectRefToWire(this.withOwner(ref)) };
     } catch (err) {
-      if (writer) await writer.abort();
       recordError(span, err);
       this.metrics.error('Put');
       this.logFailure('Put', err, span);
