@@ -43,7 +43,7 @@ export const SECTIONS: BenchSection[] = [
   {
     name: 'mesh-vs-embedded',
     description: '(c) one tiny-shapes request through the mesh of processes vs embedded in one process',
-    run: async (o) => formatMeshVsEmbedded(await runMeshVsEmbedded(o.reps ?? 15)),
+    run: async (o) => formatMeshVsEmbedded(await runMeshVsEmbedded(o.reps ?? 31)),
   },
 ];
 

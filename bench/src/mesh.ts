@@ -14,10 +14,6 @@ function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-function median(xs: number[]): number {
-  return pct([...xs].sort((a, b) => a - b), 50);
-}
-
 /**
  * One Generate call; returns the milliseconds until the `completed` event arrived, when the
  * client holds its result (the stream's status trailer follows in a later packet, as grpc-js
@@ -281,11 +277,25 @@ export function formatSchedulerOverhead(rows: OverheadRow[]): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** Quartiles of a sample, in ms. */
+export interface Quartiles {
+  p25: number;
+  p50: number;
+  p75: number;
+}
+
+function quartiles(xs: number[]): Quartiles {
+  const sorted = [...xs].sort((a, b) => a - b);
+  return { p25: pct(sorted, 25), p50: pct(sorted, 50), p75: pct(sorted, 75) };
+}
+
 export interface MeshVsEmbedded {
   runs: number;
-  meshMs: number;
-  embeddedMs: number;
-  ratio: number;
+  /** One Generate call per request, as `diffmesh generate --remote` sends it. */
+  generate: Quartiles;
+  /** One message per request on a Session stream, as the gateway sends it. */
+  session: Quartiles;
+  embedded: Quartiles;
 }
 
 /**
@@ -296,39 +306,40 @@ export interface MeshVsEmbedded {
 const MESH_WARMUP = 150;
 
 /**
- * (c) One tiny-shapes request (256×256, 20 steps) through the mesh of processes against
- * the same request embedded in one process, alternating, medians of `runs` each.
+ * (c) One tiny-shapes request (256×256, 20 steps) through the mesh of processes, sent as a
+ * Generate call and as a Session message, against the same request embedded in one process;
+ * the three take turns, `runs` each.
  */
-export async function runMeshVsEmbedded(runs = 15): Promise<MeshVsEmbedded> {
+export async function runMeshVsEmbedded(runs = 31): Promise<MeshVsEmbedded> {
   const log = silentLogger();
   const mesh = await startLocalMesh({ modelsDirs: [defaultModelsRoot()], models: ['diffmesh/tiny-shapes'], threads: 1, log });
   const embedded = await startEmbedded({ modelRoots: [defaultModelsRoot()], intraOpThreads: 1, maxBatch: 8, log });
   const client = schedulerClient(mesh.schedulerAddress);
+  const session = new SchedulerSession(client);
   try {
+    const model = 'diffmesh/tiny-shapes';
     const params = { prompt: 'a red circle on a blue background', seed: '1' };
-    const runEmbedded = async (): Promise<number> => {
-      const start = performance.now();
-      const { context } = embedded.scheduler.submit({ model: 'diffmesh/tiny-shapes', params });
-      for await (const e of embedded.scheduler.watch(context.reqId)) {
-        if (e.type === 'failed') throw new Error(e.error.message);
-      }
-      return performance.now() - start;
+    const ways: Record<keyof Omit<MeshVsEmbedded, 'runs'>, () => Promise<number>> = {
+      generate: () => timedGenerate(client, model, params),
+      session: () => timedSessionRequest(session, model, params),
+      embedded: async () => {
+        const start = performance.now();
+        const { context } = embedded.scheduler.submit({ model, params });
+        for await (const e of embedded.scheduler.watch(context.reqId)) {
+          if (e.type === 'failed') throw new Error(e.error.message);
+        }
+        return performance.now() - start;
+      },
     };
-    // Warm-up of both, so each runs code V8 has compiled, as in processes that have served a while.
-    for (let i = 0; i < MESH_WARMUP; i += 1) {
-      await timedGenerate(client, 'diffmesh/tiny-shapes', params);
-      await runEmbedded();
-    }
-    const m: number[] = [];
-    const e: number[] = [];
+    const samples = { generate: [] as number[], session: [] as number[], embedded: [] as number[] };
+    // Warm-up of every way, so each runs code V8 has compiled, as in processes that have served a while.
+    for (let i = 0; i < MESH_WARMUP; i += 1) for (const run of Object.values(ways)) await run();
     for (let i = 0; i < runs; i += 1) {
-      m.push(await timedGenerate(client, 'diffmesh/tiny-shapes', params));
-      e.push(await runEmbedded());
+      for (const [way, run] of Object.entries(ways)) samples[way as keyof typeof samples].push(await run());
     }
-    const meshMs = median(m);
-    const embeddedMs = median(e);
-    return { runs, meshMs, embeddedMs, ratio: meshMs / embeddedMs };
+    return { runs, generate: quartiles(samples.generate), session: quartiles(samples.session), embedded: quartiles(samples.embedded) };
   } finally {
+    await session.close();
     client.close();
     await embedded.close();
     await mesh.stop();
@@ -336,8 +347,16 @@ export async function runMeshVsEmbedded(runs = 15): Promise<MeshVsEmbedded> {
 }
 
 export function formatMeshVsEmbedded(r: MeshVsEmbedded): string {
-  return (
-    `(c) tiny-shapes request, 256×256, 20 steps — mesh of processes vs embedded (after ${MESH_WARMUP} warm-up requests each; median of ${r.runs} each, alternating)\n` +
-    `    mesh ${r.meshMs.toFixed(1)} ms   embedded ${r.embeddedMs.toFixed(1)} ms   ratio ${r.ratio.toFixed(2)}×   target ≤ 1.25×\n`
-  );
+  const row = (name: string, q: Quartiles, ratio: string): string =>
+    `    ${name.padEnd(9)} ${q.p25.toFixed(1).padStart(6)} ${q.p50.toFixed(1).padStart(6)} ${q.p75.toFixed(1).padStart(6)}   ${ratio}`;
+  const ratio = (q: Quartiles): string => `${(q.p50 / r.embedded.p50).toFixed(2)}×   target ≤ 1.25×`;
+  return [
+    `(c) tiny-shapes request, 256×256, 20 steps — mesh of processes vs embedded (after ${MESH_WARMUP} warm-up requests each way; ${r.runs} each, taking turns)`,
+    '    generate = one Generate call per request (as `diffmesh generate --remote`); session = a message on one Session stream (as the gateway)',
+    '    way       p25 ms p50 ms p75 ms   p50 / embedded p50',
+    row('generate', r.generate, ratio(r.generate)),
+    row('session', r.session, ratio(r.session)),
+    row('embedded', r.embedded, ''),
+    '',
+  ].join('\n');
 }
