@@ -51,6 +51,8 @@ export interface TensorBenchResult {
   /** TensorServiceClient.get into one reused buffer (the transport alone). */
   grpcGetReused: number;
   grpcEndToEnd: number;
+  /** RemoteTensorStore.put on the service's node: the bytes go through a file in shared memory. */
+  shmPut: number;
   shmGet: number;
   shmEndToEnd: number;
   /** Each the median of the per-repetition ratios. */
@@ -59,6 +61,7 @@ export interface TensorBenchResult {
     grpcGetOverRawReused: number;
     grpcPutOverRaw: number;
     shmGetOverGrpcGet: number;
+    shmPutOverGrpcPut: number;
     shmEndToEndOverGrpcEndToEnd: number;
   };
 }
@@ -240,6 +243,7 @@ export async function runTensorBench(opts: TensorBenchOptions = {}): Promise<Ten
       get: [] as number[],
       getReused: [] as number[],
       e2e: [] as number[],
+      shmPut: [] as number[],
       shmGet: [] as number[],
       shmE2e: [] as number[],
     };
@@ -278,12 +282,17 @@ export async function runTensorBench(opts: TensorBenchOptions = {}): Promise<Ten
         m.get.push(get);
         m.getReused.push(getReused);
         m.e2e.push(e2e);
+        m.shmPut.push(mbps(size, t1 - t0));
         m.shmGet.push(mbps(size, t2 - t1));
         m.shmE2e.push(mbps(size, t2 - t0));
-        progress(`rep ${i}/${reps}: raw ${rawDown.toFixed(0)}/${rawUp.toFixed(0)}, gRPC put ${put.toFixed(0)} get ${get.toFixed(0)}, shm get ${m.shmGet[i - 1].toFixed(0)} MB/s`);
+        progress(
+          `rep ${i}/${reps}: raw ${rawDown.toFixed(0)}/${rawUp.toFixed(0)}, gRPC put ${put.toFixed(0)} get ${get.toFixed(0)}, shm put ${m.shmPut[i - 1].toFixed(0)} get ${m.shmGet[i - 1].toFixed(0)} MB/s`,
+        );
       }
-      if (local.stats().shmReads !== reps + 1 || remote.stats().shmReads !== 0) {
-        throw new Error(`expected every same-node read from shared memory: ${JSON.stringify(local.stats())}`);
+      const localStats = local.stats();
+      const remoteStats = remote.stats();
+      if (localStats.shmReads !== reps + 1 || localStats.shmWrites !== reps + 1 || remoteStats.shmReads + remoteStats.shmWrites !== 0) {
+        throw new Error(`expected every same-node transfer through shared memory and no other: ${JSON.stringify({ localStats, remoteStats })}`);
       }
     } finally {
       transport.close();
@@ -301,6 +310,7 @@ export async function runTensorBench(opts: TensorBenchOptions = {}): Promise<Ten
       grpcGet: median(m.get),
       grpcGetReused: median(m.getReused),
       grpcEndToEnd: median(m.e2e),
+      shmPut: median(m.shmPut),
       shmGet: median(m.shmGet),
       shmEndToEnd: median(m.shmE2e),
       ratios: {
@@ -308,6 +318,7 @@ export async function runTensorBench(opts: TensorBenchOptions = {}): Promise<Ten
         grpcGetOverRawReused: ratio(m.getReused, m.rawDownReused),
         grpcPutOverRaw: ratio(m.put, m.rawUp),
         shmGetOverGrpcGet: ratio(m.shmGet, m.get),
+        shmPutOverGrpcPut: ratio(m.shmPut, m.put),
         shmEndToEndOverGrpcEndToEnd: ratio(m.shmE2e, m.e2e),
       },
     };
@@ -335,8 +346,9 @@ export function formatTensorBench(r: TensorBenchResult): string {
     `| tensor-svc Get (gRPC) | ${f(r.grpcGet)} |`,
     `| tensor-svc Get (gRPC) into a reused buffer | ${f(r.grpcGetReused)} |`,
     `| tensor-svc Put + Get, end to end | ${f(r.grpcEndToEnd)} |`,
+    `| same node: Put through shared memory | ${f(r.shmPut)} |`,
     `| same node: Get from shared memory | ${f(r.shmGet)} |`,
-    `| same node: Put + shared-memory Get, end to end | ${f(r.shmEndToEnd)} |`,
+    `| same node: Put + Get, both through shared memory, end to end | ${f(r.shmEndToEnd)} |`,
     '',
     '| ratio | value | target |',
     '|---|---:|---|',
@@ -344,6 +356,7 @@ export function formatTensorBench(r: TensorBenchResult): string {
     `| gRPC Get / raw TCP, both into a reused buffer | ${x(r.ratios.grpcGetOverRawReused)} | (reported) |`,
     `| gRPC Put / raw TCP | ${x(r.ratios.grpcPutOverRaw)} | ≥ 0.50× (${ok(r.ratios.grpcPutOverRaw >= 0.5)}) |`,
     `| shared-memory Get / gRPC Get | ${x(r.ratios.shmGetOverGrpcGet)} | ≥ 2× (${ok(r.ratios.shmGetOverGrpcGet >= 2)}) |`,
+    `| shared-memory Put / gRPC Put | ${x(r.ratios.shmPutOverGrpcPut)} | (reported) |`,
     `| same-node end to end / gRPC end to end | ${x(r.ratios.shmEndToEndOverGrpcEndToEnd)} | (reported) |`,
   ].join('\n');
 }

@@ -75,7 +75,7 @@ export type { RunningNatsServer, StartNatsServerOptions } from './discovery/nats
 export { ByteBudget } from './tensor-client/budget.js';
 export { DEFAULT_CHUNK_BYTES, EXPIRES_AT_METADATA, TensorServiceClient, formatChecksum } from './tensor-client/client.js';
 export type { GetObjectOptions, GetObjectResult, PutObjectHeader, TensorCallOptions, TensorServiceClientOptions } from './tensor-client/client.js';
-export { SHM_ROOT, defaultShmDir, objectFileName, objectPath } from './tensor-client/paths.js';
+export { INCOMING_DIR, SHM_ROOT, defaultShmDir, incomingPath, isIncomingFileName, objectFileName, objectPath } from './tensor-client/paths.js';
 export { RemoteTensorStore } from './tensor-client/remote.js';
 export type { RemoteTensorStoreOptions, RemoteTensorStoreStats, TensorRetryOptions } from './tensor-client/remote.js';
 export { StageMetrics, startMetricsEndpoint } from './metrics/index.js';

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, readdirSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { mkdtemp, open, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -10,11 +10,13 @@ import {
   Code,
   ConfigError,
   DiffmeshError,
+  INCOMING_DIR,
   RemoteTensorStore,
   TensorServiceClient,
   channelOptions,
   checksumOf,
   fromWire,
+  incomingPath,
   objectPath,
   silentLogger,
   toBytes,
@@ -22,6 +24,7 @@ import {
 } from '@diffmesh/runtime';
 import { loadTensorSvcConfig, resolveTensorSvcConfig, type TensorSvcConfigInput } from './config.js';
 import { startTensorService, type RunningTensorService } from './server.js';
+import { INCOMING_ABANDONED_MS } from './store.js';
 
 const MiB = 1024 * 1024;
 const log = silentLogger();
@@ -67,9 +70,13 @@ function client(svc: RunningTensorService, opts: ConstructorParameters<typeof Te
   return c;
 }
 
-/** A store client on another node, so every read goes over gRPC. */
+/**
+ * A store client on node `nodeId`: on another node than the service by default, so every
+ * transfer goes over gRPC; on the service's node, it shares its shared-memory directory.
+ */
 function remoteStore(svc: RunningTensorService, nodeId = 'elsewhere', extra: Partial<ConstructorParameters<typeof RemoteTensorStore>[0]> = {}): RemoteTensorStore {
-  const s = new RemoteTensorStore({ address: svc.address, nodeId, shmDir: svc.shmDir, chunkBytes: MiB, ...extra });
+  const shmDir = nodeId === svc.nodeId ? svc.shmDir : path.join(root, `no-shm-on-${nodeId}`);
+  const s = new RemoteTensorStore({ address: svc.address, nodeId, shmDir, chunkBytes: MiB, ...extra });
   closers.push(() => s.close());
   return s;
 }
@@ -527,6 +534,102 @@ describe('malformed Put streams', () => {
     } finally {
       c.close();
     }
+  });
+});
+
+describe('same-node puts through shared memory', () => {
+  const incoming = (svc: RunningTensorService): string[] => readdirSync(path.join(svc.shmDir, INCOMING_DIR));
+
+  it('writes the bytes into shared memory and sends only the header; the service verifies and takes the file over', async () => {
+    const svc = await service();
+    const sameNode = remoteStore(svc, svc.nodeId);
+    const data = floats(256 * 1024, 3); // 1 MiB
+    const ref = await sameNode.put({ requestId: 'r', name: 'latents', data, shape: [256 * 1024], dtype: 'float32' });
+    expect(sameNode.stats()).toMatchObject({ puts: 1, shmWrites: 1 });
+    expect(ref).toMatchObject({ ownerAddress: svc.address, ownerNodeId: svc.nodeId, sizeBytes: data.byteLength, checksum: checksumOf(data) });
+    // Another node reads it over gRPC; the same node from shared memory.
+    expect(Buffer.from((await remoteStore(svc).get(ref)).data).equals(Buffer.from(data))).toBe(true);
+    expect(Buffer.from((await sameNode.get(ref)).data).equals(Buffer.from(data))).toBe(true);
+    expect(lstatSync(objectPath(svc.shmDir, ref.objectId)).isFile()).toBe(true);
+    expect(incoming(svc)).toEqual([]);
+    expect(svc.store.usage().memory).toMatchObject({ objects: 1, bytes: data.byteLength, reservedBytes: 0 });
+    // Small objects keep going whole over gRPC.
+    await sameNode.put({ requestId: 'r', name: 'small', data: floats(16), shape: [16], dtype: 'float32' });
+    expect(sameNode.stats()).toMatchObject({ puts: 2, shmWrites: 1 });
+  });
+
+  it('refuses a bad file naming the field, deletes it, and keeps nothing reserved', async () => {
+    const svc = await service();
+    const c = client(svc);
+    const write = (name: string, bytes: Uint8Array): string => {
+      writeFileSync(incomingPath(svc.shmDir, name), bytes);
+      return name;
+    };
+    const four = Uint8Array.of(1, 2, 3, 4);
+    const header = { name: 'x', shape: [4], dtype: 'uint8' as const, checksum: checksumOf(four) };
+
+    expect(await rejection(c.putObjectFile(header, 4, '../escape'))).toMatchObject({ code: Code.INVALID_ARGUMENT, field: 'shm_file' });
+    expect(await rejection(c.putObjectFile(header, 4, 'missing'))).toMatchObject({ code: Code.NOT_FOUND, field: 'shm_file' });
+    expect(await rejection(c.putObjectFile(header, 4, write('short', Uint8Array.of(1, 2))))).toMatchObject({
+      code: Code.INVALID_ARGUMENT,
+      field: 'shm_file',
+    });
+    const corrupt = await rejection(c.putObjectFile(header, 4, write('corrupt', Uint8Array.of(9, 9, 9, 9))));
+    expect(corrupt).toMatchObject({ code: Code.INVALID_ARGUMENT, reason: 'CHECKSUM_MISMATCH', field: 'header.checksum' });
+    const outside = path.join(root, `outside-${seq}`);
+    writeFileSync(outside, four);
+    symlinkSync(outside, incomingPath(svc.shmDir, 'link'));
+    expect(await rejection(c.putObjectFile(header, 4, 'link'))).toMatchObject({ code: Code.INVALID_ARGUMENT, field: 'shm_file' });
+    expect(existsSync(outside)).toBe(true);
+
+    expect(incoming(svc)).toEqual([]);
+    expect(svc.store.usage().memory).toMatchObject({ objects: 0, bytes: 0, reservedBytes: 0 });
+    const ok = await c.putObjectFile(header, 4, write('good', four));
+    expect(Array.from((await c.get(ok.objectId)).data)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('copies an object to the spill directory when memory is past its threshold', async () => {
+    const svc = await service({ memoryCapacityBytes: 2 * MiB, spillThresholdBytes: MiB, diskCapacityBytes: 4 * MiB });
+    const sameNode = remoteStore(svc, svc.nodeId);
+    const put = (name: string) => sameNode.put({ requestId: 'r', name, data: randomBytes(MiB), shape: [MiB], dtype: 'uint8' });
+    const inMemory = await put('a');
+    const spilled = await put('b');
+    expect(sameNode.stats().shmWrites).toBe(2);
+    expect(svc.store.usage().memory).toMatchObject({ objects: 1, bytes: MiB, reservedBytes: 0 });
+    expect(svc.store.usage().disk).toMatchObject({ objects: 1, bytes: MiB, reservedBytes: 0 });
+    expect(lstatSync(objectPath(svc.shmDir, inMemory.objectId)).isFile()).toBe(true);
+    expect(lstatSync(objectPath(svc.shmDir, spilled.objectId)).isSymbolicLink()).toBe(true);
+    expect((await remoteStore(svc).get(spilled)).data.byteLength).toBe(MiB);
+    expect(incoming(svc)).toEqual([]);
+  });
+
+  it('puts over gRPC, and stops trying shared memory, when the service does not see the files', async () => {
+    const svc = await service();
+    // A directory that looks like a tensor-svc's but is not this one's (a node id shared by mistake).
+    const foreign = path.join(root, `foreign-${seq}`);
+    mkdirSync(path.join(foreign, INCOMING_DIR), { recursive: true });
+    const store = remoteStore(svc, 'elsewhere', { shmDir: foreign });
+    const data = randomBytes(MiB);
+    const first = await store.put({ requestId: 'r', name: 'a', data, shape: [MiB], dtype: 'uint8' });
+    // The service refused the first file (NOT_FOUND, shm_file) and the object came over gRPC.
+    expect(svc.metrics.snapshot().errors.Put).toBe(1);
+    const second = await store.put({ requestId: 'r', name: 'b', data, shape: [MiB], dtype: 'uint8' });
+    expect(svc.metrics.snapshot().errors.Put).toBe(1); // no second try through shared memory
+    expect(store.stats()).toMatchObject({ puts: 2, shmWrites: 0 });
+    expect(readdirSync(path.join(foreign, INCOMING_DIR))).toEqual([]);
+    for (const ref of [first, second]) expect(Buffer.from((await client(svc).get(ref.objectId)).data).equals(data)).toBe(true);
+  });
+
+  it('deletes files that clients left in .incoming without sending their put', async () => {
+    const svc = await service();
+    const old = incomingPath(svc.shmDir, 'abandoned');
+    const fresh = incomingPath(svc.shmDir, 'in-progress');
+    writeFileSync(old, 'x');
+    writeFileSync(fresh, 'y');
+    const past = new Date(Date.now() - 2 * INCOMING_ABANDONED_MS);
+    utimesSync(old, past, past);
+    await svc.store.sweep();
+    expect(incoming(svc)).toEqual(['in-progress']);
   });
 });
 

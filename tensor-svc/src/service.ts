@@ -222,7 +222,14 @@ export class TensorServiceImpl {
       if (!msg.header) throw invalidParameter('header', 'is required');
       const header = parsePutHeader(msg.header);
       span.setAttributes({ [ATTR.tensorObjectId]: header.objectId, [ATTR.tensorName]: header.name, 'diffmesh.tensor.size_bytes': header.sizeBytes });
-      const ref = await this.store.putWhole(header, msg.data);
+      let ref: ObjectRef;
+      if (msg.shmFile !== '') {
+        if (msg.data.byteLength > 0) throw invalidParameter('data', 'must be empty when shm_file names the bytes');
+        span.setAttribute(ATTR.tensorPath, 'shm');
+        ref = await this.store.adopt(header, msg.shmFile);
+      } else {
+        ref = await this.store.putWhole(header, msg.data);
+      }
       this.metrics.stored(ref.sizeBytes);
       span.setAttribute(ATTR.tensorBytes, ref.sizeBytes);
       answer = { sequence: msg.sequence, ref: objectRefToWire(this.withOwner(ref)) };

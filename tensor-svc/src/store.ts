@@ -1,14 +1,18 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, renameSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
-import { mkdir, open, readFile, readdir, rename, rm, rmdir, symlink, unlink, utimes, writeFile, type FileHandle } from 'node:fs/promises';
+import { closeSync, constants as fsConstants, fstatSync, openSync, read, readSync, renameSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
+import { copyFile, lstat, mkdir, open, readFile, readdir, rename, rm, rmdir, symlink, unlink, utimes, writeFile, type FileHandle } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import path from 'node:path';
 import { crc32c } from '@node-rs/crc32';
 import {
   Code,
   DiffmeshError,
   formatBytes,
+  INCOMING_DIR,
   formatChecksum,
+  incomingPath,
   invalidParameter,
+  isIncomingFileName,
   objectFileName,
   type Dtype,
   type Logger,
@@ -103,6 +107,11 @@ const EXPIRED_MEMORY = 10_000;
 const MAX_ID_LENGTH = 1024;
 const FILE_MODE = 0o640;
 const DIR_MODE = 0o750;
+/** A file in `.incoming` untouched this long was left by a client that went away before sending its put. */
+export const INCOMING_ABANDONED_MS = 60_000;
+/** Files up to this size are read with synchronous calls to verify them (see {@link TieredStore.putWhole}). */
+const SYNC_READ_MAX_BYTES = 4 * 1024 * 1024;
+const readAsync = promisify(read);
 
 function objectNotFound(id: string): DiffmeshError {
   return new DiffmeshError(Code.NOT_FOUND, 'OBJECT_NOT_FOUND', `object ${id} not found`, { metadata: { object_id: id } });
@@ -179,6 +188,7 @@ export class TieredStore {
       throw new RangeError('tensor store: spillThresholdBytes must not exceed memoryCapacityBytes');
     }
     await claimDir(opts.shmDir);
+    await mkdir(path.join(opts.shmDir, INCOMING_DIR), { mode: DIR_MODE });
     if (opts.diskCapacityBytes > 0) await claimDir(opts.spillDir);
     return new TieredStore(opts);
   }
@@ -237,6 +247,67 @@ export class TieredStore {
       }
       this.unreserve(tier, header.sizeBytes);
       throw err instanceof DiffmeshError ? err : this.fsError(err, tier, header);
+    }
+  }
+
+  /**
+   * Takes over a file that a client on this node wrote in `<shmDir>/.incoming` (PutObjects
+   * with `shm_file`) as the object `header` describes: checks that `fileName` is a regular
+   * file there (never a link) of `header.sizeBytes` bytes matching `header.checksum`, reserves
+   * its bytes like any put, and publishes it: renamed into place in shared memory, or copied to
+   * the spill directory when memory is past its threshold. The bytes never cross a socket.
+   * The file is gone afterwards, whatever the outcome.
+   */
+  async adopt(header: ObjectHeader, fileName: string): Promise<ObjectRef> {
+    if (!isIncomingFileName(fileName)) {
+      throw invalidParameter('shm_file', `must be a file name of 1 to 128 characters [A-Za-z0-9_-], got ${JSON.stringify(fileName.slice(0, 80))}`);
+    }
+    this.checkOpen();
+    const file = incomingPath(this.opts.shmDir, fileName);
+    let fd: number | undefined;
+    let copy: string | undefined;
+    let reserved: Tier | undefined;
+    try {
+      if (header.checksum === '') throw invalidParameter('header.checksum', 'is required with shm_file');
+      try {
+        fd = openSync(file, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
+      } catch (err) {
+        if (isErrno(err, 'ENOENT')) {
+          throw new DiffmeshError(
+            Code.NOT_FOUND,
+            'OBJECT_NOT_FOUND',
+            `shm_file: no file ${fileName} in ${path.join(this.opts.shmDir, INCOMING_DIR)} (is the client on this service's node?)`,
+            { metadata: { field: 'shm_file' } },
+          );
+        }
+        if (isErrno(err, 'ELOOP')) throw invalidParameter('shm_file', 'must be a regular file, not a symbolic link');
+        throw err;
+      }
+      const st = fstatSync(fd);
+      if (!st.isFile()) throw invalidParameter('shm_file', 'must be a regular file');
+      if (st.size !== header.sizeBytes) {
+        throw invalidParameter('shm_file', `holds ${st.size} bytes; header.size_bytes announced ${header.sizeBytes}`);
+      }
+      const crc = await checksumOfFile(fd, st.size, fileName);
+      const { full, tier } = await this.admit(header);
+      reserved = tier;
+      if (tier === 'memory') return await this.commit(full, tier, file, crc, 'sync');
+      copy = this.tempPath(tier);
+      await copyFile(file, copy, fsConstants.COPYFILE_EXCL).catch((err: unknown) => {
+        throw this.fsError(err, tier, header);
+      });
+      return await this.commit(full, tier, copy, crc);
+    } catch (err) {
+      if (copy) await unlinkQuiet(copy).catch(() => undefined);
+      if (reserved) this.unreserve(reserved, header.sizeBytes);
+      throw err;
+    } finally {
+      if (fd !== undefined) closeSync(fd);
+      try {
+        unlinkSync(file);
+      } catch {
+        // renamed into place, or never there
+      }
     }
   }
 
@@ -325,6 +396,7 @@ export class TieredStore {
 
   private async sweepNow(): Promise<number> {
     if (this.closed) return 0;
+    await this.sweepIncoming();
     const now = this.now();
     let n = 0;
     let bytes = 0;
@@ -337,6 +409,21 @@ export class TieredStore {
     }
     if (n > 0) this.opts.log.debug({ objects: n, bytes }, 'tensor store: deleted expired objects');
     return n;
+  }
+
+  /** Deletes files in `.incoming` that clients abandoned (untouched for {@link INCOMING_ABANDONED_MS}). */
+  private async sweepIncoming(): Promise<void> {
+    const dir = path.join(this.opts.shmDir, INCOMING_DIR);
+    const names = await readdir(dir).catch(() => [] as string[]);
+    const now = Date.now(); // file times are wall-clock times, whatever clock the store was given
+    for (const name of names) {
+      const file = path.join(dir, name);
+      const st = await lstat(file).catch(() => undefined);
+      if (st && now - st.mtimeMs > INCOMING_ABANDONED_MS) {
+        await rm(file, { force: true, recursive: true }).catch(() => undefined);
+        this.opts.log.debug({ file }, 'tensor store: deleted an abandoned incoming file');
+      }
+    }
   }
 
   usage(): StoreUsage {
@@ -768,4 +855,22 @@ function processAlive(pid: number): boolean {
   } catch (err) {
     return isErrno(err, 'EPERM');
   }
+}
+
+/**
+ * The crc32c of a file's `size` bytes, read through `fd` (synchronously up to
+ * {@link SYNC_READ_MAX_BYTES}: on tmpfs a read is a memory copy). A file shorter than its
+ * size (truncated meanwhile) is an INVALID_ARGUMENT about `shm_file`.
+ */
+async function checksumOfFile(fd: number, size: number, fileName: string): Promise<number> {
+  const buf = Buffer.allocUnsafe(Math.min(size, SYNC_READ_MAX_BYTES));
+  let crc = 0;
+  for (let pos = 0; pos < size; ) {
+    const want = Math.min(buf.byteLength, size - pos);
+    const n = size <= SYNC_READ_MAX_BYTES ? readSync(fd, buf, 0, want, pos) : (await readAsync(fd, buf, 0, want, pos)).bytesRead;
+    if (n === 0) throw invalidParameter('shm_file', `${fileName} ended after ${pos} of ${size} bytes`);
+    crc = crc32c(buf.subarray(0, n), crc);
+    pos += n;
+  }
+  return crc;
 }

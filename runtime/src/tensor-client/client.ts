@@ -110,14 +110,18 @@ function checksumMismatch(objectId: string, expected: string, actual: string, wh
 
 /** The wire header of an object about to be stored (the checksum is computed when not given). */
 function putHeaderToWire(header: PutObjectHeader, data: Uint8Array): PutHeader {
+  return wireHeader(header, data.byteLength, header.checksum ?? formatChecksum(crc32c(data)));
+}
+
+function wireHeader(header: PutObjectHeader, sizeBytes: number, checksum: string): PutHeader {
   return {
     objectId: header.objectId ?? '',
     name: header.name,
     shape: header.shape.map((d) => String(d)),
     dtype: dtypeToWire(header.dtype),
     ttlMs: header.ttlMs ?? 0,
-    sizeBytes: String(data.byteLength),
-    checksum: header.checksum ?? formatChecksum(crc32c(data)),
+    sizeBytes: String(sizeBytes),
+    checksum,
   };
 }
 
@@ -319,6 +323,27 @@ export class TensorServiceClient {
    * A stream that breaks fails the objects waiting on it with UNAVAILABLE.
    */
   putObject(header: PutObjectHeader, data: Uint8Array, opts: Pick<TensorCallOptions, 'signal'> = {}): Promise<ObjectRef> {
+    return this.sendObject({ header: putHeaderToWire(header, data), data: asBuffer(data, 0, data.byteLength) }, opts);
+  }
+
+  /**
+   * Stores an object whose `sizeBytes` bytes this client wrote to `shmFile` in the
+   * `.incoming` folder of the service's shared-memory directory (see `incomingPath`): only
+   * the header and the file name travel, on the PutObjects stream. The service verifies the
+   * bytes against `checksum` and takes the file over, whatever the outcome. NOT_FOUND with
+   * field `shm_file` means the service cannot see the file: it is not on this node.
+   */
+  putObjectFile(
+    header: PutObjectHeader & { checksum: string },
+    sizeBytes: number,
+    shmFile: string,
+    opts: Pick<TensorCallOptions, 'signal'> = {},
+  ): Promise<ObjectRef> {
+    return this.sendObject({ header: wireHeader(header, sizeBytes, header.checksum), shmFile }, opts);
+  }
+
+  /** Sends one object on the PutObjects stream (opened on first use) and waits for its answer. */
+  private sendObject(body: Omit<PutObjectsRequest, 'sequence' | 'traceContext'>, opts: Pick<TensorCallOptions, 'signal'>): Promise<ObjectRef> {
     if (opts.signal?.aborted) return Promise.reject(cancelled('tensor put cancelled'));
     const stream = (this.objects ??= this.openObjects());
     const sequence = this.nextSequence++;
@@ -341,8 +366,7 @@ export class TensorServiceClient {
       });
       stream.write({
         sequence,
-        header: putHeaderToWire(header, data),
-        data: asBuffer(data, 0, data.byteLength),
+        ...body,
         // The active trace context: tensor-svc's span of this object continues it.
         traceContext: injectTraceContext(),
       });

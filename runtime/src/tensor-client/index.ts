@@ -7,6 +7,6 @@ export type {
   TensorCallOptions,
   TensorServiceClientOptions,
 } from './client.js';
-export { SHM_ROOT, defaultShmDir, objectFileName, objectPath } from './paths.js';
+export { INCOMING_DIR, SHM_ROOT, defaultShmDir, incomingPath, isIncomingFileName, objectFileName, objectPath } from './paths.js';
 export { RemoteTensorStore } from './remote.js';
 export type { RemoteTensorStoreOptions, RemoteTensorStoreStats, TensorRetryOptions } from './remote.js';

@@ -63,3 +63,23 @@ export function objectFileName(objectId: string): string {
 export function objectPath(dir: string, objectId: string): string {
   return path.join(dir, objectFileName(objectId));
 }
+
+/**
+ * Folder of a tensor-svc's shared-memory directory where clients on its node write the bytes
+ * of objects they put through shared memory (PutObjects with `shm_file`). Object files never
+ * start with `.`, so it cannot collide with one.
+ */
+export const INCOMING_DIR = '.incoming';
+
+/** Names a client may give its file in {@link INCOMING_DIR}: no path separators, no dots. */
+const INCOMING_NAME = /^[A-Za-z0-9_-]{1,128}$/;
+
+/** True when `name` is a valid file name in {@link INCOMING_DIR}. */
+export function isIncomingFileName(name: string): boolean {
+  return INCOMING_NAME.test(name);
+}
+
+/** `<shmDir>/.incoming/<name>`. */
+export function incomingPath(shmDir: string, name: string): string {
+  return path.join(shmDir, INCOMING_DIR, name);
+}

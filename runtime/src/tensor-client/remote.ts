@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { open } from 'node:fs/promises';
+import { closeSync, openSync, unlinkSync, writeSync } from 'node:fs';
+import { open, writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { crc32c } from '@node-rs/crc32';
 import { trace, context as otelContext } from '@opentelemetry/api';
@@ -19,8 +20,8 @@ import type {
   TensorStore,
   TensorStoreUsage,
 } from '../tensor-store/types.js';
-import { TensorServiceClient, formatChecksum } from './client.js';
-import { defaultShmDir, objectPath } from './paths.js';
+import { TensorServiceClient, formatChecksum, type PutObjectHeader } from './client.js';
+import { defaultShmDir, incomingPath, objectPath } from './paths.js';
 
 /** Retry policy of transfers that fail transiently. */
 export interface TensorRetryOptions {
@@ -50,6 +51,15 @@ export interface RemoteTensorStoreOptions {
   shmDir?: string;
   /** Read same-node objects from shared memory. Default true. */
   sameNodeReads?: boolean;
+  /**
+   * Put objects of at least `shmPutMinBytes` through shared memory when this node's
+   * tensor-svc shares it (its `<shmDir>/.incoming` folder exists and is writable): the bytes
+   * are written to a file there and only the header travels. Otherwise, or when the service
+   * cannot take the file, the bytes go over gRPC. Default true.
+   */
+  sameNodeWrites?: boolean;
+  /** Smallest object put through shared memory. Default 64 KiB. */
+  shmPutMinBytes?: number;
   /** Bytes per Put chunk. Default 2 MiB. */
   chunkBytes?: number;
   /**
@@ -73,9 +83,17 @@ export interface RemoteTensorStoreOptions {
   now?: () => number;
 }
 
+/** Default of {@link RemoteTensorStoreOptions.shmPutMinBytes}. */
+export const DEFAULT_SHM_PUT_MIN_BYTES = 64 * 1024;
+
+/** Objects up to this size are written to shared memory with synchronous calls (a memory copy on tmpfs). */
+const SYNC_WRITE_MAX_BYTES = 4 * 1024 * 1024;
+
 /** Counters of a {@link RemoteTensorStore}, for metrics and tests. */
 export interface RemoteTensorStoreStats {
   puts: number;
+  /** Puts whose bytes went through shared memory instead of over gRPC. */
+  shmWrites: number;
   /** Gets served from the same node's shared memory, without a network copy. */
   shmReads: number;
   /** Gets served by a Get stream from the owner. */
@@ -116,7 +134,9 @@ export class RemoteTensorStore implements TensorStore {
   private readonly opts: RemoteTensorStoreOptions;
   private readonly owners = new Map<string, Owner>();
   private readonly byRequest = new Map<string, Map<string, Tracked>>();
-  private readonly counters: RemoteTensorStoreStats = { puts: 0, shmReads: 0, remoteReads: 0, retries: 0 };
+  private readonly counters: RemoteTensorStoreStats = { puts: 0, shmWrites: 0, shmReads: 0, remoteReads: 0, retries: 0 };
+  /** Off once this node's tensor-svc could not see a file this client wrote (another node's directory). */
+  private shmWritesOn: boolean;
   private readonly attempts: number;
   private readonly baseDelayMs: number;
   private readonly maxDelayMs: number;
@@ -129,6 +149,7 @@ export class RemoteTensorStore implements TensorStore {
     this.address = opts.address;
     this.nodeId = opts.nodeId;
     this.shmDir = opts.shmDir ?? defaultShmDir(opts.nodeId);
+    this.shmWritesOn = opts.sameNodeWrites ?? true;
     this.attempts = Math.max(1, opts.retry?.attempts ?? 3);
     this.baseDelayMs = opts.retry?.baseDelayMs ?? 50;
     this.maxDelayMs = opts.retry?.maxDelayMs ?? 1000;
@@ -170,10 +191,17 @@ export class RemoteTensorStore implements TensorStore {
       async (span) => {
         const checksum = formatChecksum(crc32c(input.data));
         const header = { objectId, name: input.name, shape: input.shape, dtype: input.dtype, ttlMs, checksum };
-        const whole = input.data.byteLength <= (this.opts.streamPutMaxBytes ?? DEFAULT_STREAM_PUT_MAX_BYTES);
-        const ref = await this.withOwner(this.address, 'Put', (client) =>
-          whole ? client.putObject(header, input.data) : client.put(header, input.data, this.transferOptions()),
-        );
+        const size = input.data.byteLength;
+        let ref = this.shmWritesOn && size >= (this.opts.shmPutMinBytes ?? DEFAULT_SHM_PUT_MIN_BYTES) ? await this.putThroughShm(header, input.data) : undefined;
+        if (ref) {
+          this.counters.shmWrites += 1;
+          span.setAttribute(ATTR.tensorPath, 'shm');
+        } else {
+          const whole = size <= (this.opts.streamPutMaxBytes ?? DEFAULT_STREAM_PUT_MAX_BYTES);
+          ref = await this.withOwner(this.address, 'Put', (client) =>
+            whole ? client.putObject(header, input.data) : client.put(header, input.data, this.transferOptions()),
+          );
+        }
         this.counters.puts += 1;
         span.setAttributes({ [ATTR.tensorOwnerNode]: ref.ownerNodeId, [ATTR.tensorSameNode]: ref.ownerNodeId === this.nodeId });
         this.track(input.requestId, { objectId: ref.objectId, address: ref.ownerAddress || this.address, sizeBytes: ref.sizeBytes });
@@ -296,6 +324,54 @@ export class RemoteTensorStore implements TensorStore {
   }
 
   /**
+   * Puts an object through shared memory: writes its bytes to a new file in this node's
+   * tensor-svc's `.incoming` folder and sends only the header and the file name; the service
+   * verifies the bytes and takes the file over. Undefined when the object should go over gRPC
+   * instead: the file cannot be written (no such folder, no permission, no space), the
+   * service cannot see it (then never again for this client: its directory is another
+   * service's), or the attempt failed transiently (the gRPC put retries).
+   */
+  private async putThroughShm(header: PutObjectHeader & { checksum: string }, data: Uint8Array): Promise<ObjectRef | undefined> {
+    const name = randomBytes(12).toString('hex');
+    const file = incomingPath(this.shmDir, name);
+    try {
+      if (data.byteLength <= SYNC_WRITE_MAX_BYTES) {
+        const fd = openSync(file, 'wx', 0o640);
+        try {
+          for (let done = 0; done < data.byteLength; ) done += writeSync(fd, data, done, data.byteLength - done);
+        } finally {
+          closeSync(fd);
+        }
+      } else {
+        await writeFile(file, data, { flag: 'wx', mode: 0o640 });
+      }
+    } catch (err) {
+      removeQuietly(file);
+      const code = (err as NodeJS.ErrnoException).code ?? '';
+      if (code !== 'ENOENT') this.opts.log?.debug({ err, file }, 'tensor client: cannot write to shared memory; putting over gRPC');
+      return undefined;
+    }
+    try {
+      return await this.withOwner(this.address, 'Put', (client) => client.putObjectFile(header, data.byteLength, name), 1);
+    } catch (raw) {
+      const err = asDiffmeshError(raw);
+      if (err.code === Code.NOT_FOUND && err.field === 'shm_file') {
+        this.shmWritesOn = false;
+        this.opts.log?.warn(
+          { shmDir: this.shmDir, address: this.address },
+          'tensor client: the tensor-svc does not see files in this shared-memory directory (another node id?); putting over gRPC from now on',
+        );
+        return undefined;
+      }
+      if (isTransient(err)) return undefined;
+      throw err;
+    } finally {
+      // The service took the file over; it is still here only when the answer never came.
+      removeQuietly(file);
+    }
+  }
+
+  /**
    * The bytes of a same-node object read from the owner's shared-memory file, or undefined
    * when the file is not there (deleted, spilled elsewhere, another user's, expired): the
    * owner then answers over gRPC. Throws DATA_LOSS when the bytes fail their checksum.
@@ -369,8 +445,8 @@ export class RemoteTensorStore implements TensorStore {
     return owner;
   }
 
-  /** Runs one operation against `address` behind its breaker, retrying transient failures. */
-  private async withOwner<T>(address: string, op: string, fn: (client: TensorServiceClient) => Promise<T>): Promise<T> {
+  /** Runs one operation against `address` behind its breaker, retrying transient failures up to `attempts` times in all. */
+  private async withOwner<T>(address: string, op: string, fn: (client: TensorServiceClient) => Promise<T>, attempts = this.attempts): Promise<T> {
     const owner = this.owner(address);
     for (let attempt = 1; ; attempt++) {
       try {
@@ -378,7 +454,7 @@ export class RemoteTensorStore implements TensorStore {
       } catch (raw) {
         const err = asDiffmeshError(raw);
         if (this.closed) throw new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'tensor store is closed', { cause: err });
-        if (attempt >= this.attempts || !isTransient(err)) throw err;
+        if (attempt >= attempts || !isTransient(err)) throw err;
         const delay = this.backoff(attempt, err.retryAfterMs);
         this.counters.retries += 1;
         trace.getSpan(otelContext.active())?.addEvent('retry', { attempt, 'error.type': Code[err.code] ?? String(err.code), [ATTR.errorReason]: err.reason, 'retry.delay_ms': delay });
@@ -429,6 +505,14 @@ function isTransient(err: DiffmeshError): boolean {
       return err.retryAfterMs !== undefined;
     default:
       return false;
+  }
+}
+
+function removeQuietly(file: string): void {
+  try {
+    unlinkSync(file);
+  } catch {
+    // already gone
   }
 }
 
