@@ -56,13 +56,18 @@ export async function planOutput(output: string | undefined, frames: number, ffm
   } else {
     planned = chooseVideoFormat(wanted, ext === '.mp4' ? await ffmpegAvailable(ffmpegPath) : false);
   }
-  const dir = path.dirname(path.resolve(planned.path));
+  await checkOutputFolder(planned.path);
+  return planned;
+}
+
+/** Refuses an output file whose folder does not exist or is not writable (field `output`). */
+export async function checkOutputFolder(file: string): Promise<void> {
+  const dir = path.dirname(path.resolve(file));
   try {
     await access(dir, constants.W_OK);
   } catch {
     throw invalidParameter('output', `folder "${dir}" does not exist or is not writable`);
   }
-  return planned;
 }
 
 /**

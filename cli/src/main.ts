@@ -7,6 +7,7 @@ import { runStatus, runUp } from './mesh/commands.js';
 import { readState } from './mesh/state.js';
 import { createProgress } from './progress.js';
 import { generateRemote } from './remote.js';
+import { cancelRemote, parseReqId, submitRemote, watchRemote } from './requests.js';
 
 /** Flags whose names differ from the API field they set (for error messages). */
 const FLAG_OF_FIELD: Record<string, string> = {
@@ -21,6 +22,9 @@ const FLAG_OF_FIELD: Record<string, string> = {
   model: '--model',
   output: '--output',
   prompt: 'PROMPT',
+  timeout_ms: '--timeout-ms',
+  request_id: '--request-id',
+  req_id: 'REQ-ID',
 };
 
 /** Exit codes: 0 done, 1 failed, 2 bad input, 130 interrupted. */
@@ -48,6 +52,25 @@ interface GenerateFlags {
   remote?: string;
 }
 
+type GenerationFlags = Pick<GenerateFlags, 'model' | 'seed' | 'steps' | 'guidance' | 'negative' | 'width' | 'height' | 'frames' | 'fps' | 'priority'>;
+
+interface SubmitFlags extends GenerationFlags {
+  remote: string;
+  requestId?: string;
+  timeoutMs?: string;
+  json?: boolean;
+}
+
+interface WatchFlags {
+  output?: string;
+  fps?: string;
+  remote: string;
+  ffmpeg: string;
+  logLevel: string;
+  progress: boolean;
+  json?: boolean;
+}
+
 /** Runs the `diffmesh` command with `argv` (without node and script); returns the exit code. */
 export async function main(argv: string[]): Promise<number> {
   const program = new Command('diffmesh')
@@ -56,21 +79,13 @@ export async function main(argv: string[]): Promise<number> {
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
 
   let code: number = EXIT.ok;
-  program
-    .command('generate')
-    .description('generate an image or video: in this process (embedded runtime, nothing external), or through a running mesh with --remote')
-    .argument('<prompt>', 'what to generate, e.g. "a red circle on a blue background"')
-    .option('-o, --output <file>', 'output file: .png for an image; .mp4 (ffmpeg), .gif or .apng for a video')
-    .option('-m, --model <name>', 'model name', 'diffmesh/tiny-shapes')
-    .option('--seed <n>', 'unsigned 64-bit seed (default: random, printed)')
-    .option('--steps <n>', 'denoising steps, 1–200 (default: the model’s)')
-    .option('--guidance <x>', 'classifier-free guidance scale ≥ 0 (default: the model’s)')
-    .option('--negative <text>', 'negative prompt', '')
-    .option('--width <px>', 'width in pixels, a multiple of the model’s factor')
-    .option('--height <px>', 'height in pixels, a multiple of the model’s factor')
-    .option('--frames <n>', 'frames; more than 1 makes a video')
-    .option('--fps <n>', 'frames per second of a video')
-    .option('--priority <n>', 'scheduling priority (larger first)', '0')
+  withGenerationOptions(
+    program
+      .command('generate')
+      .description('generate an image or video: in this process (embedded runtime, nothing external), or through a running mesh with --remote')
+      .argument('<prompt>', 'what to generate, e.g. "a red circle on a blue background"')
+      .option('-o, --output <file>', 'output file: .png for an image; .mp4 (ffmpeg), .gif or .apng for a video'),
+  )
     .option('--remote <address>', "run through a mesh: the scheduler's gRPC host:port ('local' = the mesh `diffmesh up` started)")
     .addOption(
       new Option('--models-dir <dir...>', 'folders holding <org>/<name>/model.json')
@@ -79,17 +94,51 @@ export async function main(argv: string[]): Promise<number> {
     )
     .addOption(new Option('--plans <file>', 'ExecutionPlan registry file').env('DIFFMESH_PLANS_FILE'))
     .addOption(new Option('--threads <n>', 'onnxruntime threads per model run (0 = auto)').env('DIFFMESH_THREADS').default('0'))
-    .addOption(new Option('--ffmpeg <path>', 'ffmpeg binary for .mp4').env('DIFFMESH_FFMPEG').default('ffmpeg'))
-    .addOption(
-      new Option('--log-level <level>', 'log level on stderr')
-        .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
-        .env('DIFFMESH_LOG_LEVEL')
-        .default('warn'),
-    )
+    .addOption(ffmpegOption())
+    .addOption(logLevelOption())
     .option('--no-progress', 'no progress bar')
     .option('--json', 'print the result as JSON on stdout')
     .action(async (prompt: string, flags: GenerateFlags) => {
       code = await runGenerate(prompt, flags);
+    });
+
+  withGenerationOptions(
+    program
+      .command('submit')
+      .description('start a request in a running mesh and print its id without waiting (follow it with `watch`)')
+      .argument('<prompt>', 'what to generate'),
+  )
+    .addOption(remoteOption())
+    .option('--request-id <id>', 'your own id for the request; submitting it again returns the same request')
+    .option('--timeout-ms <ms>', "fail the request if it has not finished after this long (default: the scheduler's)")
+    .option('--json', 'print the answer as JSON on stdout')
+    .action(async (prompt: string, flags: SubmitFlags) => {
+      code = await runSubmit(prompt, flags);
+    });
+
+  program
+    .command('watch')
+    .description('follow a request in a running mesh until it ends (from its first event), optionally writing its result; Ctrl-C stops watching, not the request')
+    .argument('<req-id>', 'the request id `submit` printed')
+    .option('-o, --output <file>', 'write the result here once the request completes (.png; .mp4, .gif or .apng for a video)')
+    .option('--fps <n>', "frames per second of a video file (default: the model's)")
+    .addOption(remoteOption())
+    .addOption(ffmpegOption())
+    .addOption(logLevelOption())
+    .option('--no-progress', 'no progress bar')
+    .option('--json', 'print the outcome as JSON on stdout')
+    .action(async (reqId: string, flags: WatchFlags) => {
+      code = await runWatch(reqId, flags);
+    });
+
+  program
+    .command('cancel')
+    .description('cancel a request in a running mesh: its running stage stops and its tensors are deleted')
+    .argument('<req-id>', 'the request id')
+    .option('--reason <text>', 'recorded in the request and sent to its watchers', 'cancelled from the command line')
+    .addOption(remoteOption())
+    .action(async (reqId: string, flags: { remote: string; reason: string }) => {
+      code = await runCancel(reqId, flags);
     });
 
   program
@@ -105,12 +154,7 @@ export async function main(argv: string[]): Promise<number> {
         .default([defaultModelsRoot()]),
     )
     .addOption(new Option('--threads <n>', 'onnxruntime threads per service').env('DIFFMESH_THREADS').default('1'))
-    .addOption(
-      new Option('--log-level <level>', 'log level on stderr')
-        .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
-        .env('DIFFMESH_LOG_LEVEL')
-        .default('warn'),
-    )
+    .addOption(logLevelOption())
     .action(async (flags: { nats?: string; gateway: boolean; gatewayListen: string; models: string; modelsDir: string[]; threads: string; logLevel: string }) => {
       code = await runUp(flags);
     });
@@ -155,13 +199,7 @@ async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number
     const progress = createProgress(process.stderr, flags.progress && !flags.json);
     let result: GenerateOutcome;
     if (flags.remote) {
-      let address = flags.remote;
-      if (address === 'local') {
-        const state = await readState();
-        if (!state) throw new Error('no running mesh found on this machine; start one with `diffmesh up`');
-        address = state.schedulerAddress;
-      }
-      result = await generateRemote(address, args, progress, controller.signal, log);
+      result = await generateRemote(await schedulerAddress(flags.remote), args, progress, controller.signal, log);
     } else {
       mesh = await startEmbedded({
         modelRoots: flags.modelsDir,
@@ -192,6 +230,114 @@ async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number
   }
 }
 
+/** Options every command that starts a generation takes. */
+function withGenerationOptions(cmd: Command): Command {
+  return cmd
+    .option('-m, --model <name>', 'model name', 'diffmesh/tiny-shapes')
+    .option('--seed <n>', 'unsigned 64-bit seed (default: random, printed)')
+    .option('--steps <n>', 'denoising steps, 1–200 (default: the model’s)')
+    .option('--guidance <x>', 'classifier-free guidance scale ≥ 0 (default: the model’s)')
+    .option('--negative <text>', 'negative prompt', '')
+    .option('--width <px>', 'width in pixels, a multiple of the model’s factor')
+    .option('--height <px>', 'height in pixels, a multiple of the model’s factor')
+    .option('--frames <n>', 'frames; more than 1 makes a video')
+    .option('--fps <n>', 'frames per second of a video')
+    .option('--priority <n>', 'scheduling priority (larger first)', '0');
+}
+
+/** `--remote` of the commands that only work against a running mesh (default: the local one). */
+function remoteOption(): Option {
+  return new Option('--remote <address>', "the scheduler's gRPC host:port ('local' = the mesh `diffmesh up` started)").default('local');
+}
+
+function ffmpegOption(): Option {
+  return new Option('--ffmpeg <path>', 'ffmpeg binary for .mp4').env('DIFFMESH_FFMPEG').default('ffmpeg');
+}
+
+function logLevelOption(): Option {
+  return new Option('--log-level <level>', 'log level on stderr')
+    .choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+    .env('DIFFMESH_LOG_LEVEL')
+    .default('warn');
+}
+
+/** `--remote`: a host:port, or `local` for the mesh `diffmesh up` started on this machine. */
+async function schedulerAddress(remote: string): Promise<string> {
+  if (remote !== 'local') return remote;
+  const state = await readState();
+  if (!state) throw new Error('no running mesh found on this machine; start one with `diffmesh up`, or give --remote host:port');
+  return state.schedulerAddress;
+}
+
+async function runSubmit(prompt: string, flags: SubmitFlags): Promise<number> {
+  try {
+    const answer = await submitRemote(await schedulerAddress(flags.remote), {
+      model: flags.model,
+      prompt,
+      params: parseParams(flags),
+      priority: parseInteger(flags.priority, 'priority', -1_000_000, 1_000_000),
+      timeoutMs: flags.timeoutMs === undefined ? 0 : parseInteger(flags.timeoutMs, 'timeout_ms', 1, 2 ** 31 - 1),
+      requestId: flags.requestId ?? '',
+    });
+    if (flags.json) process.stdout.write(`${JSON.stringify({ reqId: answer.reqId, status: statusName(answer.status), existing: answer.existing })}\n`);
+    else process.stdout.write(`${answer.reqId}\n`);
+    return EXIT.ok;
+  } catch (err) {
+    return reportError(err, false);
+  }
+}
+
+async function runWatch(reqId: string, flags: WatchFlags): Promise<number> {
+  const log = createLogger({ name: 'diffmesh', level: flags.logLevel as LogLevel });
+  const controller = new AbortController();
+  const onSigint = (): void => controller.abort();
+  process.once('SIGINT', onSigint);
+  try {
+    const outcome = await watchRemote(
+      await schedulerAddress(flags.remote),
+      {
+        reqId: parseReqId(reqId),
+        output: flags.output,
+        fps: flags.fps === undefined ? undefined : parseInteger(flags.fps, 'fps', 1, 240),
+        ffmpegPath: flags.ffmpeg,
+      },
+      createProgress(process.stderr, flags.progress && !flags.json),
+      controller.signal,
+      log,
+    );
+    if (flags.json) process.stdout.write(`${JSON.stringify({ ...outcome, status: 'completed' })}\n`);
+    else if (outcome.file) {
+      if (outcome.file.note) process.stderr.write(`note: ${outcome.file.note}\n`);
+      process.stdout.write(`completed; wrote ${outcome.file.path} (${outcome.file.width}×${outcome.file.height}, ${outcome.file.frames > 1 ? `${outcome.file.frames} frames, ` : ''}${outcome.file.format})\n`);
+    } else process.stdout.write('completed\n');
+    return EXIT.ok;
+  } catch (err) {
+    if (controller.signal.aborted) {
+      process.stderr.write('diffmesh: stopped watching; the request goes on\n');
+      return EXIT.interrupted;
+    }
+    return reportError(err, false);
+  } finally {
+    process.off('SIGINT', onSigint);
+  }
+}
+
+async function runCancel(reqId: string, flags: { remote: string; reason: string }): Promise<number> {
+  try {
+    const { status } = await cancelRemote(await schedulerAddress(flags.remote), parseReqId(reqId), flags.reason);
+    const name = statusName(status);
+    process.stdout.write(name === 'cancelled' ? 'cancelled\n' : `not cancelled: the request had already ${name === 'completed' ? 'completed' : 'failed'}\n`);
+    return EXIT.ok;
+  } catch (err) {
+    return reportError(err, false);
+  }
+}
+
+/** `REQUEST_STATUS_CANCELLED` → `cancelled`. */
+function statusName(status: unknown): string {
+  return String(status).replace(/^REQUEST_STATUS_/, '').toLowerCase();
+}
+
 function reportError(err: unknown, interrupted: boolean): number {
   if (interrupted) {
     process.stderr.write('diffmesh: interrupted; nothing written\n');
@@ -208,7 +354,7 @@ function reportError(err: unknown, interrupted: boolean): number {
   return EXIT.failed;
 }
 
-function parseParams(f: GenerateFlags): Partial<GenerationParams> {
+function parseParams(f: GenerationFlags): Partial<GenerationParams> {
   const p: Partial<GenerationParams> = { negativePrompt: f.negative ?? '' };
   if (f.seed !== undefined) {
     if (!/^\d+$/.test(f.seed) || BigInt(f.seed) >= 2n ** 64n) {

@@ -15,6 +15,7 @@ import {
   randomSeed,
   type GenerationParams,
   type Logger,
+  type ObjectRef,
   type TlsFiles,
 } from '@diffmesh/runtime';
 import { eventFromWire, type RequestEvent } from '@diffmesh/scheduler';
@@ -48,9 +49,10 @@ export function listModels(client: SchedulerClient, timeoutMs = 10_000): Promise
   });
 }
 
-async function* events(call: grpc.ClientReadableStream<GenerateResponse__Output>): AsyncGenerator<RequestEvent> {
+/** The request events of a Generate or Watch stream, in order; a failed call throws its DiffmeshError. */
+async function* streamEvents(call: grpc.ClientReadableStream<Pick<GenerateResponse__Output, 'events'>>): AsyncGenerator<RequestEvent> {
   try {
-    for await (const msg of call as AsyncIterable<GenerateResponse__Output>) {
+    for await (const msg of call as AsyncIterable<Pick<GenerateResponse__Output, 'events'>>) {
       for (const wire of msg.events) {
         const e = eventFromWire(wire);
         if (e) yield e;
@@ -58,6 +60,24 @@ async function* events(call: grpc.ClientReadableStream<GenerateResponse__Output>
     }
   } catch (err) {
     throw fromWire(err);
+  }
+}
+
+/**
+ * Shows the events of a Generate or Watch call until the request ends; returns its outputs or
+ * throws its error. Aborting `signal` cancels the call.
+ */
+export async function followCall(
+  call: grpc.ClientReadableStream<Pick<GenerateResponse__Output, 'events'>>,
+  progress: Progress,
+  signal: AbortSignal,
+): Promise<Record<string, ObjectRef>> {
+  const onAbort = (): void => call.cancel();
+  signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    return await follow(streamEvents(call), progress);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
   }
 }
 
@@ -98,15 +118,7 @@ export async function generateRemote(
       params: paramsToWire({ ...args.params, prompt: args.prompt, seed: params.seed }),
       priority: args.priority,
     });
-    const onAbort = (): void => call.cancel();
-    signal.addEventListener('abort', onAbort, { once: true });
-    let outputs;
-    try {
-      outputs = await follow(events(call), progress);
-    } finally {
-      signal.removeEventListener('abort', onAbort);
-    }
-    const pixels = outputs.pixels;
+    const pixels = (await followCall(call, progress, signal)).pixels;
     try {
       const file = await writeResult(store, pixels, out, params.fps, args.ffmpegPath, signal);
       return { ...file, params, ms: Date.now() - started };
