@@ -543,3 +543,39 @@ describe('scheduler failover', () => {
     for (const r of results) expect(decodePng(Buffer.from(r.body.data[0].b64_json, 'base64')).width).toBe(64);
   });
 });
+
+/** A request through node:http, which sends header values byte for byte (latin1). */
+function rawCall(method: string, path: string, headers: Record<string, string>, body?: string, base = gw.address): Promise<Reply> {
+  return new Promise<Reply>((resolve, reject) => {
+    const req = request(`${base}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, ...headers } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          parsed = undefined;
+        }
+        const h = new Headers();
+        for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') h.set(k, v);
+        resolve({ status: res.statusCode ?? 0, headers: h, body: parsed, text });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+describe('malformed input: a 4xx naming the field, never a 500', () => {
+  it('refuses a forwarded header that gRPC metadata cannot carry (x-request-id, traceparent, tracestate)', async () => {
+    for (const name of ['x-request-id', 'traceparent', 'tracestate']) {
+      const r = await rawCall('GET', '/api/v1/models', { [name]: 'caf\u00e9' });
+      expect(r.status, `${name}: ${r.text}`).toBe(400);
+      expect(r.body.error).toMatchObject({ status: 'INVALID_ARGUMENT', reason: 'INVALID_PARAMETER', field: name });
+    }
+    const ok = await rawCall('GET', '/api/v1/models', { 'x-request-id': 'req-123' });
+    expect(ok.status).toBe(200);
+  });
+});

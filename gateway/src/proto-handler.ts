@@ -77,11 +77,20 @@ export async function buildRequest(
   return obj;
 }
 
+/** What gRPC metadata may carry in a text value: printable ASCII. */
+const METADATA_VALUE = /^[\x20-\x7e]*$/;
+
+/**
+ * The forwarded headers as gRPC metadata. HTTP lets a header carry bytes that gRPC metadata
+ * cannot (anything outside printable ASCII); such a header is refused naming it.
+ */
 function metadataFrom(req: IncomingMessage): grpc.Metadata {
   const md = new grpc.Metadata();
   for (const name of FORWARDED_HEADERS) {
     const v = header(req, name);
-    if (v) md.set(name, v);
+    if (!v) continue;
+    if (!METADATA_VALUE.test(v)) throw badField(name, 'header must be printable ASCII');
+    md.set(name, v);
   }
   return md;
 }
@@ -127,13 +136,14 @@ export async function handleProtoRoute(
   if (!pool) {
     throw new DiffmeshError(Code.UNIMPLEMENTED, 'INTERNAL', `the gateway has no upstream for ${route.binding.service}`);
   }
+  const metadata = metadataFrom(req);
   const request = encodeObject(route.requestType, obj);
   const affinity = AFFINITY_FIELDS.map((f) => obj[f]).find((v): v is string => typeof v === 'string' && v !== '');
   let served = '';
   const callOpts = {
     ...(affinity ? { affinityKey: affinity } : {}),
     signal,
-    metadata: metadataFrom(req),
+    metadata,
     onServed: (address: string) => (served = address),
   };
   if (!route.binding.responseStream) {
