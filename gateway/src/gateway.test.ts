@@ -578,4 +578,44 @@ describe('malformed input: a 4xx naming the field, never a 500', () => {
     const ok = await rawCall('GET', '/api/v1/models', { 'x-request-id': 'req-123' });
     expect(ok.status).toBe(200);
   });
+
+  it('describes a bad value by its type and a short preview, however deep or large it is', async () => {
+    const roomy = await gateway({ maxBodyBytes: 8 * 1024 * 1024 });
+    const deep = `${'['.repeat(200_000)}${']'.repeat(200_000)}`;
+    for (const [path, param] of [
+      ['/v1/images/generations', 'n'],
+      ['/v1/images/generations', 'num_inference_steps'],
+      ['/v1/images/generations', 'seed'],
+      ['/v1/images/generations', 'size'],
+      ['/v1/videos', 'seconds'],
+    ]) {
+      const r = await call('POST', path, `{"prompt":"x","${param}":${deep}}`, {}, roomy.address);
+      expect(r.status, `${path} ${param}: ${r.text.slice(0, 200)}`).toBe(400);
+      expect(r.body.error).toMatchObject({ type: 'invalid_request_error', param, code: 'invalid_parameter' });
+      expect(r.body.error.message).toMatch(/an array/);
+    }
+    const huge = await call('POST', '/v1/images/generations', { prompt: Array.from({ length: 300_000 }, () => 'abcdefgh') }, {}, roomy.address);
+    expect(huge.status).toBe(400);
+    expect(huge.body.error).toMatchObject({ param: 'prompt', message: 'prompt: expected a string, got an array' });
+    const longString = await call('POST', '/v1/videos', { prompt: 'x', size: 'y'.repeat(3_000_000) }, {}, roomy.address);
+    expect(longString.status).toBe(400);
+    expect(longString.body.error.param).toBe('size');
+    expect(longString.text.length).toBeLessThan(1000);
+    const seed = await call('POST', '/v1/images/generations', { prompt: 'x', seed: '9'.repeat(3_000_000) }, {}, roomy.address);
+    expect(seed.status).toBe(400);
+    expect(seed.body.error.param).toBe('seed');
+    expect(seed.text.length).toBeLessThan(1000);
+    const model = await call('POST', '/v1/images/generations', { prompt: 'x', model: 'm'.repeat(3_000_000) }, {}, roomy.address);
+    expect(model.status).toBe(404);
+    expect(model.body.error).toMatchObject({ param: 'model', code: 'unknown_model' });
+    expect(model.text.length).toBeLessThan(1000);
+    const key = await call('POST', '/v1/images/generations', { prompt: 'x', ['k'.repeat(3_000_000)]: 1 }, {}, roomy.address);
+    expect(key.status).toBe(400);
+    expect(key.body.error.param).toBe(`${'k'.repeat(64)}…`);
+    expect(key.text.length).toBeLessThan(1000);
+    const proto = await call('POST', '/api/v1/requests', { model: MODEL, params: { width: '9'.repeat(3_000_000), prompt: 'x' } }, {}, roomy.address);
+    expect(proto.status).toBe(400);
+    expect(proto.body.error.field).toBe('params.width');
+    expect(proto.text.length).toBeLessThan(1000);
+  });
 });

@@ -32,6 +32,7 @@ import {
 import { HttpStatusError, gatewayError } from './errors.js';
 import { header, readBody, sendBytes, sendJson } from './http-util.js';
 import { fetchFrames } from './media.js';
+import { describeValue, preview, previewName, smallBigInt } from './proto-json.js';
 import type { GatewayMetrics } from './metrics.js';
 import type { ResultStore } from './results.js';
 import type { SchedulerApi } from './scheduler-api.js';
@@ -87,9 +88,9 @@ export class ModelDirectory {
       return { name: first.name, info: first };
     }
     const info = models.find((m) => !m.pattern && m.name === name) ?? models.find((m) => m.pattern && globToRegExp(m.name).test(name));
-    if (!info) throw unknownModel(name, models.filter((m) => !m.pattern).map((m) => m.name));
+    if (!info) throw unknownModel(preview(name), models.filter((m) => !m.pattern).map((m) => m.name));
     if (!info.modalities.includes(modality)) {
-      throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `"${name}" does not do ${modality.replace('MODALITY_', '').toLowerCase().replace(/_/g, '-')}`, {
+      throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `"${preview(name)}" does not do ${modality.replace('MODALITY_', '').toLowerCase().replace(/_/g, '-')}`, {
         field: 'model',
       });
     }
@@ -106,14 +107,14 @@ function invalid(param: string, message: string): DiffmeshError {
 
 function rejectUnknown(body: Record<string, unknown>, known: readonly string[]): void {
   for (const key of Object.keys(body)) {
-    if (!known.includes(key)) throw invalid(key, `unrecognized request argument (supported: ${known.join(', ')})`);
+    if (!known.includes(key)) throw invalid(previewName(key), `unrecognized request argument (supported: ${known.join(', ')})`);
   }
 }
 
 function optString(body: Record<string, unknown>, name: string): string | undefined {
   const v = body[name];
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'string') throw invalid(name, `expected a string, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'string') throw invalid(name, `expected a string, got ${describeValue(v)}`);
   return v;
 }
 
@@ -130,7 +131,7 @@ function optNumber(body: Record<string, unknown>, name: string, opts: { integer?
   const v = typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : raw;
   const kind = opts.integer ? 'an integer' : 'a number';
   if (typeof v !== 'number' || !Number.isFinite(v) || (opts.integer && !Number.isInteger(v))) {
-    throw invalid(name, `expected ${kind}, got ${JSON.stringify(raw)}`);
+    throw invalid(name, `expected ${kind}, got ${describeValue(raw)}`);
   }
   if ((opts.min !== undefined && v < opts.min) || (opts.max !== undefined && v > opts.max)) {
     throw invalid(name, `must be ${kind} from ${opts.min ?? '-∞'} to ${opts.max ?? '∞'}, got ${v}`);
@@ -143,8 +144,8 @@ function optSeed(body: Record<string, unknown>): bigint | undefined {
   if (raw === undefined || raw === null || raw === '') return undefined;
   let n: bigint | undefined;
   if (typeof raw === 'number' && Number.isSafeInteger(raw)) n = BigInt(raw);
-  else if (typeof raw === 'string' && /^\d+$/.test(raw.trim())) n = BigInt(raw.trim());
-  if (n === undefined || n < 0n || n > MAX_SEED) throw invalid('seed', `must be an integer from 0 to ${MAX_SEED}, got ${JSON.stringify(raw)}`);
+  else if (typeof raw === 'string' && /^\d+$/.test(raw.trim())) n = smallBigInt(raw.trim());
+  if (n === undefined || n < 0n || n > MAX_SEED) throw invalid('seed', `must be an integer from 0 to ${MAX_SEED}, got ${describeValue(raw)}`);
   return n;
 }
 
@@ -152,7 +153,7 @@ function optSize(body: Record<string, unknown>): { width: number; height: number
   const v = optString(body, 'size');
   if (v === undefined || v === 'auto') return undefined;
   const m = /^(\d{1,5})x(\d{1,5})$/.exec(v.trim());
-  if (!m) throw invalid('size', `expected "WIDTHxHEIGHT" such as "256x256", got ${JSON.stringify(v)}`);
+  if (!m) throw invalid('size', `expected "WIDTHxHEIGHT" such as "256x256", got ${describeValue(v)}`);
   return { width: Number(m[1]), height: Number(m[2]) };
 }
 
@@ -220,7 +221,7 @@ export async function createImages(deps: OpenAiDeps, req: IncomingMessage, res: 
   const n = optNumber(body, 'n', { integer: true, min: 1, max: 4 }) ?? 1;
   const size = optSize(body);
   const format = optString(body, 'response_format') ?? 'b64_json';
-  if (format !== 'b64_json' && format !== 'url') throw invalid('response_format', `must be "b64_json" or "url", got ${JSON.stringify(format)}`);
+  if (format !== 'b64_json' && format !== 'url') throw invalid('response_format', `must be "b64_json" or "url", got ${describeValue(format)}`);
   const outputFormat = optString(body, 'output_format');
   if (outputFormat !== undefined && outputFormat !== 'png') throw invalid('output_format', 'only "png" is supported');
   const steps = optNumber(body, 'num_inference_steps', { integer: true, min: 1 });
