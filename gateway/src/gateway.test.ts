@@ -618,4 +618,24 @@ describe('malformed input: a 4xx naming the field, never a 500', () => {
     expect(proto.body.error.field).toBe('params.width');
     expect(proto.text.length).toBeLessThan(1000);
   });
+
+  it('refuses numbers a uint32 field cannot hold instead of letting them wrap around', async () => {
+    const steps = await call('POST', '/v1/images/generations', { prompt: 'x', size: '64x64', num_inference_steps: 2 ** 32 + 1 });
+    expect(steps.status).toBe(400);
+    expect(steps.body.error).toMatchObject({ param: 'num_inference_steps', code: 'invalid_parameter' });
+    for (const [body, param] of [
+      [{ num_frames: 2 ** 32 + 1 }, 'num_frames'],
+      [{ num_inference_steps: 2 ** 32 + 1 }, 'num_inference_steps'],
+      [{ seconds: 536870912.125 }, 'seconds'], // × 8 fps = 2^32 + 1 frames
+      [{ seconds: '536870912.125' }, 'seconds'],
+    ] as const) {
+      const r = await call('POST', '/v1/videos', { prompt: 'x', size: '64x64', fps: 8, ...body });
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(r.body.error).toMatchObject({ param, code: 'invalid_parameter' });
+    }
+    const long = await call('POST', '/v1/videos', { prompt: 'x', size: '64x64', fps: 8, seconds: 1e9 });
+    expect(long.status).toBe(400);
+    expect(long.body.error.param).toBe('seconds');
+    expect(long.body.error.message).toContain('8000000000 frames');
+  });
 });

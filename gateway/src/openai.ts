@@ -101,6 +101,9 @@ export class ModelDirectory {
 // ---------------------------------------------------------------------------------------
 // Input checks, OpenAI style: each error names the parameter.
 
+/** Largest value of a uint32 request field: a larger one would wrap around on the wire. */
+const UINT32_MAX = 2 ** 32 - 1;
+
 function invalid(param: string, message: string): DiffmeshError {
   return gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', message, { field: param });
 }
@@ -224,7 +227,7 @@ export async function createImages(deps: OpenAiDeps, req: IncomingMessage, res: 
   if (format !== 'b64_json' && format !== 'url') throw invalid('response_format', `must be "b64_json" or "url", got ${describeValue(format)}`);
   const outputFormat = optString(body, 'output_format');
   if (outputFormat !== undefined && outputFormat !== 'png') throw invalid('output_format', 'only "png" is supported');
-  const steps = optNumber(body, 'num_inference_steps', { integer: true, min: 1 });
+  const steps = optNumber(body, 'num_inference_steps', { integer: true, min: 1, max: UINT32_MAX });
   const guidance = optNumber(body, 'guidance_scale', { min: 0 });
   const priority = optNumber(body, 'priority', { integer: true, min: -(2 ** 31), max: 2 ** 31 - 1 }) ?? 0;
   const seed = optSeed(body) ?? BigInt(randomSeed());
@@ -384,10 +387,10 @@ export async function createVideo(deps: OpenAiDeps, res: ServerResponse, body: R
   const negative = prompt(body, 'negative_prompt', deps.maxPromptChars, false);
   const size = optSize(body);
   const secs = optNumber(body, 'seconds', { min: 0 });
-  const frames = optNumber(body, 'num_frames', { integer: true, min: 1 });
+  const frames = optNumber(body, 'num_frames', { integer: true, min: 1, max: UINT32_MAX });
   setMapper(mapper({ num_frames: frames === undefined && secs !== undefined ? 'seconds' : 'num_frames' }));
   const fpsIn = optNumber(body, 'fps', { min: 1, max: 60 });
-  const steps = optNumber(body, 'num_inference_steps', { integer: true, min: 1 });
+  const steps = optNumber(body, 'num_inference_steps', { integer: true, min: 1, max: UINT32_MAX });
   const guidance = optNumber(body, 'guidance_scale', { min: 0 });
   const priority = optNumber(body, 'priority', { integer: true, min: -(2 ** 31), max: 2 ** 31 - 1 }) ?? 0;
   const seed = optSeed(body);
@@ -397,6 +400,7 @@ export async function createVideo(deps: OpenAiDeps, res: ServerResponse, body: R
   // Without a length, a model's own clip length, or four seconds for a model whose default is a still.
   const modelFrames = d?.numFrames ?? 0;
   const numFrames = frames ?? (secs !== undefined ? Math.max(1, Math.round(secs * fps)) : modelFrames > 1 ? modelFrames : Math.round(4 * fps));
+  if (numFrames > UINT32_MAX) throw invalid('seconds', `${secs} seconds at ${fps} fps is ${numFrames} frames; at most ${UINT32_MAX}`);
   const width = size?.width ?? d?.width ?? 0;
   const height = size?.height ?? d?.height ?? 0;
   const params: Partial<GenerationParams> & { prompt: string } = {
