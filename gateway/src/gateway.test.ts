@@ -638,4 +638,34 @@ describe('malformed input: a 4xx naming the field, never a 500', () => {
     expect(long.body.error.param).toBe('seconds');
     expect(long.body.error.message).toContain('8000000000 frames');
   });
+
+  it('holds concurrent video creations to max-video-jobs', async () => {
+    const capped = await gateway({ maxVideoJobs: 2 });
+    expect((await call('GET', '/v1/models', undefined, {}, capped.address)).status).toBe(200);
+    const replies = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        call('POST', '/v1/videos', { prompt: `a slow square ${i}`, size: '64x64', num_frames: 8, num_inference_steps: 200 }, {}, capped.address),
+      ),
+    );
+    const created = replies.filter((r) => r.status === 200);
+    try {
+      expect(replies.map((r) => r.status).sort()).toEqual([200, 200, 429, 429, 429, 429]);
+      for (const r of replies.filter((x) => x.status === 429)) {
+        expect(r.body.error).toMatchObject({ type: 'rate_limit_error', code: 'too_many_requests' });
+        expect(Number(r.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      }
+      expect((await call('GET', '/v1/videos', undefined, {}, capped.address)).body.data).toHaveLength(2);
+    } finally {
+      for (const r of created) await call('DELETE', `/v1/videos/${r.body.id}`, undefined, {}, capped.address);
+    }
+    // A creation the scheduler refuses gives its slot back.
+    const one = await gateway({ maxVideoJobs: 1 });
+    for (let i = 0; i < 3; i++) {
+      const refused = await call('POST', '/v1/videos', { prompt: 'x', size: '63x64', num_frames: 2 }, {}, one.address);
+      expect(refused.status).toBe(400);
+      expect(refused.body.error.param).toBe('size');
+    }
+    const job = await call('POST', '/v1/videos', { prompt: 'a small square', size: '64x64', num_frames: 2, num_inference_steps: 2 }, {}, one.address);
+    expect(job.status, job.text).toBe(200);
+  });
 });

@@ -73,13 +73,22 @@ const seconds = (ms: number): number => Math.floor(ms / 1000);
 
 export class VideoJobs {
   private readonly jobs = new Map<string, VideoJob>();
+  /** Slots held by creations waiting for their Submit: they count against `maxJobs` too. */
+  private reserved = 0;
 
   constructor(private readonly opts: VideoJobsOptions) {}
 
   /** Submits the request and starts following it. */
   async create(spec: VideoSpec, signal?: AbortSignal): Promise<VideoObject> {
+    // The slot is taken before the await, so concurrent creations cannot all pass the cap.
     this.makeRoom();
-    const res = await this.opts.api.submit(spec.request, signal);
+    this.reserved += 1;
+    let res: Awaited<ReturnType<SchedulerApi['submit']>>;
+    try {
+      res = await this.opts.api.submit(spec.request, signal);
+    } finally {
+      this.reserved -= 1;
+    }
     const job: VideoJob = {
       id: `video_${res.reqId}`,
       reqId: res.reqId,
@@ -95,7 +104,7 @@ export class VideoJobs {
   }
 
   private makeRoom(): void {
-    if (this.jobs.size < this.opts.maxJobs) return;
+    if (this.jobs.size + this.reserved < this.opts.maxJobs) return;
     const oldest = [...this.jobs.values()].filter((j) => TERMINAL.has(j.status)).sort((a, b) => a.createdAt - b.createdAt)[0];
     if (!oldest) {
       throw gatewayError(Code.RESOURCE_EXHAUSTED, 'TOO_MANY_REQUESTS', `the gateway already follows ${this.opts.maxJobs} video jobs; retry later`, {
