@@ -32,7 +32,7 @@ export const GatewayConfigSchema = z.object({
   rateLimitPerMinute: z.number().int().nonnegative().default(0).describe('requests per minute per API key (per client address when auth is off); 0 = no limit'),
   rateLimitBurst: z.number().int().nonnegative().default(0).describe('bucket size of the rate limit (0 = rateLimitPerMinute)'),
   maxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024).describe('largest request body accepted (413 above it)'),
-  maxPromptChars: z.number().int().positive().default(MAX_PROMPT_LENGTH).describe('longest prompt or negative prompt accepted, in characters'),
+  maxPromptChars: z.number().int().positive().default(MAX_PROMPT_LENGTH).describe('longest prompt or negative prompt accepted, in characters (Unicode code points)'),
   corsOrigins: z
     .array(z.string().regex(/^(\*|https?:\/\/[^\s/]+)$/, 'expected "*" or an origin such as https://app.example.com'))
     .default([])

@@ -668,4 +668,18 @@ describe('malformed input: a 4xx naming the field, never a 500', () => {
     const job = await call('POST', '/v1/videos', { prompt: 'a small square', size: '64x64', num_frames: 2, num_inference_steps: 2 }, {}, one.address);
     expect(job.status, job.text).toBe(200);
   });
+
+  it('counts the prompt limit in code points, as the scheduler does', async () => {
+    const emoji = '\u{1F600}';
+    const fits = await call('POST', '/api/v1/requests', { model: MODEL, params: { prompt: emoji.repeat(600), ...small } });
+    expect(fits.status, fits.text).toBe(200);
+    const image = await call('POST', '/v1/images/generations', { prompt: emoji.repeat(600), size: '64x64', num_inference_steps: 1 });
+    expect(image.status, image.text).toBe(200);
+    const tooLong = await call('POST', '/api/v1/requests', { model: MODEL, params: { prompt: 'x', negativePrompt: emoji.repeat(1001) } });
+    expect(tooLong.status).toBe(400);
+    expect(tooLong.body.error).toMatchObject({ field: 'params.negative_prompt', message: 'params.negative_prompt: is 1001 characters long; the limit is 1000' });
+    const tooLongImage = await call('POST', '/v1/images/generations', { prompt: emoji.repeat(1001) });
+    expect(tooLongImage.status).toBe(400);
+    expect(tooLongImage.body.error).toMatchObject({ param: 'prompt', message: 'prompt: is 1001 characters long; the limit is 1000' });
+  });
 });

@@ -31,6 +31,7 @@ import {
 } from '@diffmesh/runtime';
 import { HttpStatusError, gatewayError } from './errors.js';
 import { header, readBody, sendBytes, sendJson } from './http-util.js';
+import { checkPromptLength } from './limits.js';
 import { fetchFrames } from './media.js';
 import { describeValue, preview, previewName, smallBigInt } from './proto-json.js';
 import type { GatewayMetrics } from './metrics.js';
@@ -124,7 +125,7 @@ function optString(body: Record<string, unknown>, name: string): string | undefi
 function prompt(body: Record<string, unknown>, name: string, maxChars: number, required: boolean): string | undefined {
   const v = optString(body, name);
   if (required && (v === undefined || v.trim() === '')) throw invalid(name, 'is required');
-  if (v !== undefined && v.length > maxChars) throw invalid(name, `is ${v.length} characters long; the limit is ${maxChars}`);
+  if (v !== undefined) checkPromptLength(name, v, maxChars);
   return v;
 }
 

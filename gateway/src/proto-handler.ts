@@ -9,6 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { Code, DiffmeshError } from '@diffmesh/runtime';
 import protobuf from 'protobufjs';
 import { describeAny, googleErrorBody, type HttpError } from './errors.js';
+import { checkPromptLength } from './limits.js';
 import { header, parseJsonObject, readBody, sendJson, wantsEventStream, writeChunk } from './http-util.js';
 import { badField, decodeObject, encodeObject, jsonName, jsonToObject, messageToJson, setFieldPath, stringFields } from './proto-json.js';
 import type { ProtoRoute } from './routes.js';
@@ -70,9 +71,7 @@ export async function buildRequest(
     setFieldPath(requestType, obj, field, value);
   }
   for (const s of stringFields(requestType, obj)) {
-    if (PROMPT_FIELDS.has(s.field.name) && s.value.length > deps.maxPromptChars) {
-      throw badField(s.path, `is ${s.value.length} characters long; the limit is ${deps.maxPromptChars}`);
-    }
+    if (PROMPT_FIELDS.has(s.field.name)) checkPromptLength(s.path, s.value, deps.maxPromptChars);
   }
   return obj;
 }
