@@ -682,4 +682,22 @@ describe('malformed input: a 4xx naming the field, never a 500', () => {
     expect(tooLongImage.status).toBe(400);
     expect(tooLongImage.body.error).toMatchObject({ param: 'prompt', message: 'prompt: is 1001 characters long; the limit is 1000' });
   });
+
+  it('reads a JSON body sent as a form (curl -d) the same way on both OpenAI POST routes', async () => {
+    const curl = { 'content-type': 'application/x-www-form-urlencoded' };
+    const video = await call('POST', '/v1/videos', JSON.stringify({ prompt: 'a small square', size: '64x64', num_frames: 2, num_inference_steps: 1 }), curl);
+    expect(video.status, video.text).toBe(200);
+    expect(video.body).toMatchObject({ object: 'video', size: '64x64', num_frames: 2 });
+    const typo = await call('POST', '/v1/videos', '\n {"prompt": "x", "sise": "64x64"}', curl);
+    expect(typo.status).toBe(400);
+    expect(typo.body.error).toMatchObject({ param: 'sise', code: 'invalid_parameter' });
+    const image = await call('POST', '/v1/images/generations', JSON.stringify({ prompt: 'a red circle', size: '64x64', num_inference_steps: 1 }), curl);
+    expect(image.status, image.text).toBe(200);
+    // A real form works on both too.
+    const form = await call('POST', '/v1/images/generations', 'prompt=a+red+circle&size=64x64&num_inference_steps=1', curl);
+    expect(form.status, form.text).toBe(200);
+    const badForm = await call('POST', '/v1/images/generations', 'prompt=a+red+circle&n=five', curl);
+    expect(badForm.status).toBe(400);
+    expect(badForm.body.error.param).toBe('n');
+  });
 });

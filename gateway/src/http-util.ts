@@ -81,6 +81,37 @@ export function parseJsonObject(body: Buffer, contentType: string | undefined): 
   return value as Record<string, unknown>;
 }
 
+/** Whether `body` starts with `{` (after white space). */
+function looksLikeJsonObject(body: Buffer): boolean {
+  for (const byte of body) {
+    if (byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0d) continue;
+    return byte === 0x7b;
+  }
+  return false;
+}
+
+/**
+ * Reads the body of an OpenAI-style POST: JSON, or form data — `multipart/form-data` (what the
+ * openai SDK sends for videos) or `application/x-www-form-urlencoded`. A urlencoded body that
+ * starts with `{` is JSON: `curl -d '{…}'` labels JSON that way.
+ */
+export async function readJsonOrForm(req: IncomingMessage, maxBytes: number): Promise<Record<string, unknown>> {
+  const contentType = header(req, 'content-type');
+  const body = await readBody(req, maxBytes);
+  const base = (contentType ?? '').split(';')[0].trim().toLowerCase();
+  const isForm = base === 'multipart/form-data' || (base === 'application/x-www-form-urlencoded' && !looksLikeJsonObject(body));
+  if (!isForm) return parseJsonObject(body, contentType);
+  let form: FormData;
+  try {
+    form = await new Request('http://gateway/', { method: 'POST', headers: { 'content-type': contentType! }, body }).formData();
+  } catch (err) {
+    throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `request body is not valid form data: ${(err as Error).message}`);
+  }
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of form) out[k] = typeof v === 'string' ? v : { file: v.name };
+  return out;
+}
+
 /** Writes a JSON response (unless the response has already started). */
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   if (res.headersSent) {

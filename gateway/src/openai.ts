@@ -30,7 +30,7 @@ import {
   type TensorStore,
 } from '@diffmesh/runtime';
 import { HttpStatusError, gatewayError } from './errors.js';
-import { header, readBody, sendBytes, sendJson } from './http-util.js';
+import { header, sendBytes, sendJson } from './http-util.js';
 import { checkPromptLength } from './limits.js';
 import { fetchFrames } from './media.js';
 import { describeValue, preview, previewName, smallBigInt } from './proto-json.js';
@@ -362,24 +362,6 @@ const VIDEO_FIELDS = [
   'priority',
   'input_reference',
 ] as const;
-
-/** Reads a JSON or multipart/form-data body (the OpenAI SDK sends videos as multipart). */
-export async function readFormOrJson(req: IncomingMessage, maxBytes: number, parseJson: (b: Buffer, ct: string | undefined) => Record<string, unknown>): Promise<Record<string, unknown>> {
-  const contentType = header(req, 'content-type');
-  const body = await readBody(req, maxBytes);
-  if (!contentType?.toLowerCase().startsWith('multipart/form-data') && !contentType?.toLowerCase().startsWith('application/x-www-form-urlencoded')) {
-    return parseJson(body, contentType);
-  }
-  let form: FormData;
-  try {
-    form = await new Request('http://gateway/', { method: 'POST', headers: { 'content-type': contentType }, body }).formData();
-  } catch (err) {
-    throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `request body is not valid form data: ${(err as Error).message}`);
-  }
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of form) out[k] = typeof v === 'string' ? v : { file: v.name };
-  return out;
-}
 
 export async function createVideo(deps: OpenAiDeps, res: ServerResponse, body: Record<string, unknown>, signal: AbortSignal, setMapper: (m: ParamMapper) => void): Promise<void> {
   rejectUnknown(body, VIDEO_FIELDS);

@@ -24,7 +24,7 @@ import {
 import { ApiKeys, RateLimiter } from './auth.js';
 import type { GatewayConfig } from './config.js';
 import { HttpStatusError, describeAny, googleErrorBody, openAiErrorBody } from './errors.js';
-import { clientGone, header, parseJsonObject, readBody, sendJson } from './http-util.js';
+import { clientGone, header, readJsonOrForm, sendJson } from './http-util.js';
 import { GatewayMetrics } from './metrics.js';
 import {
   ModelDirectory,
@@ -34,7 +34,6 @@ import {
   getVideo,
   listModels,
   listVideos,
-  readFormOrJson,
   retrieveModel,
   sendImageResult,
   sendObjectImage,
@@ -207,7 +206,7 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
       pattern: /^\/v1\/images\/generations$/,
       label: 'openai.images.generations',
       handle: async (c) => {
-        const body = parseJsonObject(await readBody(c.req, config.maxBodyBytes), header(c.req, 'content-type'));
+        const body = await readJsonOrForm(c.req, config.maxBodyBytes);
         await createImages(oa, c.req, c.res, body, c.signal, (p) => (c.paramOf = p));
       },
     },
@@ -231,7 +230,7 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
       pattern: /^\/v1\/videos$/,
       label: 'openai.videos.create',
       handle: async (c) => {
-        const body = await readFormOrJson(c.req, config.maxBodyBytes, parseJsonObject);
+        const body = await readJsonOrForm(c.req, config.maxBodyBytes);
         await createVideo(oa, c.res, body, c.signal, (p) => (c.paramOf = p));
       },
     },
