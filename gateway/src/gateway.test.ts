@@ -700,4 +700,88 @@ describe('malformed input: a 4xx naming the field, never a 500', () => {
     expect(badForm.status).toBe(400);
     expect(badForm.body.error.param).toBe('n');
   });
+
+  it('refuses a scalar query parameter given twice, and query parameters a body route would ignore', async () => {
+    const twice = await call('GET', '/api/v1/objects/no-such-object/content?length=1&length=2');
+    expect(twice.status).toBe(400);
+    expect(twice.body.error).toMatchObject({ reason: 'INVALID_PARAMETER', field: 'length' });
+    const ignored = await call('POST', `/api/v1/requests?model=${MODEL}`, { params: { prompt: 'x' } });
+    expect(ignored.status).toBe(400);
+    expect(ignored.body.error.field).toBe('model');
+  });
+
+  it('looks fields up as own properties only (constructor, __proto__, toString)', async () => {
+    for (const [body, field] of [
+      ['{"constructor": 1}', 'constructor'],
+      ['{"__proto__": {"model": "x"}}', '__proto__'],
+      [`{"model": "${MODEL}", "params": {"prompt": "x", "toString": null}}`, 'params.toString'],
+    ]) {
+      const r = await call('POST', '/api/v1/requests', body);
+      expect(r.status, body).toBe(400);
+      expect(r.body.error).toMatchObject({ reason: 'INVALID_PARAMETER', field });
+      expect(r.body.error.message).toMatch(/unknown field/);
+    }
+    const openai = await call('POST', '/v1/images/generations', '{"prompt": "x", "constructor": 1}');
+    expect(openai.status).toBe(400);
+    expect(openai.body.error.param).toBe('constructor');
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    const proto = await call('POST', '/v1/images/generations', 'prompt=x&__proto__=y', form);
+    expect(proto.status).toBe(400);
+    expect(proto.body.error.param).toBe('__proto__');
+    const repeated = await call('POST', '/v1/videos', 'prompt=a&prompt=b', form);
+    expect(repeated.status).toBe(400);
+    expect(repeated.body.error.param).toBe('prompt');
+  });
+
+  it('refuses unknown or repeated query parameters on the /v1 routes, and pages the video list', async () => {
+    const unknown = await call('GET', '/v1/models?verbose=1');
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.error).toMatchObject({ param: 'verbose', code: 'invalid_parameter' });
+    const twice = await call('GET', '/v1/videos/video_x/content?variant=thumbnail&variant=video');
+    expect(twice.status).toBe(400);
+    expect(twice.body.error.param).toBe('variant');
+    const order = await call('GET', '/v1/videos?order=up');
+    expect(order.status).toBe(400);
+    expect(order.body.error.param).toBe('order');
+
+    const g = await gateway();
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await call('POST', '/v1/videos', { prompt: `a tiny square ${i}`, size: '64x64', num_frames: 2, num_inference_steps: 1 }, {}, g.address);
+      expect(r.status, r.text).toBe(200);
+      ids.push(r.body.id);
+    }
+    const first = await call('GET', '/v1/videos?limit=2', undefined, {}, g.address);
+    expect(first.body).toMatchObject({ has_more: true, first_id: ids[2], last_id: ids[1] });
+    const next = await call('GET', `/v1/videos?limit=2&after=${first.body.last_id}`, undefined, {}, g.address);
+    expect(next.body).toMatchObject({ has_more: false, data: [expect.objectContaining({ id: ids[0] })] });
+    const asc = await call('GET', '/v1/videos?order=asc', undefined, {}, g.address);
+    expect(asc.body.data.map((v: { id: string }) => v.id)).toEqual(ids);
+  });
+
+  it('answers malformed percent-encoding with a 400 on every route, naming the variable', async () => {
+    for (const [path, field] of [
+      ['/api/v1/requests/%ZZ', 'req_id'],
+      ['/api/v1/requests/%ZZ:watch', 'req_id'],
+      ['/api/v1/objects/a%E0%A4%A', 'object_id'],
+      ['/api/v1/models?x=%ZZ', 'x'],
+    ]) {
+      const r = await rawCall('GET', path, {});
+      expect(r.status, path).toBe(400);
+      expect(r.body.error).toMatchObject({ status: 'INVALID_ARGUMENT', field });
+    }
+    for (const [path, param] of [
+      ['/v1/videos/%ZZ', 'video_id'],
+      ['/v1/models/%ZZ', 'model'],
+      ['/v1/images/objects/%ZZ.png', 'object_id'],
+      ['/v1/videos?after=%ZZ', 'after'],
+    ]) {
+      const r = await rawCall('GET', path, {});
+      expect(r.status, path).toBe(400);
+      expect(r.body.error).toMatchObject({ type: 'invalid_request_error', param });
+    }
+    const nowhere = await rawCall('GET', '/api/v1/%ZZ', {});
+    expect(nowhere.status).toBe(400);
+    expect(nowhere.body.error.status).toBe('INVALID_ARGUMENT');
+  });
 });

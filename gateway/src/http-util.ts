@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Code } from '@diffmesh/runtime';
 import { HttpStatusError, gatewayError } from './errors.js';
+import { previewName } from './proto-json.js';
 
 /**
  * Reads a request body up to `maxBytes`. A larger declared or actual body is a 413; the
@@ -107,9 +108,14 @@ export async function readJsonOrForm(req: IncomingMessage, maxBytes: number): Pr
   } catch (err) {
     throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `request body is not valid form data: ${(err as Error).message}`);
   }
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of form) out[k] = typeof v === 'string' ? v : { file: v.name };
-  return out;
+  const entries: [string, unknown][] = [];
+  const seen = new Set<string>();
+  for (const [k, v] of form) {
+    if (seen.has(k)) throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'is given more than once', { field: previewName(k) });
+    seen.add(k);
+    entries.push([k, typeof v === 'string' ? v : { file: v.name }]);
+  }
+  return Object.fromEntries(entries); // own properties, `__proto__` included
 }
 
 /** Writes a JSON response (unless the response has already started). */
@@ -162,6 +168,31 @@ export function clientGone(res: ServerResponse): AbortSignal {
     if (!res.writableFinished) controller.abort();
   });
   return controller.signal;
+}
+
+/** Decodes percent-encoding (`decodeURIComponent`), or undefined when it is malformed. */
+export function percentDecode(s: string): string | undefined {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Parses a query string as URLSearchParams does, but refuses malformed percent-encoding
+ * (which URLSearchParams keeps as it is) with a 400 naming the parameter.
+ */
+export function parseQuery(raw: string): URLSearchParams {
+  for (const part of raw.split('&')) {
+    const eq = part.indexOf('=');
+    const name = eq === -1 ? part : part.slice(0, eq);
+    const decodedName = percentDecode(name.replace(/\+/g, ' '));
+    if (decodedName === undefined || (eq !== -1 && percentDecode(part.slice(eq + 1).replace(/\+/g, ' ')) === undefined)) {
+      throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'malformed percent-encoding in the query string', { field: previewName(decodedName ?? name) });
+    }
+  }
+  return new URLSearchParams(raw);
 }
 
 /** The first value of a header. */

@@ -164,7 +164,10 @@ function optSize(body: Record<string, unknown>): { width: number; height: number
 /** Mesh parameter names → the OpenAI parameter the client used. */
 function mapper(extra: Record<string, string> = {}): ParamMapper {
   const names: Record<string, string> = { width: 'size', height: 'size', ...extra };
-  return (field) => names[field.replace(/^params\./, '')] ?? field.replace(/^params\./, '');
+  return (field) => {
+    const name = field.replace(/^params\./, '');
+    return Object.hasOwn(names, name) ? names[name] : name;
+  };
 }
 
 /** The error a request's final event carries (or undefined for Completed). */
@@ -421,9 +424,23 @@ export function getVideo(deps: OpenAiDeps, res: ServerResponse, id: string): voi
   sendJson(res, 200, job);
 }
 
-export function listVideos(deps: OpenAiDeps, res: ServerResponse): void {
-  const data = deps.videos.list();
-  sendJson(res, 200, { object: 'list', data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null });
+/** Query parameters of GET /v1/videos (OpenAI's list): `after`, `limit`, `order`. */
+export const LIST_VIDEOS_QUERY = ['after', 'limit', 'order'] as const;
+
+export function listVideos(deps: OpenAiDeps, res: ServerResponse, query: URLSearchParams): void {
+  const order = query.get('order') ?? 'desc';
+  if (order !== 'asc' && order !== 'desc') throw invalid('order', `must be "asc" or "desc", got ${describeValue(order)}`);
+  const limit = optNumber({ limit: query.get('limit') }, 'limit', { integer: true, min: 1, max: 100 });
+  let data = deps.videos.list(); // newest first
+  if (order === 'asc') data.reverse();
+  const after = query.get('after');
+  if (after !== null) {
+    const i = data.findIndex((v) => v.id === after);
+    if (i === -1) throw invalid('after', `no video job ${describeValue(after)}`);
+    data = data.slice(i + 1);
+  }
+  const page = limit === undefined ? data : data.slice(0, limit);
+  sendJson(res, 200, { object: 'list', data: page, has_more: page.length < data.length, first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null });
 }
 
 export async function deleteVideo(deps: OpenAiDeps, res: ServerResponse, id: string): Promise<void> {

@@ -11,7 +11,7 @@ import protobuf from 'protobufjs';
 import { describeAny, googleErrorBody, type HttpError } from './errors.js';
 import { checkPromptLength } from './limits.js';
 import { header, parseJsonObject, readBody, sendJson, wantsEventStream, writeChunk } from './http-util.js';
-import { badField, decodeObject, encodeObject, jsonName, jsonToObject, messageToJson, setFieldPath, stringFields } from './proto-json.js';
+import { badField, previewName, decodeObject, encodeObject, jsonName, jsonToObject, messageToJson, setFieldPath, stringFields } from './proto-json.js';
 import type { ProtoRoute } from './routes.js';
 import type { UpstreamPool } from './upstream.js';
 
@@ -54,7 +54,11 @@ export async function buildRequest(
       obj[field.name] = jsonToObject(field.resolvedType, json);
     }
   }
-  if (binding.body !== '*') {
+  if (binding.body === '*') {
+    // The body sets every field: a query parameter would be silently ignored.
+    const [first] = query.keys();
+    if (first !== undefined) throw badField(previewName(first), 'query parameters are not accepted here: the JSON body sets every field');
+  } else {
     const pathFields = new Set(route.template.variables);
     for (const [key, value] of query) {
       if (pathFields.has(key)) throw badField(key, 'is set by the URL path and cannot be a query parameter');

@@ -83,8 +83,8 @@ export function describeValue(value: unknown): string {
 
 /** Finds a field by its JSON name or its proto name. */
 export function fieldByName(type: protobuf.Type, name: string): protobuf.Field | undefined {
-  const direct = type.fields[name];
-  if (direct) return direct;
+  // An own property only: `constructor` or `__proto__` must not reach Object.prototype.
+  if (Object.hasOwn(type.fields, name)) return type.fields[name];
   return type.fieldsArray.find((f) => jsonName(f) === name);
 }
 
@@ -262,13 +262,14 @@ export function jsonToObject(
     if (value === null) continue; // proto3 JSON: null means the default value
     if (field.map) {
       if (typeof value !== 'object' || Array.isArray(value)) throw badField(p, `expected an object, got ${describeValue(value)}`);
-      const m: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
-        const keyType = (field as unknown as protobuf.MapField).keyType;
-        if (keyType !== 'string') scalar({ type: keyType } as protobuf.Field, k, join2(p, k), { fromUrl: true });
-        m[k] = fieldValue(field, v, join2(p, k), opts);
-      }
-      out[field.name] = m;
+      const keyType = (field as unknown as protobuf.MapField).keyType;
+      // fromEntries makes every key an own property, `__proto__` included.
+      out[field.name] = Object.fromEntries(
+        Object.entries(value as Record<string, unknown>).map(([k, v]) => {
+          if (keyType !== 'string') scalar({ type: keyType } as protobuf.Field, k, join2(p, k), { fromUrl: true });
+          return [k, fieldValue(field, v, join2(p, k), opts)];
+        }),
+      );
     } else if (field.repeated) {
       const items = Array.isArray(value) ? value : opts.fromUrl ? [value] : undefined;
       if (!items) throw badField(p, `expected an array, got ${describeValue(value)}`);
@@ -377,6 +378,8 @@ export function setFieldPath(type: protobuf.Type, obj: Record<string, unknown>, 
         list.push(value);
         node[field.name] = list;
       } else {
+        // As grpc-gateway: a single field given twice is an error, not "the last one wins".
+        if (node[field.name] !== undefined) throw badField(label, 'is given more than once, but it is not a repeated field');
         node[field.name] = value;
       }
       return;

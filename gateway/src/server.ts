@@ -23,8 +23,9 @@ import {
 } from '@diffmesh/runtime';
 import { ApiKeys, RateLimiter } from './auth.js';
 import type { GatewayConfig } from './config.js';
-import { HttpStatusError, describeAny, googleErrorBody, openAiErrorBody } from './errors.js';
-import { clientGone, header, readJsonOrForm, sendJson } from './http-util.js';
+import { HttpStatusError, describeAny, gatewayError, googleErrorBody, openAiErrorBody } from './errors.js';
+import { clientGone, header, parseQuery, percentDecode, readJsonOrForm, sendJson } from './http-util.js';
+import { previewName } from './proto-json.js';
 import { GatewayMetrics } from './metrics.js';
 import {
   ModelDirectory,
@@ -33,6 +34,7 @@ import {
   deleteVideo,
   getVideo,
   listModels,
+  LIST_VIDEOS_QUERY,
   listVideos,
   retrieveModel,
   sendImageResult,
@@ -80,6 +82,8 @@ interface FixedRoute {
   method: string;
   pattern: RegExp;
   label: string;
+  /** Query parameters the route reads (on `/v1/` routes any other one is a 400). */
+  query?: readonly string[];
   /** Served without an API key (and without counting against the rate limit). */
   open?: boolean;
   handle(ctx: RequestCtx, m: RegExpExecArray): Promise<void> | void;
@@ -112,11 +116,23 @@ function listen(server: Server, addr: string): Promise<{ host: string; port: num
 
 const urlOf = ({ host, port }: { host: string; port: number }): string => `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 
-function decode(s: string): string {
-  try {
-    return decodeURIComponent(s);
-  } catch {
-    throw new HttpStatusError(400, 'INVALID_ARGUMENT', 'malformed percent-encoding in the URL path');
+/** A path variable of a fixed route, decoded; malformed percent-encoding is a 400 naming `field`. */
+function decode(s: string, field: string): string {
+  const decoded = percentDecode(s);
+  if (decoded === undefined) throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'malformed percent-encoding in the URL path', { field });
+  return decoded;
+}
+
+/** Refuses a query parameter a route does not read, or one given twice, naming it. */
+function checkQuery(query: URLSearchParams, known: readonly string[]): void {
+  const seen = new Set<string>();
+  for (const key of query.keys()) {
+    if (!known.includes(key)) {
+      const supported = known.length > 0 ? `supported: ${known.join(', ')}` : 'this route takes none';
+      throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `unknown query parameter (${supported})`, { field: previewName(key) });
+    }
+    if (seen.has(key)) throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'is given more than once', { field: key });
+    seen.add(key);
   }
 }
 
@@ -221,10 +237,10 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
       method: 'GET',
       pattern: /^\/v1\/images\/objects\/([^/]+)\.png$/,
       label: 'images.objects',
-      handle: (c, mm) => sendObjectImage(oa, c.res, decode(mm[1]), c.signal),
+      handle: (c, mm) => sendObjectImage(oa, c.res, decode(mm[1], 'object_id'), c.signal),
     },
     { method: 'GET', pattern: /^\/v1\/models$/, label: 'openai.models.list', handle: (c) => listModels(oa, c.res, c.signal) },
-    { method: 'GET', pattern: /^\/v1\/models\/(.+)$/, label: 'openai.models.retrieve', handle: (c, mm) => retrieveModel(oa, c.res, decode(mm[1]), c.signal) },
+    { method: 'GET', pattern: /^\/v1\/models\/(.+)$/, label: 'openai.models.retrieve', handle: (c, mm) => retrieveModel(oa, c.res, decode(mm[1], 'model'), c.signal) },
     {
       method: 'POST',
       pattern: /^\/v1\/videos$/,
@@ -234,14 +250,15 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
         await createVideo(oa, c.res, body, c.signal, (p) => (c.paramOf = p));
       },
     },
-    { method: 'GET', pattern: /^\/v1\/videos$/, label: 'openai.videos.list', handle: (c) => listVideos(oa, c.res) },
-    { method: 'GET', pattern: /^\/v1\/videos\/([^/]+)$/, label: 'openai.videos.retrieve', handle: (c, mm) => getVideo(oa, c.res, decode(mm[1])) },
-    { method: 'DELETE', pattern: /^\/v1\/videos\/([^/]+)$/, label: 'openai.videos.delete', handle: (c, mm) => deleteVideo(oa, c.res, decode(mm[1])) },
+    { method: 'GET', pattern: /^\/v1\/videos$/, label: 'openai.videos.list', query: LIST_VIDEOS_QUERY, handle: (c) => listVideos(oa, c.res, c.query) },
+    { method: 'GET', pattern: /^\/v1\/videos\/([^/]+)$/, label: 'openai.videos.retrieve', handle: (c, mm) => getVideo(oa, c.res, decode(mm[1], 'video_id')) },
+    { method: 'DELETE', pattern: /^\/v1\/videos\/([^/]+)$/, label: 'openai.videos.delete', handle: (c, mm) => deleteVideo(oa, c.res, decode(mm[1], 'video_id')) },
     {
       method: 'GET',
       pattern: /^\/v1\/videos\/([^/]+)\/content$/,
       label: 'openai.videos.content',
-      handle: (c, mm) => sendVideoContent(oa, c.res, decode(mm[1]), c.query.get('variant') ?? 'video'),
+      query: ['variant'],
+      handle: (c, mm) => sendVideoContent(oa, c.res, decode(mm[1], 'video_id'), c.query.get('variant') ?? 'video'),
     },
   ];
 
@@ -301,10 +318,9 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
     const rawUrl = req.url ?? '/';
     const q = rawUrl.indexOf('?');
     const rawPath = q === -1 ? rawUrl : rawUrl.slice(0, q);
-    const query = new URLSearchParams(q === -1 ? '' : rawUrl.slice(q + 1));
     const method = (req.method ?? 'GET').toUpperCase();
     const style: Style = rawPath.startsWith('/v1/') ? 'openai' : 'google';
-    const c: RequestCtx = { req, res, query, signal: clientGone(res) };
+    const c: RequestCtx = { req, res, query: new URLSearchParams(), signal: clientGone(res) };
     let label = 'unmatched';
     inFlight += 1;
     m.inFlight.inc();
@@ -342,7 +358,11 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
           throw err;
         }
       }
+      const query = parseQuery(q === -1 ? '' : rawUrl.slice(q + 1));
+      c.query = query;
+      if (protoMatch?.kind === 'malformed') throw protoMatch.error;
       if (fixedMatch) {
+        if (style === 'openai') checkQuery(query, fixedMatch.route.query ?? []);
         await fixedMatch.route.handle(c, fixedMatch.m);
         return;
       }
@@ -354,6 +374,7 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
         await handleProtoRoute(protoDeps, protoMatch.route, protoMatch.params, req, res, query, c.signal);
         return;
       }
+      if (percentDecode(rawPath) === undefined) throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'malformed percent-encoding in the URL path');
       throw new HttpStatusError(404, 'NOT_FOUND', `no route for ${method} ${rawPath}`, 'UNKNOWN_ROUTE');
     } catch (err) {
       writeError(c, err, style);
