@@ -447,6 +447,31 @@ describe('security at the edge', () => {
     expect(other.status).toBe(200);
   });
 
+  it('scopes video jobs to the API key that created them', async () => {
+    const OTHER = 'dm-test-key-other-987654321';
+    const g = await gateway({ apiKeys: [KEY, OTHER] });
+    const as = (key: string) => ({ authorization: `Bearer ${key}` });
+    const created = await call('POST', '/v1/videos', { prompt: 'a secret square', size: '64x64', num_frames: 2, num_inference_steps: 1 }, as(KEY), g.address);
+    expect(created.status, created.text).toBe(200);
+    const id: string = created.body.id;
+    const mine = await call('GET', '/v1/videos', undefined, as(KEY), g.address);
+    expect(mine.body.data.map((v: { id: string }) => v.id)).toEqual([id]);
+    const theirs = await call('GET', '/v1/videos', undefined, as(OTHER), g.address);
+    expect(theirs.status).toBe(200);
+    expect(theirs.body.data).toEqual([]);
+    for (const [method, path] of [
+      ['GET', `/v1/videos/${id}`],
+      ['GET', `/v1/videos/${id}/content`],
+      ['DELETE', `/v1/videos/${id}`],
+    ]) {
+      const r = await call(method, path, undefined, as(OTHER), g.address);
+      expect(r.status, `${method} ${path}`).toBe(404);
+      expect(r.body.error).toMatchObject({ type: 'not_found_error', param: 'video_id' });
+      expect(r.text).not.toContain('secret');
+    }
+    expect((await call('GET', `/v1/videos/${id}`, undefined, as(KEY), g.address)).body.prompt).toBe('a secret square');
+  });
+
   it('serves health and metrics on the admin port only, without a key; CORS is off by default', async () => {
     const health = await fetch(`${gw.adminAddress}/healthz`);
     expect(health.status).toBe(200);

@@ -366,7 +366,7 @@ const VIDEO_FIELDS = [
   'input_reference',
 ] as const;
 
-export async function createVideo(deps: OpenAiDeps, res: ServerResponse, body: Record<string, unknown>, signal: AbortSignal, setMapper: (m: ParamMapper) => void): Promise<void> {
+export async function createVideo(deps: OpenAiDeps, res: ServerResponse, body: Record<string, unknown>, owner: string | undefined, signal: AbortSignal, setMapper: (m: ParamMapper) => void): Promise<void> {
   rejectUnknown(body, VIDEO_FIELDS);
   if (body.input_reference !== undefined) throw invalid('input_reference', 'image-to-video through /v1/videos is not supported yet');
   const text = prompt(body, 'prompt', deps.maxPromptChars, true)!;
@@ -409,7 +409,7 @@ export async function createVideo(deps: OpenAiDeps, res: ServerResponse, body: R
     stages: (model.info.plan?.stages ?? []).map((s) => s.name.replace('STAGE_NAME_', '').toLowerCase()),
     request: { model: model.name, params: paramsToWire(params), priority },
   };
-  const job = await deps.videos.create(spec, signal);
+  const job = await deps.videos.create(spec, owner, signal);
   deps.metrics.videos.inc({ model: model.name });
   sendJson(res, 200, job);
 }
@@ -418,8 +418,8 @@ function videoNotFound(id: string): DiffmeshError {
   return new DiffmeshError(Code.NOT_FOUND, 'REQUEST_NOT_FOUND', `no video job "${id}" (it may have expired)`, { metadata: { field: 'video_id' } });
 }
 
-export function getVideo(deps: OpenAiDeps, res: ServerResponse, id: string): void {
-  const job = deps.videos.get(id);
+export function getVideo(deps: OpenAiDeps, res: ServerResponse, id: string, owner: string | undefined): void {
+  const job = deps.videos.get(id, owner);
   if (!job) throw videoNotFound(id);
   sendJson(res, 200, job);
 }
@@ -427,11 +427,11 @@ export function getVideo(deps: OpenAiDeps, res: ServerResponse, id: string): voi
 /** Query parameters of GET /v1/videos (OpenAI's list): `after`, `limit`, `order`. */
 export const LIST_VIDEOS_QUERY = ['after', 'limit', 'order'] as const;
 
-export function listVideos(deps: OpenAiDeps, res: ServerResponse, query: URLSearchParams): void {
+export function listVideos(deps: OpenAiDeps, res: ServerResponse, query: URLSearchParams, owner: string | undefined): void {
   const order = query.get('order') ?? 'desc';
   if (order !== 'asc' && order !== 'desc') throw invalid('order', `must be "asc" or "desc", got ${describeValue(order)}`);
   const limit = optNumber({ limit: query.get('limit') }, 'limit', { integer: true, min: 1, max: 100 });
-  let data = deps.videos.list(); // newest first
+  let data = deps.videos.list(owner); // newest first
   if (order === 'asc') data.reverse();
   const after = query.get('after');
   if (after !== null) {
@@ -443,14 +443,14 @@ export function listVideos(deps: OpenAiDeps, res: ServerResponse, query: URLSear
   sendJson(res, 200, { object: 'list', data: page, has_more: page.length < data.length, first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null });
 }
 
-export async function deleteVideo(deps: OpenAiDeps, res: ServerResponse, id: string): Promise<void> {
-  const out = await deps.videos.delete(id);
+export async function deleteVideo(deps: OpenAiDeps, res: ServerResponse, id: string, owner: string | undefined): Promise<void> {
+  const out = await deps.videos.delete(id, owner);
   if (!out) throw videoNotFound(id);
   sendJson(res, 200, out);
 }
 
-export async function sendVideoContent(deps: OpenAiDeps, res: ServerResponse, id: string, variant: string): Promise<void> {
-  const content = await deps.videos.content(id, variant);
+export async function sendVideoContent(deps: OpenAiDeps, res: ServerResponse, id: string, variant: string, owner: string | undefined): Promise<void> {
+  const content = await deps.videos.content(id, variant, owner);
   if (!content) throw videoNotFound(id);
   const ext = content.format === 'mp4' ? 'mp4' : content.format;
   await sendBytes(res, content.bytes, {

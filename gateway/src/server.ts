@@ -95,6 +95,8 @@ interface RequestCtx {
   query: URLSearchParams;
   signal: AbortSignal;
   paramOf?: ParamMapper;
+  /** The caller's API key identity, when authentication is on: video jobs are scoped to it. */
+  owner?: string;
 }
 
 function parseListen(listen: string): { host: string; port: number } {
@@ -247,18 +249,18 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
       label: 'openai.videos.create',
       handle: async (c) => {
         const body = await readJsonOrForm(c.req, config.maxBodyBytes);
-        await createVideo(oa, c.res, body, c.signal, (p) => (c.paramOf = p));
+        await createVideo(oa, c.res, body, c.owner, c.signal, (p) => (c.paramOf = p));
       },
     },
-    { method: 'GET', pattern: /^\/v1\/videos$/, label: 'openai.videos.list', query: LIST_VIDEOS_QUERY, handle: (c) => listVideos(oa, c.res, c.query) },
-    { method: 'GET', pattern: /^\/v1\/videos\/([^/]+)$/, label: 'openai.videos.retrieve', handle: (c, mm) => getVideo(oa, c.res, decode(mm[1], 'video_id')) },
-    { method: 'DELETE', pattern: /^\/v1\/videos\/([^/]+)$/, label: 'openai.videos.delete', handle: (c, mm) => deleteVideo(oa, c.res, decode(mm[1], 'video_id')) },
+    { method: 'GET', pattern: /^\/v1\/videos$/, label: 'openai.videos.list', query: LIST_VIDEOS_QUERY, handle: (c) => listVideos(oa, c.res, c.query, c.owner) },
+    { method: 'GET', pattern: /^\/v1\/videos\/([^/]+)$/, label: 'openai.videos.retrieve', handle: (c, mm) => getVideo(oa, c.res, decode(mm[1], 'video_id'), c.owner) },
+    { method: 'DELETE', pattern: /^\/v1\/videos\/([^/]+)$/, label: 'openai.videos.delete', handle: (c, mm) => deleteVideo(oa, c.res, decode(mm[1], 'video_id'), c.owner) },
     {
       method: 'GET',
       pattern: /^\/v1\/videos\/([^/]+)\/content$/,
       label: 'openai.videos.content',
       query: ['variant'],
-      handle: (c, mm) => sendVideoContent(oa, c.res, decode(mm[1], 'video_id'), c.query.get('variant') ?? 'video'),
+      handle: (c, mm) => sendVideoContent(oa, c.res, decode(mm[1], 'video_id'), c.query.get('variant') ?? 'video', c.owner),
     },
   ];
 
@@ -351,6 +353,7 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
       label = fixedMatch?.route.label ?? (protoMatch?.kind === 'route' ? protoMatch.route.id : 'unmatched');
       if (!fixedMatch?.route.open) {
         const identity = keys.authenticate(req);
+        if (keys.enabled) c.owner = identity;
         try {
           limiter.take(identity);
         } catch (err) {
