@@ -31,6 +31,12 @@ export const GatewayConfigSchema = z.object({
   apiKeys: z.array(z.string().min(1, 'an API key cannot be empty')).default([]).describe('accepted bearer API keys (empty = authentication off)'),
   rateLimitPerMinute: z.number().int().nonnegative().default(0).describe('requests per minute per API key (per client address when auth is off); 0 = no limit'),
   rateLimitBurst: z.number().int().nonnegative().default(0).describe('bucket size of the rate limit (0 = rateLimitPerMinute)'),
+  authFailuresPerMinute: z
+    .number()
+    .int()
+    .nonnegative()
+    .default(10)
+    .describe('failed authentication attempts allowed per client address a minute (as many saved); beyond them every request from the address is a 429 until one is earned back; 0 = no limit'),
   maxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024).describe('largest request body accepted (413 above it)'),
   maxPromptChars: z.number().int().positive().default(MAX_PROMPT_LENGTH).describe('longest prompt or negative prompt accepted, in characters (Unicode code points)'),
   corsOrigins: z
@@ -71,6 +77,7 @@ export const gatewayConfig = defineConfig({
     API_KEYS: 'apiKeys',
     RATE_LIMIT_PER_MINUTE: 'rateLimitPerMinute',
     RATE_LIMIT_BURST: 'rateLimitBurst',
+    AUTH_FAILURES_PER_MINUTE: 'authFailuresPerMinute',
     MAX_BODY_BYTES: 'maxBodyBytes',
     MAX_PROMPT_CHARS: 'maxPromptChars',
     CORS_ORIGINS: 'corsOrigins',
@@ -93,6 +100,7 @@ export const gatewayConfig = defineConfig({
     'api-keys': 'apiKeys',
     'rate-limit-per-minute': 'rateLimitPerMinute',
     'rate-limit-burst': 'rateLimitBurst',
+    'auth-failures-per-minute': 'authFailuresPerMinute',
     'max-body-bytes': 'maxBodyBytes',
     'max-prompt-chars': 'maxPromptChars',
     'cors-origins': 'corsOrigins',

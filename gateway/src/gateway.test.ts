@@ -447,6 +447,36 @@ describe('security at the edge', () => {
     expect(other.status).toBe(200);
   });
 
+  it('limits failed authentication attempts per client address with 429 and Retry-After', async () => {
+    const g = await gateway({ authFailuresPerMinute: 3 });
+    for (let i = 0; i < 3; i++) {
+      const wrong = await call('GET', '/v1/models', undefined, { authorization: `Bearer guess-${i}` }, g.address);
+      expect(wrong.status).toBe(401);
+    }
+    const limited = await call('GET', '/v1/models', undefined, { authorization: 'Bearer guess-3' }, g.address);
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(limited.body.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limited' });
+    expect(limited.body.error.message).toMatch(/failed authentication attempts/);
+    // A right guess is refused too while the address is locked out, on every route style.
+    const right = await call('GET', '/api/v1/models', undefined, {}, g.address);
+    expect(right.status).toBe(429);
+    expect(right.body.error).toMatchObject({ status: 'RESOURCE_EXHAUSTED', reason: 'RATE_LIMITED' });
+    // Open routes need no key and stay open.
+    expect((await fetch(`${g.address}/openapi.json`)).status).toBe(200);
+  });
+
+  it('says whose rate limit ran out: the API key, or the client address when authentication is off', async () => {
+    const open = await gateway({ apiKeys: [], rateLimitPerMinute: 1 });
+    expect((await call('GET', '/v1/models', undefined, {}, open.address)).status).toBe(200);
+    const limited = await call('GET', '/v1/models', undefined, {}, open.address);
+    expect(limited.status).toBe(429);
+    expect(limited.body.error.message).toBe('rate limit exceeded for this client address; retry later');
+    const keyed = await gateway({ rateLimitPerMinute: 1 });
+    await call('GET', '/v1/models', undefined, {}, keyed.address);
+    expect((await call('GET', '/v1/models', undefined, {}, keyed.address)).body.error.message).toBe('rate limit exceeded for this API key; retry later');
+  });
+
   it('scopes video jobs to the API key that created them', async () => {
     const OTHER = 'dm-test-key-other-987654321';
     const g = await gateway({ apiKeys: [KEY, OTHER] });

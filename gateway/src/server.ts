@@ -21,7 +21,7 @@ import {
   type Logger,
   type Registration,
 } from '@diffmesh/runtime';
-import { ApiKeys, RateLimiter } from './auth.js';
+import { ApiKeys, RateLimiter, clientAddress } from './auth.js';
 import type { GatewayConfig } from './config.js';
 import { HttpStatusError, describeAny, gatewayError, googleErrorBody, openAiErrorBody } from './errors.js';
 import { clientGone, header, parseQuery, percentDecode, readJsonOrForm, sendJson } from './http-util.js';
@@ -178,8 +178,17 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
   const results = new ResultStore(store, config.resultTtlMs, log);
   const videos = new VideoJobs({ api, store, ttlMs: config.resultTtlMs, maxJobs: config.maxVideoJobs, ffmpegPath: config.ffmpegPath, log });
   const keys = new ApiKeys(config.apiKeys);
-  const limiter = new RateLimiter(config.rateLimitPerMinute, config.rateLimitBurst);
-  const sweeper = setInterval(() => limiter.sweep(), 60_000);
+  const limiter = new RateLimiter(config.rateLimitPerMinute, config.rateLimitBurst, {
+    message: `rate limit exceeded for this ${keys.enabled ? 'API key' : 'client address'}; retry later`,
+  });
+  // Failed attempts cost tokens of the client address, so keys cannot be guessed at full speed.
+  const authFailures = new RateLimiter(keys.enabled ? config.authFailuresPerMinute : 0, 0, {
+    message: 'too many failed authentication attempts from this client address; retry later',
+  });
+  const sweeper = setInterval(() => {
+    limiter.sweep();
+    authFailures.sweep();
+  }, 60_000);
   sweeper.unref();
   const openApi = openApiDocument(routes.routes, { version, authenticated: keys.enabled });
   const statusPage = loadStatusPage();
@@ -312,6 +321,27 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
     sendJson(c.res, e.httpStatus, style === 'openai' ? openAiErrorBody(e, c.paramOf) : googleErrorBody(e), headers);
   };
 
+  /**
+   * The request's identity (API key, or client address when authentication is off). An
+   * address that has used up its failed attempts is refused (429) before its key is even
+   * looked at, so a guess that happens to be right is refused too.
+   */
+  const authenticate = (req: IncomingMessage): string => {
+    const address = clientAddress(req);
+    try {
+      authFailures.check(address);
+    } catch (err) {
+      log.info({ address }, 'too many failed authentication attempts');
+      throw err;
+    }
+    try {
+      return keys.authenticate(req);
+    } catch (err) {
+      authFailures.take(address); // check() left at least one token
+      throw err;
+    }
+  };
+
   let inFlight = 0;
   let drained: (() => void) | undefined;
 
@@ -352,7 +382,7 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
       const protoMatch = fixedMatch || allowed.size > 0 ? undefined : routes.match(method, rawPath);
       label = fixedMatch?.route.label ?? (protoMatch?.kind === 'route' ? protoMatch.route.id : 'unmatched');
       if (!fixedMatch?.route.open) {
-        const identity = keys.authenticate(req);
+        const identity = authenticate(req);
         if (keys.enabled) c.owner = identity;
         try {
           limiter.take(identity);
