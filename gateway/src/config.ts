@@ -47,6 +47,12 @@ export const GatewayConfigSchema = z.object({
   resultTtlMs: z.number().int().positive().max(0xffffffff).default(3_600_000).describe('how long image results (url format) and video jobs stay fetchable'),
   upstreamTimeoutMs: z.number().int().positive().default(30_000).describe('deadline of unary calls to schedulers and tensor services'),
   maxVideoJobs: z.number().int().positive().default(1000).describe('most video jobs kept at once (oldest finished ones are dropped first)'),
+  maxImageResults: z
+    .number()
+    .int()
+    .positive()
+    .default(1000)
+    .describe('most image results (url format) kept at once; a new one evicts the oldest, whose URL stops working'),
   drainGraceMs: z.number().int().nonnegative().default(10_000).describe('time open requests get to finish after SIGTERM'),
   tls: TlsConfigSchema.prefault({}).describe('TLS of the gateway\'s calls to schedulers and tensor services (service-to-service)'),
   log: LogConfigSchema.default({ level: 'info', pretty: false }),
@@ -85,6 +91,7 @@ export const gatewayConfig = defineConfig({
     RESULT_TTL_MS: 'resultTtlMs',
     UPSTREAM_TIMEOUT_MS: 'upstreamTimeoutMs',
     MAX_VIDEO_JOBS: 'maxVideoJobs',
+    MAX_IMAGE_RESULTS: 'maxImageResults',
     DRAIN_GRACE_MS: 'drainGraceMs',
     LOG_LEVEL: 'log.level',
     ...clientTls.env,
@@ -108,6 +115,7 @@ export const gatewayConfig = defineConfig({
     'result-ttl-ms': 'resultTtlMs',
     'upstream-timeout-ms': 'upstreamTimeoutMs',
     'max-video-jobs': 'maxVideoJobs',
+    'max-image-results': 'maxImageResults',
     'drain-grace-ms': 'drainGraceMs',
     'log-level': 'log.level',
     ...clientTls.flags,

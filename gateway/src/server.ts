@@ -175,7 +175,7 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
   const routes = new RouteTable(httpBindings());
   const store = new InlineTensorStore(new RemoteTensorStore({ address: '', nodeId: config.nodeId, log, ...(tls ? { tls } : {}) }));
   const api = new SchedulerApi(schedulers);
-  const results = new ResultStore(store, config.resultTtlMs, log);
+  const results = new ResultStore(store, config.resultTtlMs, log, config.maxImageResults);
   const videos = new VideoJobs({ api, store, ttlMs: config.resultTtlMs, maxJobs: config.maxVideoJobs, ffmpegPath: config.ffmpegPath, log });
   const keys = new ApiKeys(config.apiKeys);
   const limiter = new RateLimiter(config.rateLimitPerMinute, config.rateLimitBurst, {
