@@ -1,13 +1,19 @@
 /**
- * Security at the edge: bearer API keys and per-key token-bucket rate limits.
+ * Security at the edge: bearer API keys, per-key token-bucket rate limits, and a limit on
+ * failed authentication attempts per client address.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { Code, type DiffmeshError } from '@diffmesh/runtime';
+import { Code } from '@diffmesh/runtime';
 import { gatewayError } from './errors.js';
 import { header } from './http-util.js';
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
+
+/** The identity of a request's client address (the TCP peer; forwarding headers can be forged). */
+export function clientAddress(req: IncomingMessage): string {
+  return `addr:${req.socket.remoteAddress ?? 'unknown'}`;
+}
 
 /** Checks bearer API keys in constant time. An empty key list turns authentication off. */
 export class ApiKeys {
@@ -26,7 +32,7 @@ export class ApiKeys {
    * else the client address. Throws UNAUTHENTICATED for a missing or unknown key.
    */
   authenticate(req: IncomingMessage): string {
-    if (!this.enabled) return `addr:${req.socket.remoteAddress ?? 'unknown'}`;
+    if (!this.enabled) return clientAddress(req);
     const auth = header(req, 'authorization') ?? '';
     const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
     const key = m?.[1] ?? header(req, 'x-api-key');
@@ -47,19 +53,27 @@ interface Bucket {
   updated: number;
 }
 
+/** Options of {@link RateLimiter}. */
+export interface RateLimiterOptions {
+  /** What a refusal says, e.g. `rate limit exceeded for this API key; retry later`. */
+  message?: string;
+  /** The clock (tests). */
+  now?: () => number;
+}
+
 /** A token bucket per identity: `perMinute` tokens a minute, up to `burst` saved. */
 export class RateLimiter {
   private readonly buckets = new Map<string, Bucket>();
   private readonly ratePerMs: number;
   private readonly burst: number;
+  private readonly message: string;
+  private readonly now: () => number;
 
-  constructor(
-    perMinute: number,
-    burst: number,
-    private readonly now: () => number = Date.now,
-  ) {
+  constructor(perMinute: number, burst: number, opts: RateLimiterOptions = {}) {
     this.ratePerMs = perMinute / 60_000;
     this.burst = burst > 0 ? burst : perMinute;
+    this.message = opts.message ?? 'rate limit exceeded; retry later';
+    this.now = opts.now ?? Date.now;
   }
 
   get enabled(): boolean {
@@ -68,18 +82,26 @@ export class RateLimiter {
 
   /** Takes a token for `id`, or throws RESOURCE_EXHAUSTED / RATE_LIMITED with a retry delay. */
   take(id: string): void {
-    if (!this.enabled) return;
+    const b = this.refill(id);
+    if (b) b.tokens -= 1;
+  }
+
+  /** Throws as {@link take} does when `id` has no token left, but takes none. */
+  check(id: string): void {
+    this.refill(id);
+  }
+
+  /** `id`'s bucket brought up to date (undefined when the limiter is off); throws when it is empty. */
+  private refill(id: string): Bucket | undefined {
+    if (!this.enabled) return undefined;
     const now = this.now();
     const b = this.buckets.get(id) ?? { tokens: this.burst, updated: now };
     b.tokens = Math.min(this.burst, b.tokens + (now - b.updated) * this.ratePerMs);
     b.updated = now;
     this.buckets.set(id, b);
-    if (b.tokens >= 1) {
-      b.tokens -= 1;
-      return;
-    }
+    if (b.tokens >= 1) return b;
     const waitMs = Math.ceil((1 - b.tokens) / this.ratePerMs);
-    throw rateLimited(waitMs);
+    throw gatewayError(Code.RESOURCE_EXHAUSTED, 'RATE_LIMITED', this.message, { retryAfterMs: waitMs });
   }
 
   /** Forgets buckets that have filled up again (they hold no information). */
@@ -91,6 +113,3 @@ export class RateLimiter {
   }
 }
 
-function rateLimited(waitMs: number): DiffmeshError {
-  return gatewayError(Code.RESOURCE_EXHAUSTED, 'RATE_LIMITED', 'rate limit exceeded for this API key; retry later', { retryAfterMs: waitMs });
-}

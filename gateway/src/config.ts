@@ -31,8 +31,14 @@ export const GatewayConfigSchema = z.object({
   apiKeys: z.array(z.string().min(1, 'an API key cannot be empty')).default([]).describe('accepted bearer API keys (empty = authentication off)'),
   rateLimitPerMinute: z.number().int().nonnegative().default(0).describe('requests per minute per API key (per client address when auth is off); 0 = no limit'),
   rateLimitBurst: z.number().int().nonnegative().default(0).describe('bucket size of the rate limit (0 = rateLimitPerMinute)'),
+  authFailuresPerMinute: z
+    .number()
+    .int()
+    .nonnegative()
+    .default(10)
+    .describe('failed authentication attempts allowed per client address a minute (as many saved); beyond them every request from the address is a 429 until one is earned back; 0 = no limit'),
   maxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024).describe('largest request body accepted (413 above it)'),
-  maxPromptChars: z.number().int().positive().default(MAX_PROMPT_LENGTH).describe('longest prompt or negative prompt accepted, in characters'),
+  maxPromptChars: z.number().int().positive().default(MAX_PROMPT_LENGTH).describe('longest prompt or negative prompt accepted, in characters (Unicode code points)'),
   corsOrigins: z
     .array(z.string().regex(/^(\*|https?:\/\/[^\s/]+)$/, 'expected "*" or an origin such as https://app.example.com'))
     .default([])
@@ -41,6 +47,12 @@ export const GatewayConfigSchema = z.object({
   resultTtlMs: z.number().int().positive().max(0xffffffff).default(3_600_000).describe('how long image results (url format) and video jobs stay fetchable'),
   upstreamTimeoutMs: z.number().int().positive().default(30_000).describe('deadline of unary calls to schedulers and tensor services'),
   maxVideoJobs: z.number().int().positive().default(1000).describe('most video jobs kept at once (oldest finished ones are dropped first)'),
+  maxImageResults: z
+    .number()
+    .int()
+    .positive()
+    .default(1000)
+    .describe('most image results (url format) kept at once; a new one evicts the oldest, whose URL stops working'),
   drainGraceMs: z.number().int().nonnegative().default(10_000).describe('time open requests get to finish after SIGTERM'),
   tls: TlsConfigSchema.prefault({}).describe('TLS of the gateway\'s calls to schedulers and tensor services (service-to-service)'),
   log: LogConfigSchema.default({ level: 'info', pretty: false }),
@@ -71,6 +83,7 @@ export const gatewayConfig = defineConfig({
     API_KEYS: 'apiKeys',
     RATE_LIMIT_PER_MINUTE: 'rateLimitPerMinute',
     RATE_LIMIT_BURST: 'rateLimitBurst',
+    AUTH_FAILURES_PER_MINUTE: 'authFailuresPerMinute',
     MAX_BODY_BYTES: 'maxBodyBytes',
     MAX_PROMPT_CHARS: 'maxPromptChars',
     CORS_ORIGINS: 'corsOrigins',
@@ -78,6 +91,7 @@ export const gatewayConfig = defineConfig({
     RESULT_TTL_MS: 'resultTtlMs',
     UPSTREAM_TIMEOUT_MS: 'upstreamTimeoutMs',
     MAX_VIDEO_JOBS: 'maxVideoJobs',
+    MAX_IMAGE_RESULTS: 'maxImageResults',
     DRAIN_GRACE_MS: 'drainGraceMs',
     LOG_LEVEL: 'log.level',
     ...clientTls.env,
@@ -93,6 +107,7 @@ export const gatewayConfig = defineConfig({
     'api-keys': 'apiKeys',
     'rate-limit-per-minute': 'rateLimitPerMinute',
     'rate-limit-burst': 'rateLimitBurst',
+    'auth-failures-per-minute': 'authFailuresPerMinute',
     'max-body-bytes': 'maxBodyBytes',
     'max-prompt-chars': 'maxPromptChars',
     'cors-origins': 'corsOrigins',
@@ -100,6 +115,7 @@ export const gatewayConfig = defineConfig({
     'result-ttl-ms': 'resultTtlMs',
     'upstream-timeout-ms': 'upstreamTimeoutMs',
     'max-video-jobs': 'maxVideoJobs',
+    'max-image-results': 'maxImageResults',
     'drain-grace-ms': 'drainGraceMs',
     'log-level': 'log.level',
     ...clientTls.flags,

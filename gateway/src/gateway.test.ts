@@ -375,6 +375,20 @@ describe('OpenAI-compatible endpoints', () => {
     expect(steps.body.error.param).toBe('num_inference_steps');
   });
 
+  it('keeps at most max-image-results url results, evicting the oldest', async () => {
+    const g = await gateway({ maxImageResults: 2 });
+    const urls: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await call('POST', '/v1/images/generations', { prompt: `a red circle ${i}`, size: '64x64', num_inference_steps: 1, response_format: 'url' }, {}, g.address);
+      expect(r.status, r.text).toBe(200);
+      urls.push(r.body.data[0].url);
+    }
+    const evicted = await fetch(urls[0]);
+    expect(evicted.status).toBe(404);
+    expect(((await evicted.json()) as { error: unknown }).error).toMatchObject({ type: 'not_found_error', param: 'result_id', code: 'object_not_found' });
+    for (const url of urls.slice(1)) expect((await fetch(url)).status).toBe(200);
+  });
+
   it('runs a video job: create, poll to completed, download the clip', async () => {
     const created = await call('POST', '/v1/videos', { prompt: 'a yellow circle', size: '64x64', num_frames: 8, num_inference_steps: 4 });
     expect(created.status).toBe(200);
@@ -447,6 +461,61 @@ describe('security at the edge', () => {
     expect(other.status).toBe(200);
   });
 
+  it('limits failed authentication attempts per client address with 429 and Retry-After', async () => {
+    const g = await gateway({ authFailuresPerMinute: 3 });
+    for (let i = 0; i < 3; i++) {
+      const wrong = await call('GET', '/v1/models', undefined, { authorization: `Bearer guess-${i}` }, g.address);
+      expect(wrong.status).toBe(401);
+    }
+    const limited = await call('GET', '/v1/models', undefined, { authorization: 'Bearer guess-3' }, g.address);
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(limited.body.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limited' });
+    expect(limited.body.error.message).toMatch(/failed authentication attempts/);
+    // A right guess is refused too while the address is locked out, on every route style.
+    const right = await call('GET', '/api/v1/models', undefined, {}, g.address);
+    expect(right.status).toBe(429);
+    expect(right.body.error).toMatchObject({ status: 'RESOURCE_EXHAUSTED', reason: 'RATE_LIMITED' });
+    // Open routes need no key and stay open.
+    expect((await fetch(`${g.address}/openapi.json`)).status).toBe(200);
+  });
+
+  it('says whose rate limit ran out: the API key, or the client address when authentication is off', async () => {
+    const open = await gateway({ apiKeys: [], rateLimitPerMinute: 1 });
+    expect((await call('GET', '/v1/models', undefined, {}, open.address)).status).toBe(200);
+    const limited = await call('GET', '/v1/models', undefined, {}, open.address);
+    expect(limited.status).toBe(429);
+    expect(limited.body.error.message).toBe('rate limit exceeded for this client address; retry later');
+    const keyed = await gateway({ rateLimitPerMinute: 1 });
+    await call('GET', '/v1/models', undefined, {}, keyed.address);
+    expect((await call('GET', '/v1/models', undefined, {}, keyed.address)).body.error.message).toBe('rate limit exceeded for this API key; retry later');
+  });
+
+  it('scopes video jobs to the API key that created them', async () => {
+    const OTHER = 'dm-test-key-other-987654321';
+    const g = await gateway({ apiKeys: [KEY, OTHER] });
+    const as = (key: string) => ({ authorization: `Bearer ${key}` });
+    const created = await call('POST', '/v1/videos', { prompt: 'a secret square', size: '64x64', num_frames: 2, num_inference_steps: 1 }, as(KEY), g.address);
+    expect(created.status, created.text).toBe(200);
+    const id: string = created.body.id;
+    const mine = await call('GET', '/v1/videos', undefined, as(KEY), g.address);
+    expect(mine.body.data.map((v: { id: string }) => v.id)).toEqual([id]);
+    const theirs = await call('GET', '/v1/videos', undefined, as(OTHER), g.address);
+    expect(theirs.status).toBe(200);
+    expect(theirs.body.data).toEqual([]);
+    for (const [method, path] of [
+      ['GET', `/v1/videos/${id}`],
+      ['GET', `/v1/videos/${id}/content`],
+      ['DELETE', `/v1/videos/${id}`],
+    ]) {
+      const r = await call(method, path, undefined, as(OTHER), g.address);
+      expect(r.status, `${method} ${path}`).toBe(404);
+      expect(r.body.error).toMatchObject({ type: 'not_found_error', param: 'video_id' });
+      expect(r.text).not.toContain('secret');
+    }
+    expect((await call('GET', `/v1/videos/${id}`, undefined, as(KEY), g.address)).body.prompt).toBe('a secret square');
+  });
+
   it('serves health and metrics on the admin port only, without a key; CORS is off by default', async () => {
     const health = await fetch(`${gw.adminAddress}/healthz`);
     expect(health.status).toBe(200);
@@ -467,6 +536,232 @@ describe('security at the edge', () => {
     expect(pre.headers.get('access-control-allow-origin')).toBe('https://app.example');
     const denied = await fetch(`${g.address}/v1/models`, { method: 'OPTIONS', headers: { origin: 'https://evil.example', 'access-control-request-method': 'GET' } });
     expect(denied.status).toBe(403);
+  });
+});
+
+/** A request through node:http, which sends header values byte for byte (latin1). */
+function rawCall(method: string, path: string, headers: Record<string, string>, body?: string, base = gw.address): Promise<Reply> {
+  return new Promise<Reply>((resolve, reject) => {
+    const req = request(`${base}${path}`, { method, headers: { authorization: `Bearer ${KEY}`, ...headers } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          parsed = undefined;
+        }
+        const h = new Headers();
+        for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') h.set(k, v);
+        resolve({ status: res.statusCode ?? 0, headers: h, body: parsed, text });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** Asserts a refusal: its status, and the field at fault (`field` or OpenAI's `param`). */
+function expectRefusal(r: Reply, status: number, field: string): void {
+  expect(r.status, r.text.slice(0, 300)).toBe(status);
+  expect(r.body.error.field ?? r.body.error.param).toBe(field);
+}
+
+describe('malformed input: a 4xx naming the field, never a 500', () => {
+  it('refuses a forwarded header that gRPC metadata cannot carry (x-request-id, traceparent, tracestate)', async () => {
+    for (const name of ['x-request-id', 'traceparent', 'tracestate']) {
+      const r = await rawCall('GET', '/api/v1/models', { [name]: 'caf\u00e9' });
+      expect(r.status, `${name}: ${r.text}`).toBe(400);
+      expect(r.body.error).toMatchObject({ status: 'INVALID_ARGUMENT', reason: 'INVALID_PARAMETER', field: name });
+    }
+    const ok = await rawCall('GET', '/api/v1/models', { 'x-request-id': 'req-123' });
+    expect(ok.status).toBe(200);
+  });
+
+  it('describes a bad value by its type and a short preview, however deep or large it is', async () => {
+    const roomy = await gateway({ maxBodyBytes: 8 * 1024 * 1024 });
+    const deep = `${'['.repeat(200_000)}${']'.repeat(200_000)}`;
+    for (const [path, param] of [
+      ['/v1/images/generations', 'n'],
+      ['/v1/images/generations', 'num_inference_steps'],
+      ['/v1/images/generations', 'seed'],
+      ['/v1/images/generations', 'size'],
+      ['/v1/videos', 'seconds'],
+    ]) {
+      const r = await call('POST', path, `{"prompt":"x","${param}":${deep}}`, {}, roomy.address);
+      expect(r.status, `${path} ${param}: ${r.text.slice(0, 200)}`).toBe(400);
+      expect(r.body.error).toMatchObject({ type: 'invalid_request_error', param, code: 'invalid_parameter' });
+      expect(r.body.error.message).toMatch(/an array/);
+    }
+    const huge = await call('POST', '/v1/images/generations', { prompt: Array.from({ length: 300_000 }, () => 'abcdefgh') }, {}, roomy.address);
+    expect(huge.status).toBe(400);
+    expect(huge.body.error).toMatchObject({ param: 'prompt', message: 'prompt: expected a string, got an array' });
+    const longString = await call('POST', '/v1/videos', { prompt: 'x', size: 'y'.repeat(3_000_000) }, {}, roomy.address);
+    expectRefusal(longString, 400, 'size');
+    expect(longString.text.length).toBeLessThan(1000);
+    const seed = await call('POST', '/v1/images/generations', { prompt: 'x', seed: '9'.repeat(3_000_000) }, {}, roomy.address);
+    expectRefusal(seed, 400, 'seed');
+    expect(seed.text.length).toBeLessThan(1000);
+    const model = await call('POST', '/v1/images/generations', { prompt: 'x', model: 'm'.repeat(3_000_000) }, {}, roomy.address);
+    expect(model.status).toBe(404);
+    expect(model.body.error).toMatchObject({ param: 'model', code: 'unknown_model' });
+    expect(model.text.length).toBeLessThan(1000);
+    const key = await call('POST', '/v1/images/generations', { prompt: 'x', ['k'.repeat(3_000_000)]: 1 }, {}, roomy.address);
+    expectRefusal(key, 400, `${'k'.repeat(64)}…`);
+    expect(key.text.length).toBeLessThan(1000);
+    const proto = await call('POST', '/api/v1/requests', { model: MODEL, params: { width: '9'.repeat(3_000_000), prompt: 'x' } }, {}, roomy.address);
+    expectRefusal(proto, 400, 'params.width');
+    expect(proto.text.length).toBeLessThan(1000);
+  });
+
+  it('refuses numbers a uint32 field cannot hold instead of letting them wrap around', async () => {
+    const steps = await call('POST', '/v1/images/generations', { prompt: 'x', size: '64x64', num_inference_steps: 2 ** 32 + 1 });
+    expect(steps.status).toBe(400);
+    expect(steps.body.error).toMatchObject({ param: 'num_inference_steps', code: 'invalid_parameter' });
+    for (const [body, param] of [
+      [{ num_frames: 2 ** 32 + 1 }, 'num_frames'],
+      [{ num_inference_steps: 2 ** 32 + 1 }, 'num_inference_steps'],
+      [{ seconds: 536870912.125 }, 'seconds'], // × 8 fps = 2^32 + 1 frames
+      [{ seconds: '536870912.125' }, 'seconds'],
+    ] as const) {
+      const r = await call('POST', '/v1/videos', { prompt: 'x', size: '64x64', fps: 8, ...body });
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(r.body.error).toMatchObject({ param, code: 'invalid_parameter' });
+    }
+    const long = await call('POST', '/v1/videos', { prompt: 'x', size: '64x64', fps: 8, seconds: 1e9 });
+    expectRefusal(long, 400, 'seconds');
+    expect(long.body.error.message).toContain('8000000000 frames');
+  });
+
+  it('holds concurrent video creations to max-video-jobs', async () => {
+    const capped = await gateway({ maxVideoJobs: 2 });
+    expect((await call('GET', '/v1/models', undefined, {}, capped.address)).status).toBe(200);
+    const replies = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        call('POST', '/v1/videos', { prompt: `a slow square ${i}`, size: '64x64', num_frames: 8, num_inference_steps: 200 }, {}, capped.address),
+      ),
+    );
+    const created = replies.filter((r) => r.status === 200);
+    try {
+      expect(replies.map((r) => r.status).sort()).toEqual([200, 200, 429, 429, 429, 429]);
+      for (const r of replies.filter((x) => x.status === 429)) {
+        expect(r.body.error).toMatchObject({ type: 'rate_limit_error', code: 'too_many_requests' });
+        expect(Number(r.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      }
+      expect((await call('GET', '/v1/videos', undefined, {}, capped.address)).body.data).toHaveLength(2);
+    } finally {
+      for (const r of created) await call('DELETE', `/v1/videos/${r.body.id}`, undefined, {}, capped.address);
+    }
+    // A creation the scheduler refuses gives its slot back.
+    const one = await gateway({ maxVideoJobs: 1 });
+    for (let i = 0; i < 3; i++) {
+      const refused = await call('POST', '/v1/videos', { prompt: 'x', size: '63x64', num_frames: 2 }, {}, one.address);
+      expectRefusal(refused, 400, 'size');
+    }
+    const job = await call('POST', '/v1/videos', { prompt: 'a small square', size: '64x64', num_frames: 2, num_inference_steps: 2 }, {}, one.address);
+    expect(job.status, job.text).toBe(200);
+  });
+
+  it('counts the prompt limit in code points, as the scheduler does', async () => {
+    const emoji = '\u{1F600}';
+    const fits = await call('POST', '/api/v1/requests', { model: MODEL, params: { prompt: emoji.repeat(600), ...small } });
+    expect(fits.status, fits.text).toBe(200);
+    const image = await call('POST', '/v1/images/generations', { prompt: emoji.repeat(600), size: '64x64', num_inference_steps: 1 });
+    expect(image.status, image.text).toBe(200);
+    const tooLong = await call('POST', '/api/v1/requests', { model: MODEL, params: { prompt: 'x', negativePrompt: emoji.repeat(1001) } });
+    expect(tooLong.status).toBe(400);
+    expect(tooLong.body.error).toMatchObject({ field: 'params.negative_prompt', message: 'params.negative_prompt: is 1001 characters long; the limit is 1000' });
+    const tooLongImage = await call('POST', '/v1/images/generations', { prompt: emoji.repeat(1001) });
+    expect(tooLongImage.status).toBe(400);
+    expect(tooLongImage.body.error).toMatchObject({ param: 'prompt', message: 'prompt: is 1001 characters long; the limit is 1000' });
+  });
+
+  it('reads a JSON body sent as a form (curl -d) the same way on both OpenAI POST routes', async () => {
+    const curl = { 'content-type': 'application/x-www-form-urlencoded' };
+    const video = await call('POST', '/v1/videos', JSON.stringify({ prompt: 'a small square', size: '64x64', num_frames: 2, num_inference_steps: 1 }), curl);
+    expect(video.status, video.text).toBe(200);
+    expect(video.body).toMatchObject({ object: 'video', size: '64x64', num_frames: 2 });
+    const typo = await call('POST', '/v1/videos', '\n {"prompt": "x", "sise": "64x64"}', curl);
+    expectRefusal(typo, 400, 'sise');
+    const image = await call('POST', '/v1/images/generations', JSON.stringify({ prompt: 'a red circle', size: '64x64', num_inference_steps: 1 }), curl);
+    expect(image.status, image.text).toBe(200);
+    // A real form works on both too.
+    const form = await call('POST', '/v1/images/generations', 'prompt=a+red+circle&size=64x64&num_inference_steps=1', curl);
+    expect(form.status, form.text).toBe(200);
+    const badForm = await call('POST', '/v1/images/generations', 'prompt=a+red+circle&n=five', curl);
+    expectRefusal(badForm, 400, 'n');
+  });
+
+  it('refuses a scalar query parameter given twice, and query parameters a body route would ignore', async () => {
+    const twice = await call('GET', '/api/v1/objects/no-such-object/content?length=1&length=2');
+    expectRefusal(twice, 400, 'length');
+    const ignored = await call('POST', `/api/v1/requests?model=${MODEL}`, { params: { prompt: 'x' } });
+    expectRefusal(ignored, 400, 'model');
+  });
+
+  it('looks fields up as own properties only (constructor, __proto__, toString)', async () => {
+    for (const [body, field] of [
+      ['{"constructor": 1}', 'constructor'],
+      ['{"__proto__": {"model": "x"}}', '__proto__'],
+      [`{"model": "${MODEL}", "params": {"prompt": "x", "toString": null}}`, 'params.toString'],
+    ]) {
+      const r = await call('POST', '/api/v1/requests', body);
+      expect(r.status, body).toBe(400);
+      expect(r.body.error).toMatchObject({ reason: 'INVALID_PARAMETER', field });
+      expect(r.body.error.message).toMatch(/unknown field/);
+    }
+    const openai = await call('POST', '/v1/images/generations', '{"prompt": "x", "constructor": 1}');
+    expectRefusal(openai, 400, 'constructor');
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    const proto = await call('POST', '/v1/images/generations', 'prompt=x&__proto__=y', form);
+    expectRefusal(proto, 400, '__proto__');
+    const repeated = await call('POST', '/v1/videos', 'prompt=a&prompt=b', form);
+    expectRefusal(repeated, 400, 'prompt');
+  });
+
+  it('refuses unknown or repeated query parameters on the /v1 routes, and pages the video list', async () => {
+    const unknown = await call('GET', '/v1/models?verbose=1');
+    expectRefusal(unknown, 400, 'verbose');
+    const twice = await call('GET', '/v1/videos/video_x/content?variant=thumbnail&variant=video');
+    expectRefusal(twice, 400, 'variant');
+    const order = await call('GET', '/v1/videos?order=up');
+    expectRefusal(order, 400, 'order');
+
+    const g = await gateway();
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await call('POST', '/v1/videos', { prompt: `a tiny square ${i}`, size: '64x64', num_frames: 2, num_inference_steps: 1 }, {}, g.address);
+      expect(r.status, r.text).toBe(200);
+      ids.push(r.body.id);
+    }
+    const first = await call('GET', '/v1/videos?limit=2', undefined, {}, g.address);
+    expect(first.body).toMatchObject({ has_more: true, first_id: ids[2], last_id: ids[1] });
+    const next = await call('GET', `/v1/videos?limit=2&after=${first.body.last_id}`, undefined, {}, g.address);
+    expect(next.body).toMatchObject({ has_more: false, data: [expect.objectContaining({ id: ids[0] })] });
+    const asc = await call('GET', '/v1/videos?order=asc', undefined, {}, g.address);
+    expect(asc.body.data.map((v: { id: string }) => v.id)).toEqual(ids);
+  });
+
+  it('answers malformed percent-encoding with a 400 on every route, naming the variable', async () => {
+    for (const [path, field] of [
+      ['/api/v1/requests/%ZZ', 'req_id'],
+      ['/api/v1/requests/%ZZ:watch', 'req_id'],
+      ['/api/v1/objects/a%E0%A4%A', 'object_id'],
+      ['/api/v1/models?x=%ZZ', 'x'],
+      ['/v1/videos/%ZZ', 'video_id'],
+      ['/v1/models/%ZZ', 'model'],
+      ['/v1/images/objects/%ZZ.png', 'object_id'],
+      ['/v1/videos?after=%ZZ', 'after'],
+    ]) {
+      const r = await rawCall('GET', path, {});
+      expectRefusal(r, 400, field);
+      expect(r.body.error.message, path).toMatch(/malformed percent-encoding/);
+    }
+    const nowhere = await rawCall('GET', '/api/v1/%ZZ', {});
+    expect(nowhere.status).toBe(400);
+    expect(nowhere.body.error.status).toBe('INVALID_ARGUMENT');
   });
 });
 

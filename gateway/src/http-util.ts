@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Code } from '@diffmesh/runtime';
 import { HttpStatusError, gatewayError } from './errors.js';
+import { previewName } from './proto-json.js';
 
 /**
  * Reads a request body up to `maxBytes`. A larger declared or actual body is a 413; the
@@ -81,6 +82,42 @@ export function parseJsonObject(body: Buffer, contentType: string | undefined): 
   return value as Record<string, unknown>;
 }
 
+/** Whether `body` starts with `{` (after white space). */
+function looksLikeJsonObject(body: Buffer): boolean {
+  for (const byte of body) {
+    if (byte === 0x20 || byte === 0x09 || byte === 0x0a || byte === 0x0d) continue;
+    return byte === 0x7b;
+  }
+  return false;
+}
+
+/**
+ * Reads the body of an OpenAI-style POST: JSON, or form data — `multipart/form-data` (what the
+ * openai SDK sends for videos) or `application/x-www-form-urlencoded`. A urlencoded body that
+ * starts with `{` is JSON: `curl -d '{…}'` labels JSON that way.
+ */
+export async function readJsonOrForm(req: IncomingMessage, maxBytes: number): Promise<Record<string, unknown>> {
+  const contentType = header(req, 'content-type');
+  const body = await readBody(req, maxBytes);
+  const base = (contentType ?? '').split(';')[0].trim().toLowerCase();
+  const isForm = base === 'multipart/form-data' || (base === 'application/x-www-form-urlencoded' && !looksLikeJsonObject(body));
+  if (!isForm) return parseJsonObject(body, contentType);
+  let form: FormData;
+  try {
+    form = await new Request('http://gateway/', { method: 'POST', headers: { 'content-type': contentType! }, body }).formData();
+  } catch (err) {
+    throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `request body is not valid form data: ${(err as Error).message}`);
+  }
+  const entries: [string, unknown][] = [];
+  const seen = new Set<string>();
+  for (const [k, v] of form) {
+    if (seen.has(k)) throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'is given more than once', { field: previewName(k) });
+    seen.add(k);
+    entries.push([k, typeof v === 'string' ? v : { file: v.name }]);
+  }
+  return Object.fromEntries(entries); // own properties, `__proto__` included
+}
+
 /** Writes a JSON response (unless the response has already started). */
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   if (res.headersSent) {
@@ -131,6 +168,31 @@ export function clientGone(res: ServerResponse): AbortSignal {
     if (!res.writableFinished) controller.abort();
   });
   return controller.signal;
+}
+
+/** Decodes percent-encoding (`decodeURIComponent`), or undefined when it is malformed. */
+export function percentDecode(s: string): string | undefined {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Parses a query string as URLSearchParams does, but refuses malformed percent-encoding
+ * (which URLSearchParams keeps as it is) with a 400 naming the parameter.
+ */
+export function parseQuery(raw: string): URLSearchParams {
+  for (const part of raw.split('&')) {
+    const eq = part.indexOf('=');
+    const name = eq === -1 ? part : part.slice(0, eq);
+    const decodedName = percentDecode(name.replace(/\+/g, ' '));
+    if (decodedName === undefined || (eq !== -1 && percentDecode(part.slice(eq + 1).replace(/\+/g, ' ')) === undefined)) {
+      throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'malformed percent-encoding in the query string', { field: previewName(decodedName ?? name) });
+    }
+  }
+  return new URLSearchParams(raw);
 }
 
 /** The first value of a header. */

@@ -30,8 +30,10 @@ import {
   type TensorStore,
 } from '@diffmesh/runtime';
 import { HttpStatusError, gatewayError } from './errors.js';
-import { header, readBody, sendBytes, sendJson } from './http-util.js';
+import { header, sendBytes, sendJson } from './http-util.js';
+import { checkPromptLength } from './limits.js';
 import { fetchFrames } from './media.js';
+import { describeValue, preview, previewName, smallBigInt } from './proto-json.js';
 import type { GatewayMetrics } from './metrics.js';
 import type { ResultStore } from './results.js';
 import type { SchedulerApi } from './scheduler-api.js';
@@ -87,9 +89,9 @@ export class ModelDirectory {
       return { name: first.name, info: first };
     }
     const info = models.find((m) => !m.pattern && m.name === name) ?? models.find((m) => m.pattern && globToRegExp(m.name).test(name));
-    if (!info) throw unknownModel(name, models.filter((m) => !m.pattern).map((m) => m.name));
+    if (!info) throw unknownModel(preview(name), models.filter((m) => !m.pattern).map((m) => m.name));
     if (!info.modalities.includes(modality)) {
-      throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `"${name}" does not do ${modality.replace('MODALITY_', '').toLowerCase().replace(/_/g, '-')}`, {
+      throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `"${preview(name)}" does not do ${modality.replace('MODALITY_', '').toLowerCase().replace(/_/g, '-')}`, {
         field: 'model',
       });
     }
@@ -100,27 +102,30 @@ export class ModelDirectory {
 // ---------------------------------------------------------------------------------------
 // Input checks, OpenAI style: each error names the parameter.
 
+/** Largest value of a uint32 request field: a larger one would wrap around on the wire. */
+const UINT32_MAX = 2 ** 32 - 1;
+
 function invalid(param: string, message: string): DiffmeshError {
   return gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', message, { field: param });
 }
 
 function rejectUnknown(body: Record<string, unknown>, known: readonly string[]): void {
   for (const key of Object.keys(body)) {
-    if (!known.includes(key)) throw invalid(key, `unrecognized request argument (supported: ${known.join(', ')})`);
+    if (!known.includes(key)) throw invalid(previewName(key), `unrecognized request argument (supported: ${known.join(', ')})`);
   }
 }
 
 function optString(body: Record<string, unknown>, name: string): string | undefined {
   const v = body[name];
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'string') throw invalid(name, `expected a string, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'string') throw invalid(name, `expected a string, got ${describeValue(v)}`);
   return v;
 }
 
 function prompt(body: Record<string, unknown>, name: string, maxChars: number, required: boolean): string | undefined {
   const v = optString(body, name);
   if (required && (v === undefined || v.trim() === '')) throw invalid(name, 'is required');
-  if (v !== undefined && v.length > maxChars) throw invalid(name, `is ${v.length} characters long; the limit is ${maxChars}`);
+  if (v !== undefined) checkPromptLength(name, v, maxChars);
   return v;
 }
 
@@ -130,7 +135,7 @@ function optNumber(body: Record<string, unknown>, name: string, opts: { integer?
   const v = typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : raw;
   const kind = opts.integer ? 'an integer' : 'a number';
   if (typeof v !== 'number' || !Number.isFinite(v) || (opts.integer && !Number.isInteger(v))) {
-    throw invalid(name, `expected ${kind}, got ${JSON.stringify(raw)}`);
+    throw invalid(name, `expected ${kind}, got ${describeValue(raw)}`);
   }
   if ((opts.min !== undefined && v < opts.min) || (opts.max !== undefined && v > opts.max)) {
     throw invalid(name, `must be ${kind} from ${opts.min ?? '-∞'} to ${opts.max ?? '∞'}, got ${v}`);
@@ -143,8 +148,8 @@ function optSeed(body: Record<string, unknown>): bigint | undefined {
   if (raw === undefined || raw === null || raw === '') return undefined;
   let n: bigint | undefined;
   if (typeof raw === 'number' && Number.isSafeInteger(raw)) n = BigInt(raw);
-  else if (typeof raw === 'string' && /^\d+$/.test(raw.trim())) n = BigInt(raw.trim());
-  if (n === undefined || n < 0n || n > MAX_SEED) throw invalid('seed', `must be an integer from 0 to ${MAX_SEED}, got ${JSON.stringify(raw)}`);
+  else if (typeof raw === 'string' && /^\d+$/.test(raw.trim())) n = smallBigInt(raw.trim());
+  if (n === undefined || n < 0n || n > MAX_SEED) throw invalid('seed', `must be an integer from 0 to ${MAX_SEED}, got ${describeValue(raw)}`);
   return n;
 }
 
@@ -152,14 +157,17 @@ function optSize(body: Record<string, unknown>): { width: number; height: number
   const v = optString(body, 'size');
   if (v === undefined || v === 'auto') return undefined;
   const m = /^(\d{1,5})x(\d{1,5})$/.exec(v.trim());
-  if (!m) throw invalid('size', `expected "WIDTHxHEIGHT" such as "256x256", got ${JSON.stringify(v)}`);
+  if (!m) throw invalid('size', `expected "WIDTHxHEIGHT" such as "256x256", got ${describeValue(v)}`);
   return { width: Number(m[1]), height: Number(m[2]) };
 }
 
 /** Mesh parameter names → the OpenAI parameter the client used. */
 function mapper(extra: Record<string, string> = {}): ParamMapper {
   const names: Record<string, string> = { width: 'size', height: 'size', ...extra };
-  return (field) => names[field.replace(/^params\./, '')] ?? field.replace(/^params\./, '');
+  return (field) => {
+    const name = field.replace(/^params\./, '');
+    return Object.hasOwn(names, name) ? names[name] : name;
+  };
 }
 
 /** The error a request's final event carries (or undefined for Completed). */
@@ -220,10 +228,10 @@ export async function createImages(deps: OpenAiDeps, req: IncomingMessage, res: 
   const n = optNumber(body, 'n', { integer: true, min: 1, max: 4 }) ?? 1;
   const size = optSize(body);
   const format = optString(body, 'response_format') ?? 'b64_json';
-  if (format !== 'b64_json' && format !== 'url') throw invalid('response_format', `must be "b64_json" or "url", got ${JSON.stringify(format)}`);
+  if (format !== 'b64_json' && format !== 'url') throw invalid('response_format', `must be "b64_json" or "url", got ${describeValue(format)}`);
   const outputFormat = optString(body, 'output_format');
   if (outputFormat !== undefined && outputFormat !== 'png') throw invalid('output_format', 'only "png" is supported');
-  const steps = optNumber(body, 'num_inference_steps', { integer: true, min: 1 });
+  const steps = optNumber(body, 'num_inference_steps', { integer: true, min: 1, max: UINT32_MAX });
   const guidance = optNumber(body, 'guidance_scale', { min: 0 });
   const priority = optNumber(body, 'priority', { integer: true, min: -(2 ** 31), max: 2 ** 31 - 1 }) ?? 0;
   const seed = optSeed(body) ?? BigInt(randomSeed());
@@ -358,35 +366,17 @@ const VIDEO_FIELDS = [
   'input_reference',
 ] as const;
 
-/** Reads a JSON or multipart/form-data body (the OpenAI SDK sends videos as multipart). */
-export async function readFormOrJson(req: IncomingMessage, maxBytes: number, parseJson: (b: Buffer, ct: string | undefined) => Record<string, unknown>): Promise<Record<string, unknown>> {
-  const contentType = header(req, 'content-type');
-  const body = await readBody(req, maxBytes);
-  if (!contentType?.toLowerCase().startsWith('multipart/form-data') && !contentType?.toLowerCase().startsWith('application/x-www-form-urlencoded')) {
-    return parseJson(body, contentType);
-  }
-  let form: FormData;
-  try {
-    form = await new Request('http://gateway/', { method: 'POST', headers: { 'content-type': contentType }, body }).formData();
-  } catch (err) {
-    throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `request body is not valid form data: ${(err as Error).message}`);
-  }
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of form) out[k] = typeof v === 'string' ? v : { file: v.name };
-  return out;
-}
-
-export async function createVideo(deps: OpenAiDeps, res: ServerResponse, body: Record<string, unknown>, signal: AbortSignal, setMapper: (m: ParamMapper) => void): Promise<void> {
+export async function createVideo(deps: OpenAiDeps, res: ServerResponse, body: Record<string, unknown>, owner: string | undefined, signal: AbortSignal, setMapper: (m: ParamMapper) => void): Promise<void> {
   rejectUnknown(body, VIDEO_FIELDS);
   if (body.input_reference !== undefined) throw invalid('input_reference', 'image-to-video through /v1/videos is not supported yet');
   const text = prompt(body, 'prompt', deps.maxPromptChars, true)!;
   const negative = prompt(body, 'negative_prompt', deps.maxPromptChars, false);
   const size = optSize(body);
   const secs = optNumber(body, 'seconds', { min: 0 });
-  const frames = optNumber(body, 'num_frames', { integer: true, min: 1 });
+  const frames = optNumber(body, 'num_frames', { integer: true, min: 1, max: UINT32_MAX });
   setMapper(mapper({ num_frames: frames === undefined && secs !== undefined ? 'seconds' : 'num_frames' }));
   const fpsIn = optNumber(body, 'fps', { min: 1, max: 60 });
-  const steps = optNumber(body, 'num_inference_steps', { integer: true, min: 1 });
+  const steps = optNumber(body, 'num_inference_steps', { integer: true, min: 1, max: UINT32_MAX });
   const guidance = optNumber(body, 'guidance_scale', { min: 0 });
   const priority = optNumber(body, 'priority', { integer: true, min: -(2 ** 31), max: 2 ** 31 - 1 }) ?? 0;
   const seed = optSeed(body);
@@ -396,6 +386,7 @@ export async function createVideo(deps: OpenAiDeps, res: ServerResponse, body: R
   // Without a length, a model's own clip length, or four seconds for a model whose default is a still.
   const modelFrames = d?.numFrames ?? 0;
   const numFrames = frames ?? (secs !== undefined ? Math.max(1, Math.round(secs * fps)) : modelFrames > 1 ? modelFrames : Math.round(4 * fps));
+  if (numFrames > UINT32_MAX) throw invalid('seconds', `${secs} seconds at ${fps} fps is ${numFrames} frames; at most ${UINT32_MAX}`);
   const width = size?.width ?? d?.width ?? 0;
   const height = size?.height ?? d?.height ?? 0;
   const params: Partial<GenerationParams> & { prompt: string } = {
@@ -418,7 +409,7 @@ export async function createVideo(deps: OpenAiDeps, res: ServerResponse, body: R
     stages: (model.info.plan?.stages ?? []).map((s) => s.name.replace('STAGE_NAME_', '').toLowerCase()),
     request: { model: model.name, params: paramsToWire(params), priority },
   };
-  const job = await deps.videos.create(spec, signal);
+  const job = await deps.videos.create(spec, owner, signal);
   deps.metrics.videos.inc({ model: model.name });
   sendJson(res, 200, job);
 }
@@ -427,25 +418,39 @@ function videoNotFound(id: string): DiffmeshError {
   return new DiffmeshError(Code.NOT_FOUND, 'REQUEST_NOT_FOUND', `no video job "${id}" (it may have expired)`, { metadata: { field: 'video_id' } });
 }
 
-export function getVideo(deps: OpenAiDeps, res: ServerResponse, id: string): void {
-  const job = deps.videos.get(id);
+export function getVideo(deps: OpenAiDeps, res: ServerResponse, id: string, owner: string | undefined): void {
+  const job = deps.videos.get(id, owner);
   if (!job) throw videoNotFound(id);
   sendJson(res, 200, job);
 }
 
-export function listVideos(deps: OpenAiDeps, res: ServerResponse): void {
-  const data = deps.videos.list();
-  sendJson(res, 200, { object: 'list', data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null });
+/** Query parameters of GET /v1/videos (OpenAI's list): `after`, `limit`, `order`. */
+export const LIST_VIDEOS_QUERY = ['after', 'limit', 'order'] as const;
+
+export function listVideos(deps: OpenAiDeps, res: ServerResponse, query: URLSearchParams, owner: string | undefined): void {
+  const order = query.get('order') ?? 'desc';
+  if (order !== 'asc' && order !== 'desc') throw invalid('order', `must be "asc" or "desc", got ${describeValue(order)}`);
+  const limit = optNumber({ limit: query.get('limit') }, 'limit', { integer: true, min: 1, max: 100 });
+  let data = deps.videos.list(owner); // newest first
+  if (order === 'asc') data.reverse();
+  const after = query.get('after');
+  if (after !== null) {
+    const i = data.findIndex((v) => v.id === after);
+    if (i === -1) throw invalid('after', `no video job ${describeValue(after)}`);
+    data = data.slice(i + 1);
+  }
+  const page = limit === undefined ? data : data.slice(0, limit);
+  sendJson(res, 200, { object: 'list', data: page, has_more: page.length < data.length, first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null });
 }
 
-export async function deleteVideo(deps: OpenAiDeps, res: ServerResponse, id: string): Promise<void> {
-  const out = await deps.videos.delete(id);
+export async function deleteVideo(deps: OpenAiDeps, res: ServerResponse, id: string, owner: string | undefined): Promise<void> {
+  const out = await deps.videos.delete(id, owner);
   if (!out) throw videoNotFound(id);
   sendJson(res, 200, out);
 }
 
-export async function sendVideoContent(deps: OpenAiDeps, res: ServerResponse, id: string, variant: string): Promise<void> {
-  const content = await deps.videos.content(id, variant);
+export async function sendVideoContent(deps: OpenAiDeps, res: ServerResponse, id: string, variant: string, owner: string | undefined): Promise<void> {
+  const content = await deps.videos.content(id, variant, owner);
   if (!content) throw videoNotFound(id);
   const ext = content.format === 'mp4' ? 'mp4' : content.format;
   await sendBytes(res, content.bytes, {

@@ -142,7 +142,7 @@ function openAiPaths(): Record<string, Schema> {
               size: { type: 'string', example: '256x256' },
               response_format: { type: 'string', enum: ['b64_json', 'url'], default: 'b64_json' },
               negative_prompt: { type: 'string' },
-              num_inference_steps: { type: 'integer' },
+              num_inference_steps: { type: 'integer', minimum: 1, maximum: 4294967295 },
               guidance_scale: { type: 'number' },
               seed: { type: 'integer' },
               priority: { type: 'integer' },
@@ -208,7 +208,7 @@ function openAiPaths(): Record<string, Schema> {
       post: {
         operationId: 'createVideo',
         tags: ['OpenAI compatible'],
-        summary: 'Starts a video job (JSON or multipart/form-data).',
+        summary: 'Starts a video job (JSON or form data).',
         requestBody: {
           required: true,
           ...jsonBody({
@@ -219,11 +219,11 @@ function openAiPaths(): Record<string, Schema> {
               model: { type: 'string' },
               size: { type: 'string', example: '256x256' },
               seconds: { type: 'string', example: '2' },
-              num_frames: { type: 'integer' },
+              num_frames: { type: 'integer', minimum: 1, maximum: 4294967295 },
               fps: { type: 'number' },
               seed: { type: 'integer' },
               negative_prompt: { type: 'string' },
-              num_inference_steps: { type: 'integer' },
+              num_inference_steps: { type: 'integer', minimum: 1, maximum: 4294967295 },
               guidance_scale: { type: 'number' },
               priority: { type: 'integer' },
             },
@@ -234,7 +234,22 @@ function openAiPaths(): Record<string, Schema> {
       get: {
         operationId: 'listVideos',
         tags: ['OpenAI compatible'],
-        responses: { '200': { description: 'Jobs', ...jsonBody({ type: 'object', properties: { data: { type: 'array', items: video } } }) }, ...err },
+        summary: "The caller's jobs (with API keys, those its key created), newest first unless order=asc.",
+        parameters: [
+          { name: 'after', in: 'query', description: 'a job id: list the jobs after it', schema: { type: 'string' } },
+          { name: 'limit', in: 'query', description: 'most jobs in the page (default: all)', schema: { type: 'integer', minimum: 1, maximum: 100 } },
+          { name: 'order', in: 'query', schema: { type: 'string', enum: ['asc', 'desc'], default: 'desc' } },
+        ],
+        responses: {
+          '200': {
+            description: 'Jobs',
+            ...jsonBody({
+              type: 'object',
+              properties: { data: { type: 'array', items: video }, has_more: { type: 'boolean' }, first_id: { type: 'string' }, last_id: { type: 'string' } },
+            }),
+          },
+          ...err,
+        },
       },
     },
     '/v1/videos/{video_id}': {

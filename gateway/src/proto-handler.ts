@@ -9,8 +9,9 @@ import * as grpc from '@grpc/grpc-js';
 import { Code, DiffmeshError } from '@diffmesh/runtime';
 import protobuf from 'protobufjs';
 import { describeAny, googleErrorBody, type HttpError } from './errors.js';
+import { checkPromptLength } from './limits.js';
 import { header, parseJsonObject, readBody, sendJson, wantsEventStream, writeChunk } from './http-util.js';
-import { badField, decodeObject, encodeObject, jsonName, jsonToObject, messageToJson, setFieldPath, stringFields } from './proto-json.js';
+import { badField, previewName, decodeObject, encodeObject, jsonName, jsonToObject, messageToJson, setFieldPath, stringFields } from './proto-json.js';
 import type { ProtoRoute } from './routes.js';
 import type { UpstreamPool } from './upstream.js';
 
@@ -53,7 +54,11 @@ export async function buildRequest(
       obj[field.name] = jsonToObject(field.resolvedType, json);
     }
   }
-  if (binding.body !== '*') {
+  if (binding.body === '*') {
+    // The body sets every field: a query parameter would be silently ignored.
+    const [first] = query.keys();
+    if (first !== undefined) throw badField(previewName(first), 'query parameters are not accepted here: the JSON body sets every field');
+  } else {
     const pathFields = new Set(route.template.variables);
     for (const [key, value] of query) {
       if (pathFields.has(key)) throw badField(key, 'is set by the URL path and cannot be a query parameter');
@@ -70,18 +75,25 @@ export async function buildRequest(
     setFieldPath(requestType, obj, field, value);
   }
   for (const s of stringFields(requestType, obj)) {
-    if (PROMPT_FIELDS.has(s.field.name) && s.value.length > deps.maxPromptChars) {
-      throw badField(s.path, `is ${s.value.length} characters long; the limit is ${deps.maxPromptChars}`);
-    }
+    if (PROMPT_FIELDS.has(s.field.name)) checkPromptLength(s.path, s.value, deps.maxPromptChars);
   }
   return obj;
 }
 
+/** What gRPC metadata may carry in a text value: printable ASCII. */
+const METADATA_VALUE = /^[\x20-\x7e]*$/;
+
+/**
+ * The forwarded headers as gRPC metadata. HTTP lets a header carry bytes that gRPC metadata
+ * cannot (anything outside printable ASCII); such a header is refused naming it.
+ */
 function metadataFrom(req: IncomingMessage): grpc.Metadata {
   const md = new grpc.Metadata();
   for (const name of FORWARDED_HEADERS) {
     const v = header(req, name);
-    if (v) md.set(name, v);
+    if (!v) continue;
+    if (!METADATA_VALUE.test(v)) throw badField(name, 'header must be printable ASCII');
+    md.set(name, v);
   }
   return md;
 }
@@ -127,13 +139,14 @@ export async function handleProtoRoute(
   if (!pool) {
     throw new DiffmeshError(Code.UNIMPLEMENTED, 'INTERNAL', `the gateway has no upstream for ${route.binding.service}`);
   }
+  const metadata = metadataFrom(req);
   const request = encodeObject(route.requestType, obj);
   const affinity = AFFINITY_FIELDS.map((f) => obj[f]).find((v): v is string => typeof v === 'string' && v !== '');
   let served = '';
   const callOpts = {
     ...(affinity ? { affinityKey: affinity } : {}),
     signal,
-    metadata: metadataFrom(req),
+    metadata,
     onServed: (address: string) => (served = address),
   };
   if (!route.binding.responseStream) {

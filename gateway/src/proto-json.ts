@@ -54,22 +54,37 @@ export function badField(path: string, message: string): DiffmeshError {
   });
 }
 
-function join2(path: string, key: string | number): string {
-  return typeof key === 'number' ? `${path}[${key}]` : path ? `${path}.${key}` : key;
+/** The start of a client's string, for an error message: at most `max` characters, then `…`. */
+export function preview(s: string, max = 40): string {
+  return s.length > max ? `${s.slice(0, max)}…` : s;
 }
 
-function describe(value: unknown): string {
+/** A field name the client wrote, for an error (a long unknown key is cut short). */
+export function previewName(key: string): string {
+  return preview(key, 64);
+}
+
+function join2(path: string, key: string | number): string {
+  if (typeof key === 'number') return `${path}[${key}]`;
+  return path ? `${path}.${previewName(key)}` : previewName(key);
+}
+
+/**
+ * A client's value for an error message: its type, with a short preview of a string. Never
+ * the whole value, which may be megabytes long or nested too deep to serialize.
+ */
+export function describeValue(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (typeof value === 'string') return JSON.stringify(preview(value));
   if (typeof value === 'object') return 'an object';
   return String(value);
 }
 
 /** Finds a field by its JSON name or its proto name. */
 export function fieldByName(type: protobuf.Type, name: string): protobuf.Field | undefined {
-  const direct = type.fields[name];
-  if (direct) return direct;
+  // An own property only: `constructor` or `__proto__` must not reach Object.prototype.
+  if (Object.hasOwn(type.fields, name)) return type.fields[name];
   return type.fieldsArray.find((f) => jsonName(f) === name);
 }
 
@@ -88,6 +103,16 @@ const INT64 = new Set(['int64', 'sint64', 'sfixed64']);
 const UINT64 = new Set(['uint64', 'fixed64']);
 const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
 
+/**
+ * A decimal integer string (`-?\d+`) as a bigint, or undefined when it has more significant
+ * digits than any 64-bit integer. BigInt need not read megabytes of digits (the time that
+ * takes would hold up every other request).
+ */
+export function smallBigInt(text: string): bigint | undefined {
+  const significant = text.replace(/^(-?)0+(?=\d)/, '$1');
+  return significant.replace('-', '').length > 20 ? undefined : BigInt(significant);
+}
+
 function integer(value: unknown, path: string, min: bigint, max: bigint, kind: string): string | number {
   let text: string;
   if (typeof value === 'number') {
@@ -99,10 +124,10 @@ function integer(value: unknown, path: string, min: bigint, max: bigint, kind: s
   } else if (typeof value === 'string' && /^-?\d+(\.0*)?(e\+?\d+)?$/i.test(value.trim()) && Number.isSafeInteger(Number(value))) {
     text = String(Number(value));
   } else {
-    throw badField(path, `expected ${kind}, got ${describe(value)}`);
+    throw badField(path, `expected ${kind}, got ${describeValue(value)}`);
   }
-  const n = BigInt(text);
-  if (n < min || n > max) throw badField(path, `${text} is out of range for ${kind} (${min}..${max})`);
+  const n = smallBigInt(text);
+  if (n === undefined || n < min || n > max) throw badField(path, `${preview(text)} is out of range for ${kind} (${min}..${max})`);
   return max > 0xffffffffn ? n.toString() : Number(n);
 }
 
@@ -113,7 +138,7 @@ function scalar(field: protobuf.Field, value: unknown, path: string, opts: FromJ
     if (typeof value === 'string' && Object.prototype.hasOwnProperty.call(e.values, value)) return value;
     if (typeof value === 'number' && Number.isInteger(value)) return value;
     if (typeof value === 'string' && /^-?\d+$/.test(value)) return Number(value);
-    throw badField(path, `expected one of ${Object.keys(e.values).join(', ')}, got ${describe(value)}`);
+    throw badField(path, `expected one of ${Object.keys(e.values).join(', ')}, got ${describeValue(value)}`);
   }
   if (INT32.has(t)) return integer(value, path, -(2n ** 31n), 2n ** 31n - 1n, 'a 32-bit integer');
   if (UINT32.has(t)) return integer(value, path, 0n, 2n ** 32n - 1n, 'a non-negative 32-bit integer');
@@ -127,20 +152,20 @@ function scalar(field: protobuf.Field, value: unknown, path: string, opts: FromJ
       if (value === 'Infinity') return Infinity;
       if (value === '-Infinity') return -Infinity;
       if (typeof value === 'string' && value.trim() !== '' && Number.isFinite(Number(value))) return Number(value);
-      throw badField(path, `expected a number, got ${describe(value)}`);
+      throw badField(path, `expected a number, got ${describeValue(value)}`);
     }
     case 'bool':
       if (typeof value === 'boolean') return value;
       if (opts.fromUrl && (value === 'true' || value === 'false')) return value === 'true';
-      throw badField(path, `expected true or false, got ${describe(value)}`);
+      throw badField(path, `expected true or false, got ${describeValue(value)}`);
     case 'string':
       if (typeof value === 'string') return value;
-      throw badField(path, `expected a string, got ${describe(value)}`);
+      throw badField(path, `expected a string, got ${describeValue(value)}`);
     case 'bytes':
       if (typeof value === 'string' && BASE64.test(value)) {
         return value.replace(/-/g, '+').replace(/_/g, '/');
       }
-      throw badField(path, `expected base64-encoded bytes, got ${describe(value)}`);
+      throw badField(path, `expected base64-encoded bytes, got ${describeValue(value)}`);
     default:
       throw badField(path, `unsupported field type ${t}`);
   }
@@ -151,14 +176,14 @@ const RFC3339 = /^(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz
 function parseTimestamp(value: unknown, path: string): { seconds: string; nanos: number } {
   const m = typeof value === 'string' ? RFC3339.exec(value) : null;
   const ms = m ? Date.parse(`${m[1]}T${m[2]}${m[4].toUpperCase()}`) : NaN;
-  if (!m || Number.isNaN(ms)) throw badField(path, `expected an RFC 3339 timestamp such as 2024-05-01T12:00:00Z, got ${describe(value)}`);
+  if (!m || Number.isNaN(ms)) throw badField(path, `expected an RFC 3339 timestamp such as 2024-05-01T12:00:00Z, got ${describeValue(value)}`);
   const nanos = m[3] ? Number(m[3].padEnd(9, '0')) : 0;
   return { seconds: String(Math.floor(ms / 1000)), nanos };
 }
 
 function parseDuration(value: unknown, path: string): { seconds: string; nanos: number } {
   const m = typeof value === 'string' ? /^(-)?(\d+)(?:\.(\d{1,9}))?s$/.exec(value) : null;
-  if (!m) throw badField(path, `expected a duration such as "1.5s", got ${describe(value)}`);
+  if (!m) throw badField(path, `expected a duration such as "1.5s", got ${describeValue(value)}`);
   const sign = m[1] ? -1 : 1;
   const nanos = m[3] ? Number(m[3].padEnd(9, '0')) : 0;
   return { seconds: String(sign * Number(m[2])), nanos: sign * nanos };
@@ -190,20 +215,20 @@ function message(type: protobuf.Type, value: unknown, path: string, opts: FromJs
   if (WRAPPERS.has(name)) return { value: scalar(type.fields.value, value, path, opts) };
   if (name === ANY) return anyFromJson(value, path, opts);
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw badField(path, `expected an object, got ${describe(value)}`);
+    throw badField(path, `expected an object, got ${describeValue(value)}`);
   }
   return jsonToObject(type, value as Record<string, unknown>, path, opts);
 }
 
 function anyFromJson(value: unknown, path: string, opts: FromJsonOptions): unknown {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw badField(path, `expected an object, got ${describe(value)}`);
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw badField(path, `expected an object, got ${describeValue(value)}`);
   const { '@type': url, ...rest } = value as Record<string, unknown>;
   if (typeof url !== 'string') throw badField(join2(path, '@type'), 'is required in an Any');
   let inner: protobuf.Type;
   try {
     inner = protoRoot().lookupType(url.slice(url.lastIndexOf('/') + 1));
   } catch {
-    throw badField(join2(path, '@type'), `unknown type ${JSON.stringify(url)}`);
+    throw badField(join2(path, '@type'), `unknown type ${describeValue(url)}`);
   }
   const special = [TIMESTAMP, DURATION, ANY].includes(inner.fullName) || WRAPPERS.has(inner.fullName);
   const obj = special ? message(inner, rest.value, join2(path, 'value'), opts) : jsonToObject(inner, rest, path, opts);
@@ -236,17 +261,18 @@ export function jsonToObject(
     seen.set(field.name, key);
     if (value === null) continue; // proto3 JSON: null means the default value
     if (field.map) {
-      if (typeof value !== 'object' || Array.isArray(value)) throw badField(p, `expected an object, got ${describe(value)}`);
-      const m: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
-        const keyType = (field as unknown as protobuf.MapField).keyType;
-        if (keyType !== 'string') scalar({ type: keyType } as protobuf.Field, k, join2(p, k), { fromUrl: true });
-        m[k] = fieldValue(field, v, join2(p, k), opts);
-      }
-      out[field.name] = m;
+      if (typeof value !== 'object' || Array.isArray(value)) throw badField(p, `expected an object, got ${describeValue(value)}`);
+      const keyType = (field as unknown as protobuf.MapField).keyType;
+      // fromEntries makes every key an own property, `__proto__` included.
+      out[field.name] = Object.fromEntries(
+        Object.entries(value as Record<string, unknown>).map(([k, v]) => {
+          if (keyType !== 'string') scalar({ type: keyType } as protobuf.Field, k, join2(p, k), { fromUrl: true });
+          return [k, fieldValue(field, v, join2(p, k), opts)];
+        }),
+      );
     } else if (field.repeated) {
       const items = Array.isArray(value) ? value : opts.fromUrl ? [value] : undefined;
-      if (!items) throw badField(p, `expected an array, got ${describe(value)}`);
+      if (!items) throw badField(p, `expected an array, got ${describeValue(value)}`);
       out[field.name] = items.map((v, i) => fieldValue(field, v, join2(p, i), opts));
     } else {
       if (field.partOf && !field.partOf.name.startsWith('_')) {
@@ -352,6 +378,8 @@ export function setFieldPath(type: protobuf.Type, obj: Record<string, unknown>, 
         list.push(value);
         node[field.name] = list;
       } else {
+        // As grpc-gateway: a single field given twice is an error, not "the last one wins".
+        if (node[field.name] !== undefined) throw badField(label, 'is given more than once, but it is not a repeated field');
         node[field.name] = value;
       }
       return;

@@ -148,7 +148,7 @@ describe('gRPC status → HTTP', () => {
 describe('rate limiter', () => {
   it('lets a burst through, then refuses with the time until the next token', () => {
     let now = 0;
-    const limiter = new RateLimiter(60, 2, () => now);
+    const limiter = new RateLimiter(60, 2, { now: () => now });
     limiter.take('k');
     limiter.take('k');
     let err: DiffmeshError | undefined;
@@ -160,6 +160,8 @@ describe('rate limiter', () => {
     expect(err).toMatchObject({ code: Code.RESOURCE_EXHAUSTED, reason: 'RATE_LIMITED', retryAfterMs: 1000 });
     limiter.take('other'); // buckets are per identity
     now += 1000;
+    limiter.check('k'); // check() takes no token
     limiter.take('k');
+    expect(() => limiter.check('k')).toThrow(/rate limit exceeded/);
   });
 });

@@ -6,7 +6,8 @@
  */
 import type { HttpBinding } from '@diffmesh/protos';
 import protobuf from 'protobufjs';
-import { protoRoot } from './proto-json.js';
+import { percentDecode } from './http-util.js';
+import { badField, protoRoot } from './proto-json.js';
 
 type Atom = { kind: 'literal'; value: string; capture?: string } | { kind: 'any'; capture?: string } | { kind: 'deep'; capture?: string };
 
@@ -85,17 +86,10 @@ export function parseTemplate(source: string): PathTemplate {
   return { source, atoms, ...(verb ? { verb } : {}), variables };
 }
 
-function decodeSegment(s: string): string | undefined {
-  try {
-    return decodeURIComponent(s);
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * Matches raw (still percent-encoded) path segments, verb already removed, against a
- * template. Returns the variable values (decoded), or undefined.
+ * template. Returns the variable values (decoded), or undefined. A variable whose value is
+ * not valid percent-encoding is a 400 naming its field.
  */
 export function matchTemplate(tpl: PathTemplate, segments: readonly string[]): Record<string, string> | undefined {
   const captured = new Map<string, string[]>();
@@ -110,7 +104,7 @@ export function matchTemplate(tpl: PathTemplate, segments: readonly string[]): R
     }
     const seg = segments[i];
     if (seg === undefined) return undefined;
-    if (atom.kind === 'literal' && decodeSegment(seg) !== atom.value) return undefined;
+    if (atom.kind === 'literal' && percentDecode(seg) !== atom.value) return undefined;
     if (atom.kind === 'any' && seg === '') return undefined;
     if (atom.capture) captured.set(atom.capture, [...(captured.get(atom.capture) ?? []), seg]);
     i++;
@@ -118,8 +112,8 @@ export function matchTemplate(tpl: PathTemplate, segments: readonly string[]): R
   if (i !== segments.length) return undefined;
   const out: Record<string, string> = {};
   for (const [field, segs] of captured) {
-    const decoded = segs.map(decodeSegment);
-    if (decoded.some((d) => d === undefined)) return undefined;
+    const decoded = segs.map(percentDecode);
+    if (decoded.some((d) => d === undefined)) throw badField(field, 'malformed percent-encoding in the URL path');
     out[field] = decoded.join('/');
   }
   return out;
@@ -141,6 +135,8 @@ export interface ProtoRoute {
 export type RouteMatch =
   | { kind: 'route'; route: ProtoRoute; params: Record<string, string> }
   | { kind: 'method-not-allowed'; allowed: string[] }
+  /** The path fits a route but a variable's percent-encoding is malformed: the error names it. */
+  | { kind: 'malformed'; error: Error }
   | { kind: 'none' };
 
 /** The route table built from the HTTP bindings. */
@@ -193,7 +189,12 @@ export class RouteTable {
     for (const attempt of attempts) {
       for (const route of this.routes) {
         if (route.template.verb !== attempt.verb) continue;
-        const params = matchTemplate(route.template, attempt.segments);
+        let params: Record<string, string> | undefined;
+        try {
+          params = matchTemplate(route.template, attempt.segments);
+        } catch (error) {
+          return { kind: 'malformed', error: error as Error };
+        }
         if (!params) continue;
         if (route.binding.httpMethod === httpMethod) return { kind: 'route', route, params };
         allowed.add(route.binding.httpMethod);

@@ -21,10 +21,11 @@ import {
   type Logger,
   type Registration,
 } from '@diffmesh/runtime';
-import { ApiKeys, RateLimiter } from './auth.js';
+import { ApiKeys, RateLimiter, clientAddress } from './auth.js';
 import type { GatewayConfig } from './config.js';
-import { HttpStatusError, describeAny, googleErrorBody, openAiErrorBody } from './errors.js';
-import { clientGone, header, parseJsonObject, readBody, sendJson } from './http-util.js';
+import { HttpStatusError, describeAny, gatewayError, googleErrorBody, openAiErrorBody } from './errors.js';
+import { clientGone, header, parseQuery, percentDecode, readJsonOrForm, sendJson } from './http-util.js';
+import { previewName } from './proto-json.js';
 import { GatewayMetrics } from './metrics.js';
 import {
   ModelDirectory,
@@ -33,8 +34,8 @@ import {
   deleteVideo,
   getVideo,
   listModels,
+  LIST_VIDEOS_QUERY,
   listVideos,
-  readFormOrJson,
   retrieveModel,
   sendImageResult,
   sendObjectImage,
@@ -81,6 +82,8 @@ interface FixedRoute {
   method: string;
   pattern: RegExp;
   label: string;
+  /** Query parameters the route reads (on `/v1/` routes any other one is a 400). */
+  query?: readonly string[];
   /** Served without an API key (and without counting against the rate limit). */
   open?: boolean;
   handle(ctx: RequestCtx, m: RegExpExecArray): Promise<void> | void;
@@ -92,6 +95,8 @@ interface RequestCtx {
   query: URLSearchParams;
   signal: AbortSignal;
   paramOf?: ParamMapper;
+  /** The caller's API key identity, when authentication is on: video jobs are scoped to it. */
+  owner?: string;
 }
 
 function parseListen(listen: string): { host: string; port: number } {
@@ -113,11 +118,23 @@ function listen(server: Server, addr: string): Promise<{ host: string; port: num
 
 const urlOf = ({ host, port }: { host: string; port: number }): string => `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 
-function decode(s: string): string {
-  try {
-    return decodeURIComponent(s);
-  } catch {
-    throw new HttpStatusError(400, 'INVALID_ARGUMENT', 'malformed percent-encoding in the URL path');
+/** A path variable of a fixed route, decoded; malformed percent-encoding is a 400 naming `field`. */
+function decode(s: string, field: string): string {
+  const decoded = percentDecode(s);
+  if (decoded === undefined) throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'malformed percent-encoding in the URL path', { field });
+  return decoded;
+}
+
+/** Refuses a query parameter a route does not read, or one given twice, naming it. */
+function checkQuery(query: URLSearchParams, known: readonly string[]): void {
+  const seen = new Set<string>();
+  for (const key of query.keys()) {
+    if (!known.includes(key)) {
+      const supported = known.length > 0 ? `supported: ${known.join(', ')}` : 'this route takes none';
+      throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `unknown query parameter (${supported})`, { field: previewName(key) });
+    }
+    if (seen.has(key)) throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'is given more than once', { field: key });
+    seen.add(key);
   }
 }
 
@@ -158,11 +175,20 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
   const routes = new RouteTable(httpBindings());
   const store = new InlineTensorStore(new RemoteTensorStore({ address: '', nodeId: config.nodeId, log, ...(tls ? { tls } : {}) }));
   const api = new SchedulerApi(schedulers);
-  const results = new ResultStore(store, config.resultTtlMs, log);
+  const results = new ResultStore(store, config.resultTtlMs, log, config.maxImageResults);
   const videos = new VideoJobs({ api, store, ttlMs: config.resultTtlMs, maxJobs: config.maxVideoJobs, ffmpegPath: config.ffmpegPath, log });
   const keys = new ApiKeys(config.apiKeys);
-  const limiter = new RateLimiter(config.rateLimitPerMinute, config.rateLimitBurst);
-  const sweeper = setInterval(() => limiter.sweep(), 60_000);
+  const limiter = new RateLimiter(config.rateLimitPerMinute, config.rateLimitBurst, {
+    message: `rate limit exceeded for this ${keys.enabled ? 'API key' : 'client address'}; retry later`,
+  });
+  // Failed attempts cost tokens of the client address, so keys cannot be guessed at full speed.
+  const authFailures = new RateLimiter(keys.enabled ? config.authFailuresPerMinute : 0, 0, {
+    message: 'too many failed authentication attempts from this client address; retry later',
+  });
+  const sweeper = setInterval(() => {
+    limiter.sweep();
+    authFailures.sweep();
+  }, 60_000);
   sweeper.unref();
   const openApi = openApiDocument(routes.routes, { version, authenticated: keys.enabled });
   const statusPage = loadStatusPage();
@@ -207,7 +233,7 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
       pattern: /^\/v1\/images\/generations$/,
       label: 'openai.images.generations',
       handle: async (c) => {
-        const body = parseJsonObject(await readBody(c.req, config.maxBodyBytes), header(c.req, 'content-type'));
+        const body = await readJsonOrForm(c.req, config.maxBodyBytes);
         await createImages(oa, c.req, c.res, body, c.signal, (p) => (c.paramOf = p));
       },
     },
@@ -222,27 +248,28 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
       method: 'GET',
       pattern: /^\/v1\/images\/objects\/([^/]+)\.png$/,
       label: 'images.objects',
-      handle: (c, mm) => sendObjectImage(oa, c.res, decode(mm[1]), c.signal),
+      handle: (c, mm) => sendObjectImage(oa, c.res, decode(mm[1], 'object_id'), c.signal),
     },
     { method: 'GET', pattern: /^\/v1\/models$/, label: 'openai.models.list', handle: (c) => listModels(oa, c.res, c.signal) },
-    { method: 'GET', pattern: /^\/v1\/models\/(.+)$/, label: 'openai.models.retrieve', handle: (c, mm) => retrieveModel(oa, c.res, decode(mm[1]), c.signal) },
+    { method: 'GET', pattern: /^\/v1\/models\/(.+)$/, label: 'openai.models.retrieve', handle: (c, mm) => retrieveModel(oa, c.res, decode(mm[1], 'model'), c.signal) },
     {
       method: 'POST',
       pattern: /^\/v1\/videos$/,
       label: 'openai.videos.create',
       handle: async (c) => {
-        const body = await readFormOrJson(c.req, config.maxBodyBytes, parseJsonObject);
-        await createVideo(oa, c.res, body, c.signal, (p) => (c.paramOf = p));
+        const body = await readJsonOrForm(c.req, config.maxBodyBytes);
+        await createVideo(oa, c.res, body, c.owner, c.signal, (p) => (c.paramOf = p));
       },
     },
-    { method: 'GET', pattern: /^\/v1\/videos$/, label: 'openai.videos.list', handle: (c) => listVideos(oa, c.res) },
-    { method: 'GET', pattern: /^\/v1\/videos\/([^/]+)$/, label: 'openai.videos.retrieve', handle: (c, mm) => getVideo(oa, c.res, decode(mm[1])) },
-    { method: 'DELETE', pattern: /^\/v1\/videos\/([^/]+)$/, label: 'openai.videos.delete', handle: (c, mm) => deleteVideo(oa, c.res, decode(mm[1])) },
+    { method: 'GET', pattern: /^\/v1\/videos$/, label: 'openai.videos.list', query: LIST_VIDEOS_QUERY, handle: (c) => listVideos(oa, c.res, c.query, c.owner) },
+    { method: 'GET', pattern: /^\/v1\/videos\/([^/]+)$/, label: 'openai.videos.retrieve', handle: (c, mm) => getVideo(oa, c.res, decode(mm[1], 'video_id'), c.owner) },
+    { method: 'DELETE', pattern: /^\/v1\/videos\/([^/]+)$/, label: 'openai.videos.delete', handle: (c, mm) => deleteVideo(oa, c.res, decode(mm[1], 'video_id'), c.owner) },
     {
       method: 'GET',
       pattern: /^\/v1\/videos\/([^/]+)\/content$/,
       label: 'openai.videos.content',
-      handle: (c, mm) => sendVideoContent(oa, c.res, decode(mm[1]), c.query.get('variant') ?? 'video'),
+      query: ['variant'],
+      handle: (c, mm) => sendVideoContent(oa, c.res, decode(mm[1], 'video_id'), c.query.get('variant') ?? 'video', c.owner),
     },
   ];
 
@@ -294,6 +321,27 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
     sendJson(c.res, e.httpStatus, style === 'openai' ? openAiErrorBody(e, c.paramOf) : googleErrorBody(e), headers);
   };
 
+  /**
+   * The request's identity (API key, or client address when authentication is off). An
+   * address that has used up its failed attempts is refused (429) before its key is even
+   * looked at, so a guess that happens to be right is refused too.
+   */
+  const authenticate = (req: IncomingMessage): string => {
+    const address = clientAddress(req);
+    try {
+      authFailures.check(address);
+    } catch (err) {
+      log.info({ address }, 'too many failed authentication attempts');
+      throw err;
+    }
+    try {
+      return keys.authenticate(req);
+    } catch (err) {
+      authFailures.take(address); // check() left at least one token
+      throw err;
+    }
+  };
+
   let inFlight = 0;
   let drained: (() => void) | undefined;
 
@@ -302,10 +350,9 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
     const rawUrl = req.url ?? '/';
     const q = rawUrl.indexOf('?');
     const rawPath = q === -1 ? rawUrl : rawUrl.slice(0, q);
-    const query = new URLSearchParams(q === -1 ? '' : rawUrl.slice(q + 1));
     const method = (req.method ?? 'GET').toUpperCase();
     const style: Style = rawPath.startsWith('/v1/') ? 'openai' : 'google';
-    const c: RequestCtx = { req, res, query, signal: clientGone(res) };
+    const c: RequestCtx = { req, res, query: new URLSearchParams(), signal: clientGone(res) };
     let label = 'unmatched';
     inFlight += 1;
     m.inFlight.inc();
@@ -335,7 +382,8 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
       const protoMatch = fixedMatch || allowed.size > 0 ? undefined : routes.match(method, rawPath);
       label = fixedMatch?.route.label ?? (protoMatch?.kind === 'route' ? protoMatch.route.id : 'unmatched');
       if (!fixedMatch?.route.open) {
-        const identity = keys.authenticate(req);
+        const identity = authenticate(req);
+        if (keys.enabled) c.owner = identity;
         try {
           limiter.take(identity);
         } catch (err) {
@@ -343,7 +391,11 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
           throw err;
         }
       }
+      const query = parseQuery(q === -1 ? '' : rawUrl.slice(q + 1));
+      c.query = query;
+      if (protoMatch?.kind === 'malformed') throw protoMatch.error;
       if (fixedMatch) {
+        if (style === 'openai') checkQuery(query, fixedMatch.route.query ?? []);
         await fixedMatch.route.handle(c, fixedMatch.m);
         return;
       }
@@ -355,6 +407,7 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
         await handleProtoRoute(protoDeps, protoMatch.route, protoMatch.params, req, res, query, c.signal);
         return;
       }
+      if (percentDecode(rawPath) === undefined) throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'malformed percent-encoding in the URL path');
       throw new HttpStatusError(404, 'NOT_FOUND', `no route for ${method} ${rawPath}`, 'UNKNOWN_ROUTE');
     } catch (err) {
       writeError(c, err, style);

@@ -40,6 +40,8 @@ export interface VideoSpec {
 interface VideoJob {
   id: string;
   reqId: string;
+  /** Identity of the API key that created it; undefined when authentication was off. */
+  owner?: string;
   spec: VideoSpec;
   status: VideoStatus;
   progress: number;
@@ -73,16 +75,26 @@ const seconds = (ms: number): number => Math.floor(ms / 1000);
 
 export class VideoJobs {
   private readonly jobs = new Map<string, VideoJob>();
+  /** Slots held by creations waiting for their Submit: they count against `maxJobs` too. */
+  private reserved = 0;
 
   constructor(private readonly opts: VideoJobsOptions) {}
 
-  /** Submits the request and starts following it. */
-  async create(spec: VideoSpec, signal?: AbortSignal): Promise<VideoObject> {
+  /** Submits the request and starts following it. `owner` alone will see the job (undefined: everyone). */
+  async create(spec: VideoSpec, owner: string | undefined, signal?: AbortSignal): Promise<VideoObject> {
+    // The slot is taken before the await, so concurrent creations cannot all pass the cap.
     this.makeRoom();
-    const res = await this.opts.api.submit(spec.request, signal);
+    this.reserved += 1;
+    let res: Awaited<ReturnType<SchedulerApi['submit']>>;
+    try {
+      res = await this.opts.api.submit(spec.request, signal);
+    } finally {
+      this.reserved -= 1;
+    }
     const job: VideoJob = {
       id: `video_${res.reqId}`,
       reqId: res.reqId,
+      ...(owner !== undefined ? { owner } : {}),
       spec,
       status: 'queued',
       progress: 0,
@@ -95,7 +107,7 @@ export class VideoJobs {
   }
 
   private makeRoom(): void {
-    if (this.jobs.size < this.opts.maxJobs) return;
+    if (this.jobs.size + this.reserved < this.opts.maxJobs) return;
     const oldest = [...this.jobs.values()].filter((j) => TERMINAL.has(j.status)).sort((a, b) => a.createdAt - b.createdAt)[0];
     if (!oldest) {
       throw gatewayError(Code.RESOURCE_EXHAUSTED, 'TOO_MANY_REQUESTS', `the gateway already follows ${this.opts.maxJobs} video jobs; retry later`, {
@@ -105,21 +117,36 @@ export class VideoJobs {
     this.drop(oldest);
   }
 
-  get(id: string): VideoObject | undefined {
+  /** Whether `owner` may see `job`: its own, or one created with authentication off. */
+  private static visible(job: VideoJob, owner: string | undefined): boolean {
+    return job.owner === undefined || job.owner === owner;
+  }
+
+  /** The job `id` if `owner` may see it (another key's job is as unknown as a missing one). */
+  private find(id: string, owner: string | undefined): VideoJob | undefined {
     const job = this.jobs.get(id);
+    return job && VideoJobs.visible(job, owner) ? job : undefined;
+  }
+
+  get(id: string, owner: string | undefined): VideoObject | undefined {
+    const job = this.find(id, owner);
     return job ? this.toObject(job) : undefined;
   }
 
-  list(): VideoObject[] {
-    return [...this.jobs.values()].sort((a, b) => b.createdAt - a.createdAt).map((j) => this.toObject(j));
+  /** The jobs `owner` may see, newest first. */
+  list(owner: string | undefined): VideoObject[] {
+    return [...this.jobs.values()]
+      .filter((j) => VideoJobs.visible(j, owner))
+      .sort((a, b) => b.createdAt - a.createdAt)
+      .map((j) => this.toObject(j));
   }
 
   /**
    * DELETE: a running job is cancelled (the scheduler's Cancel) and stays visible with status
    * `cancelled`; a finished one is deleted with its result.
    */
-  async delete(id: string): Promise<VideoObject | undefined> {
-    const job = this.jobs.get(id);
+  async delete(id: string, owner: string | undefined): Promise<VideoObject | undefined> {
+    const job = this.find(id, owner);
     if (!job) return undefined;
     if (TERMINAL.has(job.status)) {
       this.drop(job);
@@ -131,8 +158,8 @@ export class VideoJobs {
   }
 
   /** The clip (or its first frame as PNG for `thumbnail`), once the job completed. */
-  async content(id: string, variant: string): Promise<{ bytes: Uint8Array; mimeType: string; format: string } | undefined> {
-    const job = this.jobs.get(id);
+  async content(id: string, variant: string, owner: string | undefined): Promise<{ bytes: Uint8Array; mimeType: string; format: string } | undefined> {
+    const job = this.find(id, owner);
     if (!job) return undefined;
     if (job.status !== 'completed' || !job.pixels) {
       throw new DiffmeshError(Code.FAILED_PRECONDITION, 'INVALID_PARAMETER', `video ${id} is ${job.status}; its content is available once it is completed`, {
