@@ -719,6 +719,39 @@ describe('transient failures', () => {
   });
 });
 
+describe('a full store and the client breaker', () => {
+  const outcome = (p: Promise<unknown>): Promise<string> => p.then(
+    () => 'ok',
+    (e: DiffmeshError) => e.reason,
+  );
+
+  it('reports STORE_FULL as such, and reads and deletes of that owner go on', async () => {
+    const svc = await service({ memoryCapacityBytes: 1024, spillThresholdBytes: 1024, diskCapacityBytes: 0, retryAfterMs: 10 });
+    const store = remoteStore(svc, 'elsewhere', { retry: { baseDelayMs: 1, maxDelayMs: 20 }, breaker: { volumeThreshold: 2, resetTimeoutMs: 60_000 } });
+    const ref = await store.put({ requestId: 'r', name: 'a', data: new Uint8Array(1024), shape: [1024], dtype: 'uint8' });
+    // Three attempts, each STORE_FULL: the breaker (2 failures open it) must not count them.
+    expect(await outcome(store.put({ requestId: 'r', name: 'b', data: new Uint8Array(16), shape: [16], dtype: 'uint8' }))).toBe('STORE_FULL');
+    expect(store.stats().retries).toBe(2);
+    expect(await outcome(store.put({ requestId: 'r', name: 'b', data: new Uint8Array(16), shape: [16], dtype: 'uint8' }))).toBe('STORE_FULL');
+    expect(await outcome(store.get(ref))).toBe('ok');
+    expect(await outcome(store.delete(ref))).toBe('ok');
+    // The delete freed the space.
+    expect(await outcome(store.put({ requestId: 'r', name: 'b', data: new Uint8Array(16), shape: [16], dtype: 'uint8' }))).toBe('ok');
+  });
+
+  it('an object larger than the whole store is refused each time without opening the breaker', async () => {
+    const svc = await service({ memoryCapacityBytes: 1024, spillThresholdBytes: 1024, diskCapacityBytes: 0 });
+    const store = remoteStore(svc, 'elsewhere', { breaker: { volumeThreshold: 2, resetTimeoutMs: 60_000 } });
+    const ref = await store.put({ requestId: 'r', name: 'a', data: new Uint8Array(8), shape: [8], dtype: 'uint8' });
+    for (let i = 0; i < 3; i++) {
+      const err = await rejection(store.put({ requestId: 'r', name: 'big', data: new Uint8Array(4096), shape: [4096], dtype: 'uint8' }));
+      expect([err.code, err.reason]).toEqual([Code.RESOURCE_EXHAUSTED, 'STORE_FULL']);
+    }
+    expect(store.stats().retries).toBe(0);
+    expect(await outcome(store.get(ref))).toBe('ok');
+  });
+});
+
 describe('configuration', () => {
   it('reads DIFFMESH_TENSOR_* and flags, and derives directories from the node id', () => {
     const cfg = loadTensorSvcConfig({
