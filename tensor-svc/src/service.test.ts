@@ -24,6 +24,7 @@ import {
 } from '@diffmesh/runtime';
 import { loadTensorSvcConfig, resolveTensorSvcConfig, type TensorSvcConfigInput } from './config.js';
 import { startTensorService, type RunningTensorService } from './server.js';
+import { TensorServiceImpl } from './service.js';
 import { INCOMING_ABANDONED_MS } from './store.js';
 
 const MiB = 1024 * 1024;
@@ -246,6 +247,57 @@ describe('PutObjects (small objects on one long-lived stream)', () => {
     expect(outcome).toBe('stopped');
     // The client sees the stream end and tries to reopen it: the stopped service is unavailable.
     expect((await rejection(c.putObject({ name: 'b', shape: [1], dtype: 'uint8' }, Uint8Array.of(2)))).code).toBe(Code.UNAVAILABLE);
+  });
+
+  it('stops reading a stream while the objects it received wait for a slow store, up to maxStreamBufferedBytes', async () => {
+    // Counts the objects the service takes off its PutObjects streams and those it answers.
+    let received = 0;
+    let answered = 0;
+    let peak = 0;
+    type Call = grpc.ServerDuplexStream<unknown, unknown>;
+    const proto = TensorServiceImpl.prototype as unknown as { putObjects(call: Call): void };
+    const putObjects = proto.putObjects;
+    closers.push(() => (proto.putObjects = putObjects));
+    proto.putObjects = function (this: unknown, call: Call) {
+      call.on('data', () => {
+        received += 1;
+        peak = Math.max(peak, received - answered);
+      });
+      const write = call.write.bind(call) as (...args: unknown[]) => boolean;
+      call.write = ((...args: unknown[]) => {
+        answered += 1;
+        return write(...args);
+      }) as Call['write'];
+      putObjects.call(this, call);
+    };
+    const budget = 2 * MiB;
+    const size = MiB / 2;
+    const svc = await service({ chunkBytes: MiB, maxStreamBufferedBytes: budget });
+    // A store that does not finish a put until released (a busy spill disk).
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    closers.push(() => release()); // also when the test fails
+    const putWhole = svc.store.putWhole.bind(svc.store);
+    svc.store.putWhole = async (h, d) => {
+      await gate;
+      return putWhole(h, d);
+    };
+    const c = client(svc);
+    const n = 40;
+    const puts = Array.from({ length: n }, (_, i) => c.putObject({ objectId: `r:o:${i}`, name: 'o', shape: [size], dtype: 'uint8' }, new Uint8Array(size).fill(i)));
+    for (const p of puts) p.catch(() => undefined); // awaited below; the stream may close first when the test fails
+    // The service holds objects until they reach its budget, then stops reading (it would
+    // otherwise take all 40 off the wire while the store is stuck).
+    const bound = budget / size + 1;
+    await expect.poll(() => received > bound || svc.metrics.snapshot().streamBufferedBytes >= budget, { timeout: 20_000 }).toBe(true);
+    expect(received).toBeLessThanOrEqual(bound);
+    expect(svc.metrics.snapshot().streamBufferedBytes).toBe(received * size);
+    release();
+    const refs = await Promise.all(puts);
+    expect(refs.map((r) => r.objectId)).toEqual(Array.from({ length: n }, (_, i) => `r:o:${i}`));
+    expect(peak).toBeLessThanOrEqual(bound);
+    expect(svc.metrics.snapshot().streamBufferedBytes).toBe(0);
+    expect(Array.from((await c.get('r:o:39')).data.subarray(0, 2))).toEqual([39, 39]);
   });
 
   it('is what RemoteTensorStore uses for objects up to streamPutMaxBytes, and a chunked Put above', async () => {
