@@ -158,7 +158,7 @@ export class TieredStore {
   private readonly objects = new Map<string, Entry>();
   private readonly expired = new Map<string, number>();
   private readonly tiers: Record<Tier, TierState>;
-  private readonly commitLocks = new Map<string, Promise<unknown>>();
+  private readonly idLocks = new Map<string, Promise<unknown>>();
   private readonly now: () => number;
   private readonly timer: NodeJS.Timeout | undefined;
   private sweeping: Promise<number> | undefined;
@@ -379,7 +379,10 @@ export class TieredStore {
     const entry = this.live(objectId);
     if (ttlMs > 0) entry.ref.ttlMs = ttlMs;
     entry.expiresAt = this.now() + entry.ref.ttlMs;
-    await this.stampExpiry(entry);
+    // Under the id's lock, and only while the entry is indexed: the path may hold a newer version's file by then.
+    await this.underIdLock(objectId, async () => {
+      if (this.objects.get(objectId) === entry) await this.stampExpiry(entry);
+    });
     return { ref: copyRef(entry.ref), tier: entry.tier, expiresAt: entry.expiresAt };
   }
 
@@ -492,9 +495,9 @@ export class TieredStore {
       readers: 0,
       dead: false,
     };
-    // Commits of one id run one at a time, so the files and the index agree.
-    const previous = this.commitLocks.get(id) ?? Promise.resolve();
-    const run = previous.then(async () => {
+    // Commits of one id run one at a time, and after the file removals of a dropped version,
+    // so the files and the index agree.
+    return this.underIdLock(id, async () => {
       this.checkOpen();
       if (files === 'sync' && tier === 'memory') {
         utimesSync(temp, new Date(now), new Date(entry.expiresAt));
@@ -530,10 +533,22 @@ export class TieredStore {
       }
       return copyRef(entry.ref);
     });
-    const settled = run.catch(() => undefined);
-    this.commitLocks.set(id, settled);
+  }
+
+  /**
+   * Runs `fn` once every earlier operation on the files of `id` (commits, removals of dropped
+   * versions, expiry stamps) has finished, and before any later one starts.
+   */
+  private underIdLock<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.idLocks.get(id) ?? Promise.resolve();
+    const run = previous.then(fn);
+    const settled = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.idLocks.set(id, settled);
     void settled.then(() => {
-      if (this.commitLocks.get(id) === settled) this.commitLocks.delete(id);
+      if (this.idLocks.get(id) === settled) this.idLocks.delete(id);
     });
     return run;
   }
@@ -637,15 +652,21 @@ export class TieredStore {
     await this.drop(entry);
   }
 
-  /** Removes an object from the index and its files from disk (open readers keep reading). */
+  /**
+   * Removes an object from the index at once, and its files once earlier commits of its id are
+   * done (open readers keep reading). A put of the same id that commits meanwhile owns the
+   * shared-memory path by then: the removal leaves it alone.
+   */
   private async drop(entry: Entry): Promise<void> {
     const id = entry.ref.objectId;
     if (this.objects.get(id) !== entry) return;
     this.objects.delete(id);
     entry.dead = true;
     this.releaseIfUnread(entry);
-    await unlinkQuiet(this.shmPath(id));
-    if (entry.tier === 'disk') await unlinkQuiet(entry.file);
+    await this.underIdLock(id, async () => {
+      if (!this.objects.has(id)) await unlinkQuiet(this.shmPath(id));
+      if (entry.tier === 'disk' && this.objects.get(id)?.file !== entry.file) await unlinkQuiet(entry.file);
+    });
   }
 
   private closeReader(entry: Entry): void {
