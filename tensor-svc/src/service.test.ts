@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, readdirSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readlinkSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { mkdtemp, open, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -470,7 +470,9 @@ describe('capacity and spill', () => {
     // Spilled objects are files in the spill dir, linked from shared memory for same-node readers.
     const link = objectPath(svc.shmDir, d1.objectId);
     expect(lstatSync(link).isSymbolicLink()).toBe(true);
-    expect(existsSync(objectPath(svc.config.spillDir, d1.objectId))).toBe(true);
+    const spilled = readlinkSync(link);
+    expect(path.dirname(spilled)).toBe(svc.config.spillDir);
+    expect(existsSync(spilled)).toBe(true);
     expect(lstatSync(objectPath(svc.shmDir, m1.objectId)).isFile()).toBe(true);
 
     // Disk full: memory takes one more, up to its capacity, then nothing fits.
@@ -490,7 +492,7 @@ describe('capacity and spill', () => {
     expect((await c.get(d1.objectId)).data.byteLength).toBe(MiB);
     await c.delete(d1.objectId);
     expect(existsSync(link)).toBe(false);
-    expect(existsSync(objectPath(svc.config.spillDir, d1.objectId))).toBe(false);
+    expect(existsSync(spilled)).toBe(false);
     await expect(put('late')).resolves.toMatchObject({ sizeBytes: MiB });
   });
 

@@ -1,11 +1,25 @@
 import { pbkdf2 } from 'node:crypto';
-import { existsSync, lstatSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { checksumOf, objectPath, silentLogger } from '@diffmesh/runtime';
 import { TieredStore, type ObjectHeader, type TieredStoreOptions } from './store.js';
+
+// Makes the next symlink() of the store fail, as a full or broken shared-memory directory would.
+const symlinkFault = vi.hoisted(() => ({ next: false }));
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const fs = await importOriginal<typeof import('node:fs/promises')>();
+  return {
+    ...fs,
+    symlink: (...args: Parameters<typeof fs.symlink>) => {
+      if (!symlinkFault.next) return fs.symlink(...args);
+      symlinkFault.next = false;
+      return Promise.reject(Object.assign(new Error('EIO: i/o error, symlink'), { code: 'EIO' }));
+    },
+  };
+});
 
 const log = silentLogger();
 let root: string;
@@ -118,5 +132,31 @@ describe('replacing an object', () => {
     const info = s.stat('r:b:1');
     expect(info.expiresAt).toBe(t + 1000);
     expect(lstatSync(objectPath(s.shmDir, 'r:b:1')).mtimeMs).toBe(info.expiresAt);
+  });
+
+  it('on disk, a replacement that fails to link leaves the previous version whole', async () => {
+    const s = await store({ spillThresholdBytes: 0 });
+    const old = await s.putWhole(header('r:c:1', 100), new Uint8Array(100).fill(1));
+    symlinkFault.next = true;
+    await expect(s.putWhole(header('r:c:1', 100), new Uint8Array(100).fill(2))).rejects.toThrow(/EIO/);
+    expect(s.stat('r:c:1').ref.checksum).toBe(old.checksum);
+    expect(await read(s, 'r:c:1')).toEqual({ bytes: [1], matchesRef: true });
+    expect(s.usage().disk).toMatchObject({ objects: 1, bytes: 100, reservedBytes: 0 });
+    // The failed version left no file behind.
+    const spill = s.usage().disk.dir;
+    expect(readdirSync(spill).filter((n) => !n.startsWith('.'))).toHaveLength(1);
+  });
+
+  it('on disk, readers of the replaced version finish reading it', async () => {
+    const s = await store({ spillThresholdBytes: 0 });
+    await s.putWhole(header('r:d:1', 100), new Uint8Array(100).fill(1));
+    const reader = await s.openRead('r:d:1');
+    await s.putWhole(header('r:d:1', 100), new Uint8Array(100).fill(2));
+    const buf = Buffer.alloc(100);
+    await reader.readExactly(buf, 100, 0);
+    await reader.close();
+    expect(checksumOf(buf)).toBe(reader.ref.checksum);
+    expect(await read(s, 'r:d:1')).toEqual({ bytes: [2], matchesRef: true });
+    expect(s.usage().disk).toMatchObject({ objects: 1, bytes: 100 });
   });
 });

@@ -84,7 +84,10 @@ export interface StoreUsage {
 interface Entry {
   ref: ObjectRef;
   tier: Tier;
-  /** The data file. */
+  /**
+   * The data file: `shmDir/<objectFileName(id)>` in memory; in the spill directory a name of
+   * its own per version (a replacement never writes over a version still indexed or read).
+   */
   file: string;
   expiresAt: number;
   /** Open readers; a dead entry's bytes are released when the last one closes. */
@@ -490,7 +493,7 @@ export class TieredStore {
         checksum,
       },
       tier,
-      file: tier === 'memory' ? this.shmPath(id) : path.join(this.tiers.disk.dir, objectFileName(id)),
+      file: tier === 'memory' ? this.shmPath(id) : path.join(this.tiers.disk.dir, `${objectFileName(id)}.v-${randomBytes(6).toString('hex')}`),
       expiresAt: now + ttlMs,
       readers: 0,
       dead: false,
