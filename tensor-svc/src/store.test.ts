@@ -121,6 +121,21 @@ describe('a put of an id whose previous version is being removed', () => {
 });
 
 describe('replacing an object', () => {
+  it('a reader opening it meanwhile gets bytes that match the ref it is given', async () => {
+    const s = await store();
+    await s.putWhole(header('r:a:1', 100), new Uint8Array(100).fill(1));
+    const busy = busyThreadPool();
+    const opening = s.openRead('r:a:1'); // its open() waits for the pool
+    await s.putWhole(header('r:a:1', 200), new Uint8Array(200).fill(2)); // renamed into place at once
+    await busy;
+    const reader = await opening;
+    const buf = Buffer.alloc(reader.ref.sizeBytes);
+    await reader.readExactly(buf, buf.byteLength, 0);
+    await reader.close();
+    expect(checksumOf(buf)).toBe(reader.ref.checksum);
+    expect([...new Set(buf)]).toEqual([2]);
+  });
+
   it('a touch racing the replacement leaves the new file stamped with the new expiry', async () => {
     const s = await store();
     await s.putWhole(header('r:b:1', 100), new Uint8Array(100).fill(1));

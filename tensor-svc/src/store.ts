@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants as fsConstants, fstatSync, openSync, read, readSync, renameSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
-import { copyFile, lstat, mkdir, open, readFile, readdir, rename, rm, rmdir, symlink, unlink, utimes, writeFile, type FileHandle } from 'node:fs/promises';
+import { closeSync, constants as fsConstants, fstatSync, openSync, read, readSync, renameSync, statSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
+import { copyFile, lstat, mkdir, open, readFile, readdir, rename, rm, rmdir, stat, symlink, unlink, utimes, writeFile, type FileHandle } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import path from 'node:path';
 import { crc32c } from '@node-rs/crc32';
@@ -89,6 +89,9 @@ interface Entry {
    * its own per version (a replacement never writes over a version still indexed or read).
    */
   file: string;
+  /** Identity of the data file, so a reader can tell it opened this version's file. */
+  dev: number;
+  ino: number;
   expiresAt: number;
   /** Open readers; a dead entry's bytes are released when the last one closes. */
   readers: number;
@@ -112,6 +115,8 @@ const FILE_MODE = 0o640;
 const DIR_MODE = 0o750;
 /** A file in `.incoming` untouched this long was left by a client that went away before sending its put. */
 export const INCOMING_ABANDONED_MS = 60_000;
+/** How many times {@link TieredStore.openRead} tries again when the object is replaced while it opens the file. */
+const OPEN_ATTEMPTS = 5;
 /** Files up to this size are read with synchronous calls to verify them (see {@link TieredStore.putWhole}). */
 const SYNC_READ_MAX_BYTES = 4 * 1024 * 1024;
 const readAsync = promisify(read);
@@ -340,25 +345,44 @@ export class TieredStore {
     return path.join(this.tiers[tier].dir, `.part-${randomBytes(8).toString('hex')}`);
   }
 
-  /** Opens an object for reading. `checksum` (from a caller's ref), when given, must match. */
+  /**
+   * Opens an object for reading. `checksum` (from a caller's ref), when given, must match.
+   * The reader's ref always describes the bytes it reads: when the object is replaced while
+   * its file is being opened (a put of the same id renames the new file into place), the file
+   * opened is checked against the entry and the open is tried again with the new version.
+   */
   async openRead(objectId: string, checksum = ''): Promise<ObjectReader> {
-    const entry = this.live(objectId);
-    if (checksum !== '' && checksum !== entry.ref.checksum) {
-      throw new DiffmeshError(
-        Code.DATA_LOSS,
-        'CHECKSUM_MISMATCH',
-        `object ${objectId}: the ref's checksum ${checksum} does not match the stored ${entry.ref.checksum}`,
-        { metadata: { object_id: objectId } },
-      );
-    }
-    entry.readers += 1;
-    try {
-      const fh = await open(entry.file, 'r');
-      return new ObjectReader(copyRef(entry.ref), fh, () => this.closeReader(entry));
-    } catch (err) {
+    for (let attempt = 1; ; attempt++) {
+      const entry = this.live(objectId);
+      if (checksum !== '' && checksum !== entry.ref.checksum) {
+        throw new DiffmeshError(
+          Code.DATA_LOSS,
+          'CHECKSUM_MISMATCH',
+          `object ${objectId}: the ref's checksum ${checksum} does not match the stored ${entry.ref.checksum}`,
+          { metadata: { object_id: objectId } },
+        );
+      }
+      entry.readers += 1;
+      let fh: FileHandle | undefined;
+      let failure: unknown;
+      try {
+        fh = await open(entry.file, 'r');
+        const st = await fh.stat();
+        if (st.ino === entry.ino && st.dev === entry.dev) return new ObjectReader(copyRef(entry.ref), fh, () => this.closeReader(entry));
+      } catch (err) {
+        // ENOENT: deleted meanwhile, or replaced by a put of the same id.
+        if (!isErrno(err, 'ENOENT')) failure = err;
+      }
       this.closeReader(entry);
-      if (isErrno(err, 'ENOENT')) throw objectNotFound(objectId); // deleted meanwhile
-      throw err;
+      await fh?.close().catch(() => undefined);
+      if (failure !== undefined) throw failure;
+      if (this.objects.get(objectId) === entry && !this.idLocks.has(objectId)) throw objectNotFound(objectId); // its file is gone
+      if (attempt >= OPEN_ATTEMPTS) {
+        throw new DiffmeshError(Code.ABORTED, 'INTERNAL', `object ${objectId} was replaced ${attempt} times while being opened; try again`, {
+          metadata: { object_id: objectId },
+        });
+      }
+      await this.idLocks.get(objectId); // the replacement in progress
     }
   }
 
@@ -494,6 +518,8 @@ export class TieredStore {
       },
       tier,
       file: tier === 'memory' ? this.shmPath(id) : path.join(this.tiers.disk.dir, `${objectFileName(id)}.v-${randomBytes(6).toString('hex')}`),
+      dev: 0,
+      ino: 0,
       expiresAt: now + ttlMs,
       readers: 0,
       dead: false,
@@ -503,9 +529,11 @@ export class TieredStore {
     return this.underIdLock(id, async () => {
       this.checkOpen();
       if (files === 'sync' && tier === 'memory') {
+        ({ dev: entry.dev, ino: entry.ino } = statSync(temp));
         utimesSync(temp, new Date(now), new Date(entry.expiresAt));
         renameSync(temp, entry.file);
       } else {
+        ({ dev: entry.dev, ino: entry.ino } = await stat(temp));
         await utimes(temp, new Date(now), new Date(entry.expiresAt));
         await rename(temp, entry.file);
       }
