@@ -105,7 +105,11 @@ interface TierState {
   reserved: number;
 }
 
-/** Name of the file marking a directory as a tensor-svc's own; it holds the owner's pid. */
+/**
+ * Name of the file marking a directory as a tensor-svc's own; it holds the owner's pid and,
+ * where /proc exists, the process's start time (`<pid> <start>`), which tells the owner
+ * from an unrelated process that got its pid later.
+ */
 export const DIR_MARKER = '.tensor-svc';
 /** How many expired ids are remembered so that late readers hear "expired", not "not found". */
 const EXPIRED_MEMORY = 10_000;
@@ -871,15 +875,17 @@ async function claimDir(dir: string): Promise<void> {
   const marker = path.join(dir, DIR_MARKER);
   const names = await readdir(dir);
   if (names.includes(DIR_MARKER)) {
-    const pid = Number((await readFile(marker, 'utf8').catch(() => '')).trim());
-    if (Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) {
+    const [pidText = '', start] = (await readFile(marker, 'utf8').catch(() => '')).trim().split(/\s+/);
+    const pid = Number(pidText);
+    if (Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && (await ownerRunning(pid, start))) {
       throw new Error(`${dir} is in use by another tensor-svc (pid ${pid}); give each tensor-svc its own nodeId, shmDir and spillDir`);
     }
     for (const name of names) if (name !== DIR_MARKER) await rm(path.join(dir, name), { force: true, recursive: true });
   } else if (names.length > 0) {
     throw new Error(`${dir} holds files tensor-svc did not create; point tensor-svc at an empty or new directory`);
   }
-  await writeFile(marker, `${process.pid}\n`, { mode: FILE_MODE });
+  const start = await processStartTime(process.pid);
+  await writeFile(marker, start === undefined ? `${process.pid}\n` : `${process.pid} ${start}\n`, { mode: FILE_MODE });
   claimedHere.add(key);
 }
 
@@ -900,13 +906,29 @@ async function releaseDir(dir: string): Promise<void> {
   });
 }
 
-function processAlive(pid: number): boolean {
+/**
+ * Whether the tensor-svc that wrote a marker with `pid` (and `start`, its start time, when
+ * recorded) is still running. A process with that pid but another start time is not it: pids
+ * are reused, all the more in containers, where a restarted service often finds its old pid
+ * taken by an unrelated process. Without a start time to compare, a live pid counts.
+ */
+async function ownerRunning(pid: number, start: string | undefined): Promise<boolean> {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
-    return isErrno(err, 'EPERM');
+    if (!isErrno(err, 'EPERM')) return false;
   }
+  if (start === undefined) return true;
+  const now = await processStartTime(pid);
+  return now === undefined || now === start;
+}
+
+/** A process's start time (clock ticks after boot, field 22 of /proc/<pid>/stat); undefined without /proc. */
+async function processStartTime(pid: number): Promise<string | undefined> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
+  // The command name (field 2) is in parentheses and may hold spaces: count from its end.
+  const fields = stat?.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return fields?.[19];
 }
 
 /**
