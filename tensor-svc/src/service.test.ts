@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, readdirSync, readlinkSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readlinkSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { mkdtemp, open, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -672,6 +672,27 @@ describe('same-node puts through shared memory', () => {
     expect(store.stats()).toMatchObject({ puts: 2, shmWrites: 0 });
     expect(readdirSync(path.join(foreign, INCOMING_DIR))).toEqual([]);
     for (const ref of [first, second]) expect(Buffer.from((await client(svc).get(ref.objectId)).data).equals(data)).toBe(true);
+  });
+
+  it('keeps using shared memory after the service lost one file (swept while its put waited)', async () => {
+    const svc = await service();
+    const adopt = svc.store.adopt.bind(svc.store);
+    let sweepFirst = true;
+    // The first file disappears before the service takes it, as when the sweep deletes a file
+    // whose put waited in a stalled stream for longer than INCOMING_ABANDONED_MS.
+    svc.store.adopt = async (h, name) => {
+      if (sweepFirst) rmSync(incomingPath(svc.shmDir, name));
+      sweepFirst = false;
+      return adopt(h, name);
+    };
+    const store = remoteStore(svc, svc.nodeId);
+    const data = randomBytes(MiB);
+    const first = await store.put({ requestId: 'r', name: 'a', data, shape: [MiB], dtype: 'uint8' });
+    expect(svc.metrics.snapshot().errors.Put).toBe(1); // NOT_FOUND, shm_file: the object came over gRPC
+    expect(store.stats()).toMatchObject({ puts: 1, shmWrites: 0 });
+    const second = await store.put({ requestId: 'r', name: 'b', data, shape: [MiB], dtype: 'uint8' });
+    expect(store.stats()).toMatchObject({ puts: 2, shmWrites: 1 });
+    for (const ref of [first, second]) expect(Buffer.from((await store.get(ref)).data).equals(data)).toBe(true);
   });
 
   it('deletes files that clients left in .incoming without sending their put', async () => {

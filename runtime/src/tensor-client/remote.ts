@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import { open, writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { crc32c } from '@node-rs/crc32';
@@ -333,8 +333,8 @@ export class RemoteTensorStore implements TensorStore {
    * tensor-svc's `.incoming` folder and sends only the header and the file name; the service
    * verifies the bytes and takes the file over. Undefined when the object should go over gRPC
    * instead: the file cannot be written (no such folder, no permission, no space), the
-   * service cannot see it (then never again for this client: its directory is another
-   * service's), or the attempt failed transiently (the gRPC put retries).
+   * service cannot see it (then never again for this client when the file is still there: its
+   * directory is another service's), or the attempt failed transiently (the gRPC put retries).
    */
   private async putThroughShm(header: PutObjectHeader & { checksum: string }, data: Uint8Array): Promise<ObjectRef | undefined> {
     const name = randomBytes(12).toString('hex');
@@ -360,6 +360,10 @@ export class RemoteTensorStore implements TensorStore {
       return await this.withOwner(this.address, 'Put', (client) => client.putObjectFile(header, data.byteLength, name), 1);
     } catch (raw) {
       const err = asDiffmeshError(raw);
+      // The service cannot see the file. When this client cannot either, something deleted it
+      // (the service's sweep of files it took for abandoned, under a long stall): put this
+      // object over gRPC. When the file is still here, the service looks at another directory.
+      if (err.code === Code.NOT_FOUND && err.field === 'shm_file' && !existsSync(file)) return undefined;
       if (err.code === Code.NOT_FOUND && err.field === 'shm_file') {
         this.shmWritesOn = false;
         this.opts.log?.warn(
