@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, readdirSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readlinkSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { mkdtemp, open, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -24,6 +24,7 @@ import {
 } from '@diffmesh/runtime';
 import { loadTensorSvcConfig, resolveTensorSvcConfig, type TensorSvcConfigInput } from './config.js';
 import { startTensorService, type RunningTensorService } from './server.js';
+import { TensorServiceImpl } from './service.js';
 import { INCOMING_ABANDONED_MS } from './store.js';
 
 const MiB = 1024 * 1024;
@@ -248,6 +249,57 @@ describe('PutObjects (small objects on one long-lived stream)', () => {
     expect((await rejection(c.putObject({ name: 'b', shape: [1], dtype: 'uint8' }, Uint8Array.of(2)))).code).toBe(Code.UNAVAILABLE);
   });
 
+  it('stops reading a stream while the objects it received wait for a slow store, up to maxStreamBufferedBytes', async () => {
+    // Counts the objects the service takes off its PutObjects streams and those it answers.
+    let received = 0;
+    let answered = 0;
+    let peak = 0;
+    type Call = grpc.ServerDuplexStream<unknown, unknown>;
+    const proto = TensorServiceImpl.prototype as unknown as { putObjects(call: Call): void };
+    const putObjects = proto.putObjects;
+    closers.push(() => (proto.putObjects = putObjects));
+    proto.putObjects = function (this: unknown, call: Call) {
+      call.on('data', () => {
+        received += 1;
+        peak = Math.max(peak, received - answered);
+      });
+      const write = call.write.bind(call) as (...args: unknown[]) => boolean;
+      call.write = ((...args: unknown[]) => {
+        answered += 1;
+        return write(...args);
+      }) as Call['write'];
+      putObjects.call(this, call);
+    };
+    const budget = 2 * MiB;
+    const size = MiB / 2;
+    const svc = await service({ chunkBytes: MiB, maxStreamBufferedBytes: budget });
+    // A store that does not finish a put until released (a busy spill disk).
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    closers.push(() => release()); // also when the test fails
+    const putWhole = svc.store.putWhole.bind(svc.store);
+    svc.store.putWhole = async (h, d) => {
+      await gate;
+      return putWhole(h, d);
+    };
+    const c = client(svc);
+    const n = 40;
+    const puts = Array.from({ length: n }, (_, i) => c.putObject({ objectId: `r:o:${i}`, name: 'o', shape: [size], dtype: 'uint8' }, new Uint8Array(size).fill(i)));
+    for (const p of puts) p.catch(() => undefined); // awaited below; the stream may close first when the test fails
+    // The service holds objects until they reach its budget, then stops reading (it would
+    // otherwise take all 40 off the wire while the store is stuck).
+    const bound = budget / size + 1;
+    await expect.poll(() => received > bound || svc.metrics.snapshot().streamBufferedBytes >= budget, { timeout: 20_000 }).toBe(true);
+    expect(received).toBeLessThanOrEqual(bound);
+    expect(svc.metrics.snapshot().streamBufferedBytes).toBe(received * size);
+    release();
+    const refs = await Promise.all(puts);
+    expect(refs.map((r) => r.objectId)).toEqual(Array.from({ length: n }, (_, i) => `r:o:${i}`));
+    expect(peak).toBeLessThanOrEqual(bound);
+    expect(svc.metrics.snapshot().streamBufferedBytes).toBe(0);
+    expect(Array.from((await c.get('r:o:39')).data.subarray(0, 2))).toEqual([39, 39]);
+  });
+
   it('is what RemoteTensorStore uses for objects up to streamPutMaxBytes, and a chunked Put above', async () => {
     const svc = await service();
     const store = remoteStore(svc, 'elsewhere', { streamPutMaxBytes: 1024 });
@@ -418,7 +470,9 @@ describe('capacity and spill', () => {
     // Spilled objects are files in the spill dir, linked from shared memory for same-node readers.
     const link = objectPath(svc.shmDir, d1.objectId);
     expect(lstatSync(link).isSymbolicLink()).toBe(true);
-    expect(existsSync(objectPath(svc.config.spillDir, d1.objectId))).toBe(true);
+    const spilled = readlinkSync(link);
+    expect(path.dirname(spilled)).toBe(svc.config.spillDir);
+    expect(existsSync(spilled)).toBe(true);
     expect(lstatSync(objectPath(svc.shmDir, m1.objectId)).isFile()).toBe(true);
 
     // Disk full: memory takes one more, up to its capacity, then nothing fits.
@@ -438,7 +492,7 @@ describe('capacity and spill', () => {
     expect((await c.get(d1.objectId)).data.byteLength).toBe(MiB);
     await c.delete(d1.objectId);
     expect(existsSync(link)).toBe(false);
-    expect(existsSync(objectPath(svc.config.spillDir, d1.objectId))).toBe(false);
+    expect(existsSync(spilled)).toBe(false);
     await expect(put('late')).resolves.toMatchObject({ sizeBytes: MiB });
   });
 
@@ -620,6 +674,27 @@ describe('same-node puts through shared memory', () => {
     for (const ref of [first, second]) expect(Buffer.from((await client(svc).get(ref.objectId)).data).equals(data)).toBe(true);
   });
 
+  it('keeps using shared memory after the service lost one file (swept while its put waited)', async () => {
+    const svc = await service();
+    const adopt = svc.store.adopt.bind(svc.store);
+    let sweepFirst = true;
+    // The first file disappears before the service takes it, as when the sweep deletes a file
+    // whose put waited in a stalled stream for longer than INCOMING_ABANDONED_MS.
+    svc.store.adopt = async (h, name) => {
+      if (sweepFirst) rmSync(incomingPath(svc.shmDir, name));
+      sweepFirst = false;
+      return adopt(h, name);
+    };
+    const store = remoteStore(svc, svc.nodeId);
+    const data = randomBytes(MiB);
+    const first = await store.put({ requestId: 'r', name: 'a', data, shape: [MiB], dtype: 'uint8' });
+    expect(svc.metrics.snapshot().errors.Put).toBe(1); // NOT_FOUND, shm_file: the object came over gRPC
+    expect(store.stats()).toMatchObject({ puts: 1, shmWrites: 0 });
+    const second = await store.put({ requestId: 'r', name: 'b', data, shape: [MiB], dtype: 'uint8' });
+    expect(store.stats()).toMatchObject({ puts: 2, shmWrites: 1 });
+    for (const ref of [first, second]) expect(Buffer.from((await store.get(ref)).data).equals(data)).toBe(true);
+  });
+
   it('deletes files that clients left in .incoming without sending their put', async () => {
     const svc = await service();
     const old = incomingPath(svc.shmDir, 'abandoned');
@@ -716,6 +791,39 @@ describe('transient failures', () => {
     expect(open.code).toBe(Code.UNAVAILABLE);
     expect(open.reason).toBe('BREAKER_OPEN');
     expect(open.message).toContain(addr);
+  });
+});
+
+describe('a full store and the client breaker', () => {
+  const outcome = (p: Promise<unknown>): Promise<string> => p.then(
+    () => 'ok',
+    (e: DiffmeshError) => e.reason,
+  );
+
+  it('reports STORE_FULL as such, and reads and deletes of that owner go on', async () => {
+    const svc = await service({ memoryCapacityBytes: 1024, spillThresholdBytes: 1024, diskCapacityBytes: 0, retryAfterMs: 10 });
+    const store = remoteStore(svc, 'elsewhere', { retry: { baseDelayMs: 1, maxDelayMs: 20 }, breaker: { volumeThreshold: 2, resetTimeoutMs: 60_000 } });
+    const ref = await store.put({ requestId: 'r', name: 'a', data: new Uint8Array(1024), shape: [1024], dtype: 'uint8' });
+    // Three attempts, each STORE_FULL: the breaker (2 failures open it) must not count them.
+    expect(await outcome(store.put({ requestId: 'r', name: 'b', data: new Uint8Array(16), shape: [16], dtype: 'uint8' }))).toBe('STORE_FULL');
+    expect(store.stats().retries).toBe(2);
+    expect(await outcome(store.put({ requestId: 'r', name: 'b', data: new Uint8Array(16), shape: [16], dtype: 'uint8' }))).toBe('STORE_FULL');
+    expect(await outcome(store.get(ref))).toBe('ok');
+    expect(await outcome(store.delete(ref))).toBe('ok');
+    // The delete freed the space.
+    expect(await outcome(store.put({ requestId: 'r', name: 'b', data: new Uint8Array(16), shape: [16], dtype: 'uint8' }))).toBe('ok');
+  });
+
+  it('an object larger than the whole store is refused each time without opening the breaker', async () => {
+    const svc = await service({ memoryCapacityBytes: 1024, spillThresholdBytes: 1024, diskCapacityBytes: 0 });
+    const store = remoteStore(svc, 'elsewhere', { breaker: { volumeThreshold: 2, resetTimeoutMs: 60_000 } });
+    const ref = await store.put({ requestId: 'r', name: 'a', data: new Uint8Array(8), shape: [8], dtype: 'uint8' });
+    for (let i = 0; i < 3; i++) {
+      const err = await rejection(store.put({ requestId: 'r', name: 'big', data: new Uint8Array(4096), shape: [4096], dtype: 'uint8' }));
+      expect([err.code, err.reason]).toEqual([Code.RESOURCE_EXHAUSTED, 'STORE_FULL']);
+    }
+    expect(store.stats().retries).toBe(0);
+    expect(await outcome(store.get(ref))).toBe('ok');
   });
 });
 

@@ -71,6 +71,12 @@ export interface TensorServiceOptions {
 }
 
 const RECEIVE_WINDOW_BYTES = 16 * 1024 * 1024;
+/**
+ * What a PutObjects message costs beyond its bytes (header, trace context, its place in the
+ * queue): counted against the stream's budget, so that header-only (`shm_file`) messages
+ * are bounded in number too.
+ */
+const OBJECT_MESSAGE_OVERHEAD_BYTES = 1024;
 
 const MAX_NAME_LENGTH = 256;
 
@@ -123,7 +129,9 @@ function checkedId(id: string): string {
  * A Put writes each chunk to its file while reading the next ones, and stops reading once
  * `maxStreamBufferedBytes` are received but not yet written; grpc-js then stops reading from
  * the connection and HTTP/2 flow control holds the client back (its window is at most the
- * 16 MiB this service offers per connection, see `widenReceiveWindow`).
+ * 16 MiB this service offers per connection, see `widenReceiveWindow`). A PutObjects stream
+ * likewise stops reading once the objects it received and has not yet stored and answered
+ * reach `maxStreamBufferedBytes`, and goes on as they complete.
  */
 export class TensorServiceImpl {
   /** The owner written into refs. Set it once the server is bound. */
@@ -173,8 +181,11 @@ export class TensorServiceImpl {
    * the trace context it carries.
    */
   private putObjects(call: grpc.ServerDuplexStream<PutObjectsRequest__Output, PutObjectsResponse>): void {
+    limitReadAhead(call);
     widenReceiveWindow(call, this.receiveWindowBytes);
     let ended = false;
+    /** Bytes of objects received and not yet stored and answered; reading pauses while it is at the budget. */
+    let unstored = 0;
     const stream = {
       queue: Promise.resolve(),
       end: (): void => {
@@ -185,7 +196,20 @@ export class TensorServiceImpl {
     };
     this.objectStreams.add(stream);
     call.on('data', (msg: PutObjectsRequest__Output) => {
-      stream.queue = stream.queue.then(() => this.putObject(call, msg));
+      // A slow store (a busy spill disk) must not make the stream hold every object sent:
+      // past the budget, grpc-js stops reading and HTTP/2 flow control holds the client back.
+      const held = msg.data.byteLength + OBJECT_MESSAGE_OVERHEAD_BYTES;
+      unstored += held;
+      this.metrics.buffer(msg.data.byteLength);
+      if (unstored >= this.maxBuffered) call.pause();
+      stream.queue = stream.queue
+        .then(() => this.putObject(call, msg))
+        .catch((err: unknown) => this.log.error({ err }, 'tensor PutObjects: could not answer an object'))
+        .finally(() => {
+          unstored -= held;
+          this.metrics.buffer(-msg.data.byteLength);
+          if (unstored < this.maxBuffered) call.resume();
+        });
     });
     const gone = (): void => {
       this.objectStreams.delete(stream);

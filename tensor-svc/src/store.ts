@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants as fsConstants, fstatSync, openSync, read, readSync, renameSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
-import { copyFile, lstat, mkdir, open, readFile, readdir, rename, rm, rmdir, symlink, unlink, utimes, writeFile, type FileHandle } from 'node:fs/promises';
+import { closeSync, constants as fsConstants, fstatSync, openSync, read, readSync, renameSync, statSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
+import { copyFile, lstat, mkdir, open, readFile, readdir, rename, rm, rmdir, stat, symlink, unlink, utimes, writeFile, type FileHandle } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import path from 'node:path';
 import { crc32c } from '@node-rs/crc32';
@@ -84,8 +84,14 @@ export interface StoreUsage {
 interface Entry {
   ref: ObjectRef;
   tier: Tier;
-  /** The data file. */
+  /**
+   * The data file: `shmDir/<objectFileName(id)>` in memory; in the spill directory a name of
+   * its own per version (a replacement never writes over a version still indexed or read).
+   */
   file: string;
+  /** Identity of the data file, so a reader can tell it opened this version's file. */
+  dev: number;
+  ino: number;
   expiresAt: number;
   /** Open readers; a dead entry's bytes are released when the last one closes. */
   readers: number;
@@ -99,7 +105,11 @@ interface TierState {
   reserved: number;
 }
 
-/** Name of the file marking a directory as a tensor-svc's own; it holds the owner's pid. */
+/**
+ * Name of the file marking a directory as a tensor-svc's own; it holds the owner's pid and,
+ * where /proc exists, the process's start time (`<pid> <start>`), which tells the owner
+ * from an unrelated process that got its pid later.
+ */
 export const DIR_MARKER = '.tensor-svc';
 /** How many expired ids are remembered so that late readers hear "expired", not "not found". */
 const EXPIRED_MEMORY = 10_000;
@@ -109,6 +119,8 @@ const FILE_MODE = 0o640;
 const DIR_MODE = 0o750;
 /** A file in `.incoming` untouched this long was left by a client that went away before sending its put. */
 export const INCOMING_ABANDONED_MS = 60_000;
+/** How many times {@link TieredStore.openRead} tries again when the object is replaced while it opens the file. */
+const OPEN_ATTEMPTS = 5;
 /** Files up to this size are read with synchronous calls to verify them (see {@link TieredStore.putWhole}). */
 const SYNC_READ_MAX_BYTES = 4 * 1024 * 1024;
 const readAsync = promisify(read);
@@ -158,7 +170,7 @@ export class TieredStore {
   private readonly objects = new Map<string, Entry>();
   private readonly expired = new Map<string, number>();
   private readonly tiers: Record<Tier, TierState>;
-  private readonly commitLocks = new Map<string, Promise<unknown>>();
+  private readonly idLocks = new Map<string, Promise<unknown>>();
   private readonly now: () => number;
   private readonly timer: NodeJS.Timeout | undefined;
   private sweeping: Promise<number> | undefined;
@@ -337,25 +349,44 @@ export class TieredStore {
     return path.join(this.tiers[tier].dir, `.part-${randomBytes(8).toString('hex')}`);
   }
 
-  /** Opens an object for reading. `checksum` (from a caller's ref), when given, must match. */
+  /**
+   * Opens an object for reading. `checksum` (from a caller's ref), when given, must match.
+   * The reader's ref always describes the bytes it reads: when the object is replaced while
+   * its file is being opened (a put of the same id renames the new file into place), the file
+   * opened is checked against the entry and the open is tried again with the new version.
+   */
   async openRead(objectId: string, checksum = ''): Promise<ObjectReader> {
-    const entry = this.live(objectId);
-    if (checksum !== '' && checksum !== entry.ref.checksum) {
-      throw new DiffmeshError(
-        Code.DATA_LOSS,
-        'CHECKSUM_MISMATCH',
-        `object ${objectId}: the ref's checksum ${checksum} does not match the stored ${entry.ref.checksum}`,
-        { metadata: { object_id: objectId } },
-      );
-    }
-    entry.readers += 1;
-    try {
-      const fh = await open(entry.file, 'r');
-      return new ObjectReader(copyRef(entry.ref), fh, () => this.closeReader(entry));
-    } catch (err) {
+    for (let attempt = 1; ; attempt++) {
+      const entry = this.live(objectId);
+      if (checksum !== '' && checksum !== entry.ref.checksum) {
+        throw new DiffmeshError(
+          Code.DATA_LOSS,
+          'CHECKSUM_MISMATCH',
+          `object ${objectId}: the ref's checksum ${checksum} does not match the stored ${entry.ref.checksum}`,
+          { metadata: { object_id: objectId } },
+        );
+      }
+      entry.readers += 1;
+      let fh: FileHandle | undefined;
+      let failure: unknown;
+      try {
+        fh = await open(entry.file, 'r');
+        const st = await fh.stat();
+        if (st.ino === entry.ino && st.dev === entry.dev) return new ObjectReader(copyRef(entry.ref), fh, () => this.closeReader(entry));
+      } catch (err) {
+        // ENOENT: deleted meanwhile, or replaced by a put of the same id.
+        if (!isErrno(err, 'ENOENT')) failure = err;
+      }
       this.closeReader(entry);
-      if (isErrno(err, 'ENOENT')) throw objectNotFound(objectId); // deleted meanwhile
-      throw err;
+      await fh?.close().catch(() => undefined);
+      if (failure !== undefined) throw failure;
+      if (this.objects.get(objectId) === entry && !this.idLocks.has(objectId)) throw objectNotFound(objectId); // its file is gone
+      if (attempt >= OPEN_ATTEMPTS) {
+        throw new DiffmeshError(Code.ABORTED, 'INTERNAL', `object ${objectId} was replaced ${attempt} times while being opened; try again`, {
+          metadata: { object_id: objectId },
+        });
+      }
+      await this.idLocks.get(objectId); // the replacement in progress
     }
   }
 
@@ -379,7 +410,10 @@ export class TieredStore {
     const entry = this.live(objectId);
     if (ttlMs > 0) entry.ref.ttlMs = ttlMs;
     entry.expiresAt = this.now() + entry.ref.ttlMs;
-    await this.stampExpiry(entry);
+    // Under the id's lock, and only while the entry is indexed: the path may hold a newer version's file by then.
+    await this.underIdLock(objectId, async () => {
+      if (this.objects.get(objectId) === entry) await this.stampExpiry(entry);
+    });
     return { ref: copyRef(entry.ref), tier: entry.tier, expiresAt: entry.expiresAt };
   }
 
@@ -487,19 +521,23 @@ export class TieredStore {
         checksum,
       },
       tier,
-      file: tier === 'memory' ? this.shmPath(id) : path.join(this.tiers.disk.dir, objectFileName(id)),
+      file: tier === 'memory' ? this.shmPath(id) : path.join(this.tiers.disk.dir, `${objectFileName(id)}.v-${randomBytes(6).toString('hex')}`),
+      dev: 0,
+      ino: 0,
       expiresAt: now + ttlMs,
       readers: 0,
       dead: false,
     };
-    // Commits of one id run one at a time, so the files and the index agree.
-    const previous = this.commitLocks.get(id) ?? Promise.resolve();
-    const run = previous.then(async () => {
+    // Commits of one id run one at a time, and after the file removals of a dropped version,
+    // so the files and the index agree.
+    return this.underIdLock(id, async () => {
       this.checkOpen();
       if (files === 'sync' && tier === 'memory') {
+        ({ dev: entry.dev, ino: entry.ino } = statSync(temp));
         utimesSync(temp, new Date(now), new Date(entry.expiresAt));
         renameSync(temp, entry.file);
       } else {
+        ({ dev: entry.dev, ino: entry.ino } = await stat(temp));
         await utimes(temp, new Date(now), new Date(entry.expiresAt));
         await rename(temp, entry.file);
       }
@@ -530,10 +568,22 @@ export class TieredStore {
       }
       return copyRef(entry.ref);
     });
-    const settled = run.catch(() => undefined);
-    this.commitLocks.set(id, settled);
+  }
+
+  /**
+   * Runs `fn` once every earlier operation on the files of `id` (commits, removals of dropped
+   * versions, expiry stamps) has finished, and before any later one starts.
+   */
+  private underIdLock<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.idLocks.get(id) ?? Promise.resolve();
+    const run = previous.then(fn);
+    const settled = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.idLocks.set(id, settled);
     void settled.then(() => {
-      if (this.commitLocks.get(id) === settled) this.commitLocks.delete(id);
+      if (this.idLocks.get(id) === settled) this.idLocks.delete(id);
     });
     return run;
   }
@@ -637,15 +687,21 @@ export class TieredStore {
     await this.drop(entry);
   }
 
-  /** Removes an object from the index and its files from disk (open readers keep reading). */
+  /**
+   * Removes an object from the index at once, and its files once earlier commits of its id are
+   * done (open readers keep reading). A put of the same id that commits meanwhile owns the
+   * shared-memory path by then: the removal leaves it alone.
+   */
   private async drop(entry: Entry): Promise<void> {
     const id = entry.ref.objectId;
     if (this.objects.get(id) !== entry) return;
     this.objects.delete(id);
     entry.dead = true;
     this.releaseIfUnread(entry);
-    await unlinkQuiet(this.shmPath(id));
-    if (entry.tier === 'disk') await unlinkQuiet(entry.file);
+    await this.underIdLock(id, async () => {
+      if (!this.objects.has(id)) await unlinkQuiet(this.shmPath(id));
+      if (entry.tier === 'disk' && this.objects.get(id)?.file !== entry.file) await unlinkQuiet(entry.file);
+    });
   }
 
   private closeReader(entry: Entry): void {
@@ -819,15 +875,17 @@ async function claimDir(dir: string): Promise<void> {
   const marker = path.join(dir, DIR_MARKER);
   const names = await readdir(dir);
   if (names.includes(DIR_MARKER)) {
-    const pid = Number((await readFile(marker, 'utf8').catch(() => '')).trim());
-    if (Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) {
+    const [pidText = '', start] = (await readFile(marker, 'utf8').catch(() => '')).trim().split(/\s+/);
+    const pid = Number(pidText);
+    if (Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && (await ownerRunning(pid, start))) {
       throw new Error(`${dir} is in use by another tensor-svc (pid ${pid}); give each tensor-svc its own nodeId, shmDir and spillDir`);
     }
     for (const name of names) if (name !== DIR_MARKER) await rm(path.join(dir, name), { force: true, recursive: true });
   } else if (names.length > 0) {
     throw new Error(`${dir} holds files tensor-svc did not create; point tensor-svc at an empty or new directory`);
   }
-  await writeFile(marker, `${process.pid}\n`, { mode: FILE_MODE });
+  const start = await processStartTime(process.pid);
+  await writeFile(marker, start === undefined ? `${process.pid}\n` : `${process.pid} ${start}\n`, { mode: FILE_MODE });
   claimedHere.add(key);
 }
 
@@ -848,13 +906,29 @@ async function releaseDir(dir: string): Promise<void> {
   });
 }
 
-function processAlive(pid: number): boolean {
+/**
+ * Whether the tensor-svc that wrote a marker with `pid` (and `start`, its start time, when
+ * recorded) is still running. A process with that pid but another start time is not it: pids
+ * are reused, all the more in containers, where a restarted service often finds its old pid
+ * taken by an unrelated process. Without a start time to compare, a live pid counts.
+ */
+async function ownerRunning(pid: number, start: string | undefined): Promise<boolean> {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
-    return isErrno(err, 'EPERM');
+    if (!isErrno(err, 'EPERM')) return false;
   }
+  if (start === undefined) return true;
+  const now = await processStartTime(pid);
+  return now === undefined || now === start;
+}
+
+/** A process's start time (clock ticks after boot, field 22 of /proc/<pid>/stat); undefined without /proc. */
+async function processStartTime(pid: number): Promise<string | undefined> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
+  // The command name (field 2) is in parentheses and may hold spaces: count from its end.
+  const fields = stat?.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return fields?.[19];
 }
 
 /**

@@ -13,6 +13,11 @@ export interface BreakerOptions {
   resetTimeoutMs?: number;
   /** Length of the rolling window. */
   rollingCountTimeoutMs?: number;
+  /**
+   * Which failures count against the breaker; the others reach the caller without opening
+   * it. Default {@link countsForBreaker}.
+   */
+  counts?: (err: unknown) => boolean;
 }
 
 /** True for errors a breaker counts: UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL. */
@@ -22,14 +27,15 @@ export function countsForBreaker(err: unknown): boolean {
 }
 
 /**
- * A circuit breaker (opossum) around an async call. Only retryable failures count against
- * it — a caller's bad request never opens it. When open, calls fail at once with
- * UNAVAILABLE / BREAKER_OPEN.
+ * A circuit breaker (opossum) around an async call. Only failures `opts.counts` accepts
+ * count against it (by default the retryable ones) — a caller's bad request never opens it.
+ * When open, calls fail at once with UNAVAILABLE / BREAKER_OPEN.
  */
 export function createBreaker<A extends unknown[], R>(
   fn: (...args: A) => Promise<R>,
   opts: BreakerOptions,
 ): CircuitBreaker<A, R> {
+  const counts = opts.counts ?? countsForBreaker;
   const breaker = new CircuitBreaker<A, R>(fn, {
     name: opts.name,
     timeout: false,
@@ -38,7 +44,7 @@ export function createBreaker<A extends unknown[], R>(
     resetTimeout: opts.resetTimeoutMs ?? 5_000,
     rollingCountTimeout: opts.rollingCountTimeoutMs ?? 10_000,
     // A filtered error is passed to the caller but not counted as a failure.
-    errorFilter: (err: unknown) => !countsForBreaker(err),
+    errorFilter: (err: unknown) => !counts(err),
   });
   // opossum calls the fallback for every failure, not only when open (its last argument is
   // the error): answer BREAKER_OPEN only for a call the open breaker refused.

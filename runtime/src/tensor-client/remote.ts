@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import { open, writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { crc32c } from '@node-rs/crc32';
+import { Metadata } from '@grpc/grpc-js';
 import { trace, context as otelContext } from '@opentelemetry/api';
 import type { ObjectRef } from '../domain.js';
 import { Code, DiffmeshError, asDiffmeshError, invalidParameter } from '../errors/index.js';
@@ -20,6 +21,7 @@ import type {
   TensorStore,
   TensorStoreUsage,
 } from '../tensor-store/types.js';
+import { STATUS_DETAILS_KEY } from '../wire/errors.js';
 import { TensorServiceClient, formatChecksum, type PutObjectHeader } from './client.js';
 import { defaultShmDir, incomingPath, objectPath } from './paths.js';
 
@@ -122,7 +124,10 @@ const FALLBACK_CODES = new Set(['ENOENT', 'EACCES', 'EPERM', 'ENOTDIR', 'ELOOP',
  * and otherwise streams it from the owner named in the ref, into one buffer of the object's
  * size. Transient failures (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL, RESOURCE_EXHAUSTED with
  * a Retry-After) are retried a bounded number of times with backoff, behind one circuit
- * breaker per owner; an open breaker fails at once with UNAVAILABLE / BREAKER_OPEN.
+ * breaker per owner; an open breaker fails at once with UNAVAILABLE / BREAKER_OPEN. The
+ * breaker counts only failures to reach the owner ({@link isTransportFailure}): a full store
+ * (STORE_FULL) or any other answer of the service never opens it, so reads and deletes of
+ * that owner go on while it is full.
  *
  * `deleteRequest` deletes the objects this client put for the request (the protocol has no
  * per-request delete); `usage` reports those objects too, with `capacityBytes` 0 (unknown).
@@ -328,8 +333,8 @@ export class RemoteTensorStore implements TensorStore {
    * tensor-svc's `.incoming` folder and sends only the header and the file name; the service
    * verifies the bytes and takes the file over. Undefined when the object should go over gRPC
    * instead: the file cannot be written (no such folder, no permission, no space), the
-   * service cannot see it (then never again for this client: its directory is another
-   * service's), or the attempt failed transiently (the gRPC put retries).
+   * service cannot see it (then never again for this client when the file is still there: its
+   * directory is another service's), or the attempt failed transiently (the gRPC put retries).
    */
   private async putThroughShm(header: PutObjectHeader & { checksum: string }, data: Uint8Array): Promise<ObjectRef | undefined> {
     const name = randomBytes(12).toString('hex');
@@ -355,6 +360,10 @@ export class RemoteTensorStore implements TensorStore {
       return await this.withOwner(this.address, 'Put', (client) => client.putObjectFile(header, data.byteLength, name), 1);
     } catch (raw) {
       const err = asDiffmeshError(raw);
+      // The service cannot see the file. When this client cannot either, something deleted it
+      // (the service's sweep of files it took for abandoned, under a long stall): put this
+      // object over gRPC. When the file is still here, the service looks at another directory.
+      if (err.code === Code.NOT_FOUND && err.field === 'shm_file' && !existsSync(file)) return undefined;
       if (err.code === Code.NOT_FOUND && err.field === 'shm_file') {
         this.shmWritesOn = false;
         this.opts.log?.warn(
@@ -439,21 +448,29 @@ export class RemoteTensorStore implements TensorStore {
       ...(this.opts.unaryTimeoutMs !== undefined ? { unaryTimeoutMs: this.opts.unaryTimeoutMs } : {}),
     });
     const name = `tensor-svc ${address}`;
-    const breaker = createBreaker((thunk: () => Promise<unknown>) => thunk(), { ...this.opts.breaker, name });
+    const breaker = createBreaker((thunk: () => Promise<unknown>) => thunk(), { ...this.opts.breaker, name, counts: isTransportFailure });
     owner = { client, breaker };
     this.owners.set(address, owner);
     return owner;
   }
 
-  /** Runs one operation against `address` behind its breaker, retrying transient failures up to `attempts` times in all. */
+  /**
+   * Runs one operation against `address` behind its breaker, retrying transient failures up
+   * to `attempts` times in all. When the breaker opens between attempts (this operation's
+   * failures, or others', tipped it), the caller gets the last failure the owner gave, not
+   * BREAKER_OPEN.
+   */
   private async withOwner<T>(address: string, op: string, fn: (client: TensorServiceClient) => Promise<T>, attempts = this.attempts): Promise<T> {
     const owner = this.owner(address);
+    let last: DiffmeshError | undefined;
     for (let attempt = 1; ; attempt++) {
       try {
         return (await owner.breaker.fire(() => fn(owner.client))) as T;
       } catch (raw) {
         const err = asDiffmeshError(raw);
         if (this.closed) throw new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'tensor store is closed', { cause: err });
+        if (err.reason === 'BREAKER_OPEN' && last) throw last;
+        last = err;
         if (attempt >= attempts || !isTransient(err)) throw err;
         const delay = this.backoff(attempt, err.retryAfterMs);
         this.counters.retries += 1;
@@ -503,6 +520,28 @@ function isTransient(err: DiffmeshError): boolean {
       return true;
     case Code.RESOURCE_EXHAUSTED:
       return err.retryAfterMs !== undefined;
+    default:
+      return false;
+  }
+}
+
+/**
+ * A failure to reach an owner, which its breaker counts: UNAVAILABLE, DEADLINE_EXCEEDED, and
+ * INTERNAL raised by the transport (this client's TRANSPORT errors, or a gRPC status that
+ * carries no google.rpc.Status from the service). An answer of the service — STORE_FULL,
+ * OBJECT_NOT_FOUND, an INTERNAL it reports — shows the owner is up and never counts.
+ */
+function isTransportFailure(raw: unknown): boolean {
+  const err = asDiffmeshError(raw);
+  switch (err.code) {
+    case Code.UNAVAILABLE:
+    case Code.DEADLINE_EXCEEDED:
+      return true;
+    case Code.INTERNAL: {
+      if (err.reason === 'TRANSPORT') return true;
+      const md = (err.cause as { metadata?: unknown } | undefined)?.metadata;
+      return md instanceof Metadata && md.get(STATUS_DETAILS_KEY).length === 0;
+    }
     default:
       return false;
   }

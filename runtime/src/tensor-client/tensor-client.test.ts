@@ -153,6 +153,52 @@ describe('RemoteTensorStore', () => {
     }
   });
 
+  it("its breaker counts failures to reach the owner, never the service's answers", async () => {
+    const answered = (code: Code, reason: 'STORE_FULL' | 'INTERNAL' | 'OBJECT_NOT_FOUND'): grpc.ServiceError => toWire(new DiffmeshError(code, reason, 'no'));
+    // A status without diffmesh details: what grpc-js raises for a broken stream or protocol error.
+    const bareInternal = (): grpc.ServiceError => Object.assign(new Error('13 INTERNAL: Received RST_STREAM with code 2'), {
+      code: grpc.status.INTERNAL,
+      details: 'Received RST_STREAM with code 2',
+      metadata: new grpc.Metadata(),
+    });
+    const fake = await fakeService([
+      answered(Code.RESOURCE_EXHAUSTED, 'STORE_FULL'),
+      answered(Code.RESOURCE_EXHAUSTED, 'STORE_FULL'),
+      answered(Code.INTERNAL, 'INTERNAL'),
+      answered(Code.NOT_FOUND, 'OBJECT_NOT_FOUND'),
+      bareInternal(),
+    ]);
+    // Any counted failure past the first two calls opens it.
+    const store = new RemoteTensorStore({ address: fake.address, nodeId: 'me', retry: { attempts: 1 }, breaker: { volumeThreshold: 2, errorThresholdPercentage: 1, resetTimeoutMs: 60_000 } });
+    try {
+      expect((await rejection(store.stat('r:x:1'))).reason).toBe('STORE_FULL');
+      expect((await rejection(store.stat('r:x:1'))).reason).toBe('STORE_FULL');
+      expect((await rejection(store.stat('r:x:1'))).reason).toBe('INTERNAL');
+      expect((await rejection(store.stat('r:x:1'))).reason).toBe('OBJECT_NOT_FOUND');
+      // Four answers, none counted; a transport failure is.
+      expect((await rejection(store.stat('r:x:1'))).code).toBe(Code.INTERNAL);
+      expect((await rejection(store.stat('r:x:1'))).reason).toBe('BREAKER_OPEN');
+      expect(fake.calls()).toBe(5);
+    } finally {
+      await store.close();
+      fake.close();
+    }
+  });
+
+  it('gives the last real failure, not BREAKER_OPEN, when the breaker opens between attempts', async () => {
+    const fake = await fakeService([unavailable(), unavailable(), unavailable()]);
+    const store = new RemoteTensorStore({ address: fake.address, nodeId: 'me', retry: { attempts: 3, baseDelayMs: 1 }, breaker: { volumeThreshold: 2, resetTimeoutMs: 60_000 } });
+    try {
+      const err = await rejection(store.stat('r:x:1'));
+      expect([err.code, err.reason, err.message]).toEqual([Code.UNAVAILABLE, 'TRANSPORT', 'try later']);
+      expect(fake.calls()).toBe(2); // the third attempt met the open breaker
+      expect((await rejection(store.stat('r:x:1'))).reason).toBe('BREAKER_OPEN');
+    } finally {
+      await store.close();
+      fake.close();
+    }
+  });
+
   it('without a local address, follows refs but refuses puts and bare ids', async () => {
     const store = new RemoteTensorStore({ address: '', nodeId: 'me', sameNodeReads: false });
     try {
