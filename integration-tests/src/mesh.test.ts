@@ -176,6 +176,6 @@ describe('a mesh of separate processes', () => {
       );
     });
     for (const name of ['scheduler', 'encoder-svc', 'dit-svc', 'vae-svc']) expect(out).toMatch(new RegExp(`^${name}\\s+0\\.1\\.0`, 'm'));
-    expect(out).toMatch(/dit-svc\s+0\.1\.0\s+dit-tiny\s+denoising\s+local\s+127\.0\.0\.1:\d+\s+0\/4/);
+    expect(out).toMatch(new RegExp(`dit-svc\\s+0\\.1\\.0\\s+dit-tiny\\s+denoising\\s+${t.mesh.nodeId}\\s+127\\.0\\.0\\.1:\\d+\\s+0/4`));
   });
 });

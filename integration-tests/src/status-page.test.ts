@@ -103,7 +103,7 @@ describe('gateway status page', () => {
       await expect.poll(() => row.locator('.breaker').allTextContents()).toEqual(['closed']);
       const cells = await row.locator('.instance span').allTextContents();
       expect(cells.join(' ')).toMatch(/v\d+\.\d+\.\d+/);
-      expect(cells).toContain('local'); // the node id of the test mesh
+      expect(cells).toContain(t.mesh.nodeId); // the node id of the test mesh
       expect(await row.locator('.load .txt').textContent()).toMatch(/^0\/\d+$/);
     }
     await expect.poll(() => page.locator('#notice').isHidden()).toBe(true);

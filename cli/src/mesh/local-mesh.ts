@@ -39,6 +39,7 @@ export interface LocalMeshOptions {
   extraStages?: StageProcessSpec[];
   /** onnxruntime threads per service. */
   threads?: number;
+  /** Node id of every process (default `local-<pid>`, unique per mesh on this machine). */
   nodeId?: string;
   log: Logger;
   /** Folder for process logs (default: a temp folder). */
@@ -61,6 +62,8 @@ export interface LocalMeshOptions {
 }
 
 export interface LocalMesh {
+  /** The node id every process of the mesh runs with. */
+  nodeId: string;
   natsUrl: string;
   schedulerAddress: string;
   tensorAddress: string;
@@ -85,6 +88,18 @@ const SERVICE_OF_STAGE: Partial<Record<StageName, StageProcessSpec['service']>> 
   vae_decoding: 'vae-svc',
 };
 
+let meshesStarted = 0;
+
+/**
+ * The node id of a mesh started without one: `local-<pid>` (then `-2`, `-3`… for further
+ * meshes of this process). A node id names the node's shared-memory directory, so two meshes
+ * on one machine (a `diffmesh up` and a test run, say) must not share one.
+ */
+function defaultNodeId(): string {
+  meshesStarted += 1;
+  return `local-${process.pid}${meshesStarted > 1 ? `-${meshesStarted}` : ''}`;
+}
+
 /**
  * Starts a whole mesh on loopback, every service its own process: nats-server (unless one
  * is given), tensor-svc, the scheduler and the stage services, each registered in NATS.
@@ -93,7 +108,7 @@ const SERVICE_OF_STAGE: Partial<Record<StageName, StageProcessSpec['service']>> 
 export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh> {
   const logDir = opts.logDir ?? (await mkdtemp(path.join(tmpdir(), 'diffmesh-mesh-')));
   const supervisor = new Supervisor({ logPath: (name) => path.join(logDir, `${name}.log`) });
-  const nodeId = opts.nodeId ?? 'local';
+  const nodeId = opts.nodeId ?? defaultNodeId();
   let nats: RunningNatsServer | undefined;
   let discovery: Discovery | undefined;
   try {
@@ -190,6 +205,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     }
 
     return {
+      nodeId,
       natsUrl,
       schedulerAddress: scheduler.address,
       tensorAddress: tensor.address,
