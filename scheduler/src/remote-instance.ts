@@ -106,6 +106,11 @@ export class RemoteInstance implements StageInstance {
     return !this.gone && !this.breaker.opened;
   }
 
+  /** True once it was closed or its dispatch stream broke: it takes no more work. */
+  isGone(): boolean {
+    return this.gone;
+  }
+
   /** `open`, `half-open` or `closed`. */
   breakerState(): 'open' | 'half-open' | 'closed' {
     return this.breaker.opened ? 'open' : this.breaker.halfOpen ? 'half-open' : 'closed';

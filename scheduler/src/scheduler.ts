@@ -111,11 +111,24 @@ export interface QueuedTask {
 
 interface InstanceSlot {
   instance: StageInstance;
+  /** Tasks dispatched on this slot and not yet finished. */
   active: number;
+  /**
+   * Slots this one replaced (the instance came back under the same id) while they still ran
+   * tasks: those tasks run on the same worker, so they count against this slot's capacity.
+   */
+  replaced: InstanceSlot[];
   /** Dispatch counter value of the last task sent here (spreads ties round-robin). */
   lastUsed: number;
   /** Leaving: gets no new work, removed once its running tasks finish. */
   retiring: boolean;
+}
+
+/** Tasks running on a slot's worker: its own and those of the slots it replaced. */
+function busy(slot: InstanceSlot): number {
+  let n = slot.active;
+  for (const r of slot.replaced) n += r.active;
+  return n;
 }
 
 /** One queue: a pool, optionally narrowed to instances whose version satisfies a range. */
@@ -167,18 +180,29 @@ export class Scheduler {
 
   // ---- instances -------------------------------------------------------------------------
 
-  /** Makes an instance available for dispatch in its pool. */
+  /**
+   * Makes an instance available for dispatch in its pool. An instance added again under the
+   * id of one that still runs tasks (it left discovery and came back) takes its place: the
+   * old one gets no new work and is closed once its tasks finish, and those tasks count
+   * against the new one's capacity until then.
+   */
   addInstance(instance: StageInstance): void {
     const pool = this.poolSlots(instance.pool);
-    pool.set(instance.id, { instance, active: pool.get(instance.id)?.active ?? 0, lastUsed: 0, retiring: false });
+    const old = pool.get(instance.id);
+    const replaced = old ? [old, ...old.replaced].filter((r) => r.active > 0) : [];
+    pool.set(instance.id, { instance, active: 0, replaced, lastUsed: 0, retiring: false });
+    if (old) {
+      old.retiring = true;
+      if (old.active === 0) this.release(old);
+    }
     this.pump(instance.pool);
   }
 
   /** Stops dispatching to an instance (tasks running on it fail and are retried). */
   removeInstance(id: string): void {
     for (const pool of this.slots.values()) {
-      pool.get(id)?.instance.close?.();
-      pool.delete(id);
+      const slot = pool.get(id);
+      if (slot) this.release(slot);
     }
   }
 
@@ -191,14 +215,28 @@ export class Scheduler {
       const slot = pool.get(id);
       if (!slot) continue;
       slot.retiring = true;
-      if (slot.active === 0) this.removeInstance(id);
+      if (slot.active === 0) this.release(slot);
     }
+  }
+
+  /**
+   * Forgets a slot and closes its instance. A slot that was replaced is no longer in its
+   * pool, so this never touches the one that took its place, nor closes an instance that
+   * was added again and is still in use.
+   */
+  private release(slot: InstanceSlot): void {
+    const { id, pool } = slot.instance;
+    const slots = this.slots.get(pool);
+    const current = slots?.get(id);
+    if (current === slot) slots?.delete(id);
+    else if (current?.instance === slot.instance) return;
+    slot.instance.close?.();
   }
 
   /** Instances of a pool with their current load. */
   instances(pool?: string): Array<{ instance: StageInstance; active: number }> {
     const pools = pool ? [this.slots.get(pool)].filter((p) => p !== undefined) : [...this.slots.values()];
-    return pools.flatMap((p) => [...p.values()].map((s) => ({ instance: s.instance, active: s.active })));
+    return pools.flatMap((p) => [...p.values()].map((s) => ({ instance: s.instance, active: busy(s) })));
   }
 
   /** Queue length per pool (queues pinned to a version range of a pool are added to it). */
@@ -226,7 +264,7 @@ export class Scheduler {
           const breaker = s.instance.breakerState?.();
           return {
             instance: s.instance,
-            active: s.active,
+            active: busy(s),
             retiring: s.retiring,
             available: !s.retiring && s.instance.available?.() !== false,
             ...(breaker ? { breaker } : {}),
@@ -541,7 +579,7 @@ export class Scheduler {
         if (q.queue.size === 0) break;
         const free = [...this.poolSlots(pool).values()].filter(
           (s) =>
-            !s.retiring && s.active < s.instance.capacity && s.instance.available?.() !== false && versionMatches(s.instance, q.range),
+            !s.retiring && busy(s) < s.instance.capacity && s.instance.available?.() !== false && versionMatches(s.instance, q.range),
         );
         if (free.length === 0) break;
         const item = q.queue.dequeue();
@@ -567,8 +605,8 @@ export class Scheduler {
       const local = owners.has(s.instance.nodeId) ? 1 : 0;
       const bestLocal = owners.has(best.instance.nodeId) ? 1 : 0;
       if (local !== bestLocal) return local > bestLocal ? s : best;
-      const load = s.active / s.instance.capacity;
-      const bestLoad = best.active / best.instance.capacity;
+      const load = busy(s) / s.instance.capacity;
+      const bestLoad = busy(best) / best.instance.capacity;
       if (load !== bestLoad) return load < bestLoad ? s : best;
       return s.lastUsed < best.lastUsed ? s : best;
     });
@@ -657,7 +695,7 @@ export class Scheduler {
         cancel.dispose();
         if (run.dispatch === cancel) run.dispatch = undefined;
         slot.active -= 1;
-        if (slot.retiring && slot.active === 0) this.removeInstance(instance.id);
+        if (slot.retiring && slot.active === 0) this.release(slot);
         this.pump(instance.pool);
       });
   }
