@@ -177,14 +177,23 @@ export class RemoteInstance implements StageInstance {
     const key = `${body.reqId}#${body.stageIndex}#${body.attempt}`;
     const p = this.pending.get(key);
     if (!p) return;
-    if (msg.progress) {
-      p.hooks.onProgress({ step: msg.progress.step, totalSteps: msg.progress.totalSteps });
-    } else if (msg.result) {
+    // This runs in the stream's listener, where a throw would end the process: an answer this
+    // scheduler cannot read (e.g. a newer worker's dtype) fails its task, which is retried.
+    try {
+      if (msg.progress) {
+        p.hooks.onProgress({ step: msg.progress.step, totalSteps: msg.progress.totalSteps });
+      } else if (msg.result) {
+        const outputs = objectRefsFromWire(msg.result.outputs);
+        this.pending.delete(key);
+        p.resolve({ outputs });
+      } else if (msg.failed) {
+        this.pending.delete(key);
+        p.reject(msg.failed.error ? errorDetailFromWire(msg.failed.error) : new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'task failed'));
+      }
+    } catch (err) {
+      this.opts.log.error({ instance: this.id, pool: this.pool, reqId: body.reqId, stageIndex: body.stageIndex, err }, 'unreadable answer from a stage instance');
       this.pending.delete(key);
-      p.resolve({ outputs: objectRefsFromWire(msg.result.outputs) });
-    } else if (msg.failed) {
-      this.pending.delete(key);
-      p.reject(msg.failed.error ? errorDetailFromWire(msg.failed.error) : new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'task failed'));
+      p.reject(new DiffmeshError(Code.INTERNAL, 'INTERNAL', `instance ${this.id} sent an answer this scheduler cannot read`, { cause: err }));
     }
   }
 

@@ -1,0 +1,54 @@
+import type * as grpc from '@grpc/grpc-js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadDiffmeshProtos, type WorkRequest__Output } from '@diffmesh/protos';
+import { Code, type ServiceBinding } from '@diffmesh/runtime';
+import { Fixtures, end, newScheduler, outcome, recordingLogger } from './fixtures/stages.js';
+
+const fx = new Fixtures();
+afterEach(() => fx.close());
+
+/**
+ * A stage service that answers every assignment at once with a result whose outputs
+ * `outputs(model)` gives, as raw wire objects (so they can be ones a scheduler cannot read).
+ */
+function answeringStage(outputs: (model: string) => Record<string, unknown>): ServiceBinding {
+  const proto = loadDiffmeshProtos();
+  return {
+    name: 'diffmesh.stage.v1.StageService',
+    definition: proto.diffmesh.stage.v1.StageService.service,
+    implementation: {
+      Execute: (call: grpc.ServerWritableStream<unknown, unknown>) => call.end(),
+      Describe: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, {}),
+      Work: (call: grpc.ServerDuplexStream<WorkRequest__Output, unknown>) => {
+        call.on('data', (msg: WorkRequest__Output) => {
+          const t = msg.assignment?.task;
+          if (!t) return;
+          call.write({ result: { reqId: t.reqId, stageIndex: t.stageIndex, attempt: t.attempt, outputs: outputs(t.model) } });
+        });
+        call.on('end', () => call.end());
+      },
+    },
+  };
+}
+
+describe('RemoteInstance', () => {
+  it('fails a task whose answer it cannot read with INTERNAL (retried, logged); other requests carry on', async () => {
+    // A newer worker answers m2's tasks with a ref whose dtype this scheduler does not know.
+    const address = await fx.server(
+      answeringStage((model) => (model === 'm2' ? { x: { objectId: 'r:x:1', name: 'x', dtype: 'DTYPE_UNSPECIFIED' } } : {})),
+    );
+    const { log, lines } = recordingLogger();
+    const s = newScheduler({ maxAttempts: 2 });
+    // (A breaker that counts the two failures would take the instance out: not what this is about.)
+    s.addInstance(fx.remote(address, { capacity: 2, log, breaker: { volumeThreshold: 100 } }));
+    const bad = s.submit({ model: 'm2', params: { prompt: 'x' } }).context.reqId;
+    const good = s.submit({ model: 'm1', params: { prompt: 'y' } }).context.reqId;
+
+    expect(await end(s, bad)).toMatchObject({ type: 'failed', error: { code: Code.INTERNAL, reason: 'INTERNAL' } });
+    expect(s.get(bad).timings[0].attempts).toBe(2);
+    expect(await outcome(s, good)).toBe('completed');
+    expect(lines.filter((l) => l.msg === 'unreadable answer from a stage instance').map((l) => l.reqId)).toEqual([bad, bad]);
+    // The instance still serves.
+    expect(await outcome(s, s.submit({ model: 'm1', params: { prompt: 'z' } }).context.reqId)).toBe('completed');
+  });
+});
