@@ -1,8 +1,8 @@
 import type * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadDiffmeshProtos, type WorkRequest__Output } from '@diffmesh/protos';
-import { Code, type ServiceBinding } from '@diffmesh/runtime';
-import { Fixtures, end, newScheduler, outcome, recordingLogger } from './fixtures/stages.js';
+import { Code, DiffmeshError, type ServiceBinding } from '@diffmesh/runtime';
+import { Fixtures, end, handler, newScheduler, outcome, recordingLogger } from './fixtures/stages.js';
 
 const fx = new Fixtures();
 afterEach(() => fx.close());
@@ -50,5 +50,25 @@ describe('RemoteInstance', () => {
     expect(lines.filter((l) => l.msg === 'unreadable answer from a stage instance').map((l) => l.reqId)).toEqual([bad, bad]);
     // The instance still serves.
     expect(await outcome(s, s.submit({ model: 'm1', params: { prompt: 'z' } }).context.reqId)).toBe('completed');
+  });
+
+  it('dispatches a task that waited out an open breaker as soon as the breaker goes half-open', async () => {
+    let calls = 0;
+    const address = await fx.stageServer(
+      handler(async () => {
+        calls += 1;
+        if (calls === 1) throw new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', 'flaky');
+        return { outputs: {} };
+      }),
+    );
+    const s = newScheduler({ maxAttempts: 3, retryBackoffMs: 1 });
+    const r = fx.remote(address, { breaker: { volumeThreshold: 1, resetTimeoutMs: 300 } });
+    s.addInstance(r);
+    const id = s.submit({ model: 'm1', params: { prompt: 'x' } }).context.reqId;
+    // The first try fails and opens the breaker; the retry waits in the queue, and nothing
+    // else happens on the scheduler.
+    await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('open');
+    await expect.poll(() => s.get(id).context.status, { timeout: 15_000 }).toBe('completed');
+    expect(s.get(id).timings[0].attempts).toBe(2);
   });
 });

@@ -116,6 +116,17 @@ export class RemoteInstance implements StageInstance {
     return this.breaker.opened ? 'open' : this.breaker.halfOpen ? 'half-open' : 'closed';
   }
 
+  /** Calls `listener` when the breaker goes half-open (a probe may go) or closes. */
+  onAvailable(listener: () => void): () => void {
+    const call = (): void => listener();
+    this.breaker.on('halfOpen', call);
+    this.breaker.on('close', call);
+    return () => {
+      this.breaker.off('halfOpen', call);
+      this.breaker.off('close', call);
+    };
+  }
+
   execute(task: StageTask, hooks: ExecuteHooks): Promise<StageResult> {
     return this.breaker.fire(task, hooks);
   }

@@ -122,6 +122,8 @@ interface InstanceSlot {
   lastUsed: number;
   /** Leaving: gets no new work, removed once its running tasks finish. */
   retiring: boolean;
+  /** Stops the instance's availability calls (see {@link StageInstance.onAvailable}). */
+  unwatch?: () => void;
 }
 
 /** Tasks running on a slot's worker: its own and those of the slots it replaced. */
@@ -190,8 +192,13 @@ export class Scheduler {
     const pool = this.poolSlots(instance.pool);
     const old = pool.get(instance.id);
     const replaced = old ? [old, ...old.replaced].filter((r) => r.active > 0) : [];
-    pool.set(instance.id, { instance, active: 0, replaced, lastUsed: 0, retiring: false });
+    const slot: InstanceSlot = { instance, active: 0, replaced, lastUsed: 0, retiring: false };
+    // Nothing else dispatches when a breaker lets work through again, and tasks may be
+    // waiting for it (dispatched after the breaker has finished changing state).
+    slot.unwatch = instance.onAvailable?.(() => queueMicrotask(() => this.pump(instance.pool)));
+    pool.set(instance.id, slot);
     if (old) {
+      old.unwatch?.();
       old.retiring = true;
       if (old.active === 0) this.release(old);
     }
@@ -228,6 +235,7 @@ export class Scheduler {
     const { id, pool } = slot.instance;
     const slots = this.slots.get(pool);
     const current = slots?.get(id);
+    slot.unwatch?.();
     if (current === slot) slots?.delete(id);
     else if (current?.instance === slot.instance) return;
     slot.instance.close?.();

@@ -30,6 +30,12 @@ export interface StageInstance {
   available?(): boolean;
   /** State of its circuit breaker, for an instance that has one. */
   breakerState?(): 'open' | 'half-open' | 'closed';
+  /**
+   * Calls `listener` whenever the instance may take work again after it could not (its
+   * breaker went half-open or closed), so tasks waiting for it are dispatched. Returns a
+   * function that stops the calls.
+   */
+  onAvailable?(listener: () => void): () => void;
   /** Releases connections; the instance gets no more work. */
   close?(): void;
 }
