@@ -2,7 +2,7 @@ import type * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadDiffmeshProtos, type WorkRequest__Output } from '@diffmesh/protos';
 import { Code, DiffmeshError, type ServiceBinding } from '@diffmesh/runtime';
-import { Fixtures, end, handler, newScheduler, outcome, recordingLogger } from './fixtures/stages.js';
+import { Fixtures, end, gate, handler, newScheduler, outcome, recordingLogger } from './fixtures/stages.js';
 
 const fx = new Fixtures();
 afterEach(() => fx.close());
@@ -70,5 +70,35 @@ describe('RemoteInstance', () => {
     await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('open');
     await expect.poll(() => s.get(id).context.status, { timeout: 15_000 }).toBe('completed');
     expect(s.get(id).timings[0].attempts).toBe(2);
+  });
+
+  it('sends one probe through a half-open breaker; the other tasks wait for it, and none loses a try', async () => {
+    let calls = 0;
+    const probe = gate();
+    const address = await fx.stageServer(
+      handler(async () => {
+        calls += 1;
+        if (calls === 1) throw new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', 'flaky');
+        await probe.wait;
+        return { outputs: {} };
+      }),
+      { capacity: 3 },
+    );
+    const s = newScheduler({ maxAttempts: 2, retryBackoffMs: 1 });
+    const r = fx.remote(address, { capacity: 3, breaker: { volumeThreshold: 1, resetTimeoutMs: 300 } });
+    s.addInstance(r);
+    const first = s.submit({ model: 'm1', params: { prompt: 'x' } }).context.reqId;
+    // Its first try fails and opens the breaker; its second is the half-open probe.
+    await expect.poll(() => calls, { timeout: 15_000 }).toBe(2);
+    expect(r.breakerState()).toBe('half-open');
+    const others = [1, 2].map((i) => s.submit({ model: 'm1', params: { prompt: `p${i}` } }).context.reqId);
+    // Slots are free, but the breaker would refuse them: they wait.
+    expect(s.queueSizes().enc).toBe(2);
+    expect(calls).toBe(2);
+    probe.release();
+    for (const id of [first, ...others]) expect(await outcome(s, id)).toBe('completed');
+    expect(others.map((id) => s.get(id).timings[0].attempts)).toEqual([1, 1]);
+    expect(r.breakerState()).toBe('closed');
+    expect(calls).toBe(4);
   });
 });

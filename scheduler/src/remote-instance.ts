@@ -17,7 +17,7 @@ import {
   type StageTask,
   type TlsFiles,
 } from '@diffmesh/runtime';
-import type { ExecuteHooks, StageInstance } from './types.js';
+import { TaskRefused, type ExecuteHooks, type StageInstance } from './types.js';
 
 /** What the scheduler knows of a stage instance from discovery. */
 export interface RemoteInstanceInfo {
@@ -127,7 +127,17 @@ export class RemoteInstance implements StageInstance {
     };
   }
 
+  /** True while its half-open breaker's one probe is out (the breaker refuses other calls). */
+  probing(): boolean {
+    return !this.gone && this.breaker.halfOpen && !this.breaker.pendingClose;
+  }
+
   execute(task: StageTask, hooks: ExecuteHooks): Promise<StageResult> {
+    // The breaker lets a call through only when closed, or half-open before its probe: a
+    // call it would refuse is refused here, so the scheduler knows the task never ran.
+    if (!this.breaker.closed && !this.breaker.pendingClose) {
+      return Promise.reject(new TaskRefused(`circuit breaker of instance ${this.id} is ${this.breakerState()}`));
+    }
     return this.breaker.fire(task, hooks);
   }
 

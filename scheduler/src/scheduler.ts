@@ -31,12 +31,13 @@ import {
   type TensorStore,
 } from '@diffmesh/runtime';
 import { EventLog, type EventLogListener } from './event-log.js';
-import type {
-  GenerateRequest,
-  RequestEvent,
-  RequestState,
-  StageInstance,
-  StageTiming,
+import {
+  TaskRefused,
+  type GenerateRequest,
+  type RequestEvent,
+  type RequestState,
+  type StageInstance,
+  type StageTiming,
 } from './types.js';
 
 /** Limits and policies of a scheduler; every field has a documented default in config.ts. */
@@ -587,7 +588,11 @@ export class Scheduler {
         if (q.queue.size === 0) break;
         const free = [...this.poolSlots(pool).values()].filter(
           (s) =>
-            !s.retiring && busy(s) < s.instance.capacity && s.instance.available?.() !== false && versionMatches(s.instance, q.range),
+            !s.retiring &&
+            busy(s) < s.instance.capacity &&
+            s.instance.available?.() !== false &&
+            s.instance.probing?.() !== true &&
+            versionMatches(s.instance, q.range),
         );
         if (free.length === 0) break;
         const item = q.queue.dequeue();
@@ -756,17 +761,23 @@ export class Scheduler {
       ? new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `stage ${task.stage} exceeded its deadline`)
       : asDiffmeshError(err);
     const ctx = run.state.context;
-    if (isRetryableCode(error.code) && task.attempt < this.opts.limits.maxAttempts) {
-      ctx.retryCount += 1;
-      const delay = this.opts.limits.retryBackoffMs * 2 ** (task.attempt - 1);
-      this.opts.log.warn(
-        { reqId: ctx.reqId, stage: task.stage, attempt: task.attempt, reason: error.reason, delay, ...spanLogFields(run.span) },
-        'stage failed; retrying',
-      );
+    // A task the instance refused without running it goes back to its queue as the same try
+    // (on the next turn: the refusing instance no longer looks free by then).
+    const refused = err instanceof TaskRefused;
+    if (refused || (isRetryableCode(error.code) && task.attempt < this.opts.limits.maxAttempts)) {
+      const attempt = refused ? task.attempt : task.attempt + 1;
+      const delay = refused ? 0 : this.opts.limits.retryBackoffMs * 2 ** (task.attempt - 1);
+      if (!refused) {
+        ctx.retryCount += 1;
+        this.opts.log.warn(
+          { reqId: ctx.reqId, stage: task.stage, attempt: task.attempt, reason: error.reason, delay, ...spanLogFields(run.span) },
+          'stage failed; retrying',
+        );
+      }
       const t = setTimeout(() => {
         if (run.done) return;
         try {
-          this.enqueue(run, task.stageIndex, task.attempt + 1);
+          this.enqueue(run, task.stageIndex, attempt);
           this.pump(ctx.executionPlan.stages[task.stageIndex].pool);
         } catch (e) {
           this.finish(run, { type: 'failed', error: asDiffmeshError(e) });

@@ -1,12 +1,14 @@
-import type {
-  Cancellation,
-  GenerationParams,
-  ObjectRef,
-  RequestContext,
-  StageName,
-  StageProgress,
-  StageResult,
-  StageTask,
+import {
+  Code,
+  DiffmeshError,
+  type Cancellation,
+  type GenerationParams,
+  type ObjectRef,
+  type RequestContext,
+  type StageName,
+  type StageProgress,
+  type StageResult,
+  type StageTask,
 } from '@diffmesh/runtime';
 
 /**
@@ -31,6 +33,11 @@ export interface StageInstance {
   /** State of its circuit breaker, for an instance that has one. */
   breakerState?(): 'open' | 'half-open' | 'closed';
   /**
+   * True while its half-open breaker has its one probe out: it gets no other task until the
+   * probe answers (the breaker would refuse it).
+   */
+  probing?(): boolean;
+  /**
    * Calls `listener` whenever the instance may take work again after it could not (its
    * breaker went half-open or closed), so tasks waiting for it are dispatched. Returns a
    * function that stops the calls.
@@ -38,6 +45,18 @@ export interface StageInstance {
   onAvailable?(listener: () => void): () => void;
   /** Releases connections; the instance gets no more work. */
   close?(): void;
+}
+
+/**
+ * What `execute` rejects with when the instance refused the task without running it (its
+ * breaker did not let it through). The scheduler puts the task back in its queue, and the
+ * try does not count as an attempt.
+ */
+export class TaskRefused extends DiffmeshError {
+  constructor(message: string) {
+    super(Code.UNAVAILABLE, 'BREAKER_OPEN', message);
+    this.name = 'TaskRefused';
+  }
 }
 
 export interface ExecuteHooks {
