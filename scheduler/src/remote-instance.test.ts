@@ -101,4 +101,23 @@ describe('RemoteInstance', () => {
     expect(r.breakerState()).toBe('closed');
     expect(calls).toBe(4);
   });
+
+  it('counts a task its stage deadline stopped as a failure: a hung instance\'s breaker opens, and a hung probe reopens it', async () => {
+    // Hangs until cancelled, then confirms with CANCELLED, as a stage service does.
+    const address = await fx.stageServer(
+      handler((_task, ctx) => new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason)))),
+    );
+    const s = newScheduler({ stageTimeoutMs: 100, maxAttempts: 1 });
+    const r = fx.remote(address, { breaker: { volumeThreshold: 2, resetTimeoutMs: 300 } });
+    s.addInstance(r);
+    for (let i = 0; i < 2; i += 1) {
+      expect(await outcome(s, s.submit({ model: 'm1', params: { prompt: `p${i}` } }).context.reqId)).toBe('TIMEOUT');
+    }
+    await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('open');
+    expect(() => s.submit({ model: 'm1', params: { prompt: 'x' } })).toThrow(/no healthy instance/);
+
+    await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('half-open');
+    expect(await outcome(s, s.submit({ model: 'm1', params: { prompt: 'probe' } }).context.reqId)).toBe('TIMEOUT');
+    await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('open');
+  });
 });

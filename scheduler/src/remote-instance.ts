@@ -156,14 +156,22 @@ export class RemoteInstance implements StageInstance {
     }
     const key = `${task.reqId}#${task.stageIndex}#${task.attempt}`;
     return new Promise<StageResult>((resolve, reject) => {
+      // A task stopped by the dispatch's own deadline is a timeout whatever the instance
+      // answers (it says CANCELLED, or nothing): so the breaker counts it, and a hung
+      // instance stops getting work.
+      const fail = (e: unknown): void =>
+        reject(
+          hooks.cancel.timedOut()
+            ? new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `instance ${this.id} did not finish ${task.stage} within the stage deadline`)
+            : e,
+        );
       // The slot stays taken until the instance confirms it stopped (its TaskFailed answer),
       // so the next task is never sent to an instance that is still busy; an instance that
       // does not answer in time is given up on.
       const onAbort = (): void => {
         if (!this.pending.has(key)) return;
-        this.stream.write({
-          cancel: { reqId: task.reqId, stageIndex: task.stageIndex, attempt: task.attempt, reason: 'request cancelled' },
-        });
+        const reason = hooks.cancel.timedOut() ? 'stage deadline passed' : 'request cancelled';
+        this.stream.write({ cancel: { reqId: task.reqId, stageIndex: task.stageIndex, attempt: task.attempt, reason } });
         setTimeout(() => {
           const p = this.pending.get(key);
           if (!p) return;
@@ -172,7 +180,7 @@ export class RemoteInstance implements StageInstance {
         }, CANCEL_CONFIRM_MS).unref();
       };
       if (hooks.cancel.aborted) {
-        reject(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'task cancelled'));
+        fail(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'task cancelled'));
         return;
       }
       const done = hooks.cancel.onCancel(onAbort);
@@ -183,7 +191,7 @@ export class RemoteInstance implements StageInstance {
         },
         reject: (e) => {
           done();
-          reject(e);
+          fail(e);
         },
         hooks,
       });
