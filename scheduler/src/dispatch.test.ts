@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { StageResult, StageTask } from '@diffmesh/runtime';
-import { HeldInstance, newScheduler, outcome } from './fixtures/stages.js';
+import { PlanRegistry, type StageResult, type StageTask } from '@diffmesh/runtime';
+import { HeldInstance, entry, newScheduler, outcome } from './fixtures/stages.js';
 import { TaskRefused, type ExecuteHooks } from './types.js';
 
 /** Refuses its first task without running it, as an instance behind a breaker may. */
@@ -27,5 +27,20 @@ describe('dispatch', () => {
     expect(inst.refusals).toBe(1);
     expect(s.get(id).timings[0].attempts).toBe(1);
     expect(s.get(id).context.retryCount).toBe(0);
+  });
+
+  it('takes the best task across a pool\'s queues: priority first, then arrival, pinned or not', async () => {
+    const registry = PlanRegistry.fromEntries([entry({ model: 'm1' }), entry({ model: 'pinned' }, 'enc', '>=1.0.0')]);
+    const s = newScheduler({}, { registry });
+    const inst = new HeldInstance('enc-1');
+    s.addInstance(inst);
+    const submit = (model: string, prompt: string, priority = 0) => s.submit({ model, params: { prompt }, priority }).context.reqId;
+    const ids = [submit('m1', 'a'), submit('m1', 'b'), submit('pinned', 'c'), submit('m1', 'd'), submit('pinned', 'e', 100)];
+    for (let i = 0; i < ids.length; i += 1) {
+      await expect.poll(() => inst.tasks.length, { timeout: 10_000 }).toBe(i + 1);
+      inst.finish(i);
+    }
+    for (const id of ids) expect(await outcome(s, id)).toBe('completed');
+    expect(inst.tasks.map((t) => t.params.prompt)).toEqual(['a', 'e', 'b', 'c', 'd']);
   });
 });

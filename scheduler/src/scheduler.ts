@@ -31,6 +31,7 @@ import {
   type TensorStore,
 } from '@diffmesh/runtime';
 import { EventLog, type EventLogListener } from './event-log.js';
+import { WaitingOrder, type WaitingTask } from './waiting.js';
 import {
   TaskRefused,
   type GenerateRequest,
@@ -153,8 +154,8 @@ interface Running {
   /** Cancels the stage dispatch in flight, if any (a request runs one stage at a time). */
   dispatch?: Cancellation;
   timer?: NodeJS.Timeout;
-  /** Queue key and task id while queued. */
-  queuedIn?: { key: string; taskId: string };
+  /** Its task while one waits in a queue. */
+  queuedIn?: WaitingTask;
   done: boolean;
 }
 
@@ -168,6 +169,10 @@ interface Running {
 export class Scheduler {
   private readonly requests = new Map<string, Running>();
   private readonly queues = new Map<string, PoolQueue>();
+  /** Per pool, the tasks waiting in its queues in dispatch order. */
+  private readonly waiting = new Map<string, WaitingOrder>();
+  /** Tasks queued so far (their arrival order across queues). */
+  private arrivals = 0;
   private readonly slots = new Map<string, Map<string, InstanceSlot>>();
   /** The latest accepted requests, newest first (bounded; kept past their retention). */
   private readonly recent: RequestState[] = [];
@@ -505,6 +510,15 @@ export class Scheduler {
     return p;
   }
 
+  private waitingIn(pool: string): WaitingOrder {
+    let w = this.waiting.get(pool);
+    if (!w) {
+      w = new WaitingOrder();
+      this.waiting.set(pool, w);
+    }
+    return w;
+  }
+
   private queueFor(stage: PlanStage): { key: string; queue: TaskQueue<QueuedTask> } {
     const key = stage.version ? `${stage.pool}@${stage.version}` : stage.pool;
     let q = this.queues.get(key);
@@ -535,7 +549,17 @@ export class Scheduler {
     // Only admission (stage 0, first try) is bounded; an accepted request always moves on.
     const admitted = stageIndex > 0 || attempt > 1;
     queue.enqueue({ task, queuedAt: now }, { priority: ctx.priority, id: taskId, admitted });
-    run.queuedIn = { key, taskId };
+    const waiting: WaitingTask = {
+      id: taskId,
+      reqId: ctx.reqId,
+      queue: key,
+      range: stage.version,
+      model: ctx.model,
+      priority: ctx.priority,
+      seq: this.arrivals++,
+    };
+    this.waitingIn(stage.pool).add(waiting);
+    run.queuedIn = waiting;
     run.queueSpan?.end();
     run.queueSpan = diffmeshTracer().startSpan(
       SPAN.queueWait,
@@ -578,32 +602,38 @@ export class Scheduler {
   }
 
   /**
-   * Dispatches queued tasks of `pool` while it has free slots. A task leaves its queue only
-   * when an available instance (matching its version range, if pinned) has a free slot.
+   * Dispatches waiting tasks of `pool` while it has free slots: each goes, best first
+   * (priority, then arrival, across the pool's queues), to a free instance that can run it;
+   * a task no free instance can run keeps its place and the next one is tried.
    */
   private pump(pool: string): void {
-    for (const q of this.queues.values()) {
-      if (q.pool !== pool) continue;
-      for (;;) {
-        if (q.queue.size === 0) break;
-        const free = [...this.poolSlots(pool).values()].filter(
-          (s) =>
-            !s.retiring &&
-            busy(s) < s.instance.capacity &&
-            s.instance.available?.() !== false &&
-            s.instance.probing?.() !== true &&
-            versionMatches(s.instance, q.range),
-        );
-        if (free.length === 0) break;
-        const item = q.queue.dequeue();
-        if (!item) break;
-        const run = this.requests.get(item.task.reqId);
-        if (!run || run.done) continue;
-        run.queuedIn = undefined;
-        endQueueWait(run, 'ok');
-        this.dispatch(run, item, this.choose(free, item.task));
+    const waiting = this.waiting.get(pool);
+    if (!waiting) return;
+    let free = this.freeSlots(pool);
+    for (let i = 0; i < waiting.size && free.length > 0; ) {
+      const next = waiting.at(i) as WaitingTask;
+      const fit = free.filter((s) => versionMatches(s.instance, next.range));
+      if (fit.length === 0) {
+        i += 1;
+        continue;
       }
+      waiting.removeAt(i);
+      const item = this.queues.get(next.queue)?.queue.remove(next.id);
+      const run = this.requests.get(next.reqId);
+      if (!item || !run || run.done) continue;
+      run.queuedIn = undefined;
+      endQueueWait(run, 'ok');
+      this.dispatch(run, item, this.choose(fit, item.task));
+      free = this.freeSlots(pool);
     }
+  }
+
+  /** Instances of a pool that may get a task now. */
+  private freeSlots(pool: string): InstanceSlot[] {
+    return [...this.poolSlots(pool).values()].filter(
+      (s) =>
+        !s.retiring && busy(s) < s.instance.capacity && s.instance.available?.() !== false && s.instance.probing?.() !== true,
+    );
   }
 
   /**
@@ -802,7 +832,9 @@ export class Scheduler {
     const now = Date.now();
     ctx.updatedAt = now;
     if (run.queuedIn) {
-      this.queues.get(run.queuedIn.key)?.queue.remove(run.queuedIn.taskId);
+      const q = this.queues.get(run.queuedIn.queue);
+      q?.queue.remove(run.queuedIn.id);
+      this.waiting.get(q?.pool ?? '')?.remove(run.queuedIn);
       run.queuedIn = undefined;
     }
     endQueueWait(run, outcome.type === 'cancelled' ? 'cancelled' : 'failed');
