@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { PlanRegistry, type StageResult, type StageTask } from '@diffmesh/runtime';
+import { Code, PlanRegistry, type DiffmeshError, type StageResult, type StageTask } from '@diffmesh/runtime';
 import { HeldInstance, entry, newScheduler, outcome } from './fixtures/stages.js';
 import { TaskRefused, type ExecuteHooks } from './types.js';
 
@@ -42,5 +42,38 @@ describe('dispatch', () => {
     }
     for (const id of ids) expect(await outcome(s, id)).toBe('completed');
     expect(inst.tasks.map((t) => t.params.prompt)).toEqual(['a', 'e', 'b', 'c', 'd']);
+  });
+
+  it('sends a task only to an instance serving its model; otherwise it waits for one', async () => {
+    const s = newScheduler();
+    const a = new HeldInstance('enc-a', { models: ['m1'] });
+    const b = new HeldInstance('enc-b', { models: ['m2'] });
+    s.addInstance(a);
+    s.addInstance(b);
+    const r1 = s.submit({ model: 'm1', params: { prompt: 'r1' } }).context.reqId;
+    const r2 = s.submit({ model: 'm1', params: { prompt: 'r2' } }).context.reqId; // enc-a is busy: waits
+    const r3 = s.submit({ model: 'm2', params: { prompt: 'r3' } }).context.reqId; // not stuck behind r2
+    expect(a.tasks.map((t) => t.params.prompt)).toEqual(['r1']);
+    expect(b.tasks.map((t) => t.params.prompt)).toEqual(['r3']);
+    a.finish(0);
+    await expect.poll(() => a.tasks.length, { timeout: 10_000 }).toBe(2);
+    a.finish(1);
+    b.finish(0);
+    for (const id of [r1, r2, r3]) expect(await outcome(s, id)).toBe('completed');
+    expect(a.tasks.map((t) => t.params.prompt)).toEqual(['r1', 'r2']);
+  });
+
+  it('refuses at once a request whose pool has no instance serving its model, naming pool and model', () => {
+    const s = newScheduler();
+    s.addInstance(new HeldInstance('enc-b', { models: ['m2'] }));
+    let err: DiffmeshError | undefined;
+    try {
+      s.submit({ model: 'm1', params: { prompt: 'x' } });
+    } catch (e) {
+      err = e as DiffmeshError;
+    }
+    expect(err).toMatchObject({ code: Code.UNAVAILABLE, reason: 'POOL_UNAVAILABLE', metadata: { pool: 'enc', model: 'm1' } });
+    expect(err?.message).toBe('pool "enc" (stage text_encoding) has no healthy instance serving model "m1"');
+    expect(s.inFlightCount()).toBe(0);
   });
 });

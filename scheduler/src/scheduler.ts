@@ -340,20 +340,23 @@ export class Scheduler {
     const plan: ExecutionPlan = toExecutionPlan(entry, req.model);
     for (const stage of plan.stages) {
       const healthy = [...this.poolSlots(stage.pool).values()].filter((s) => !s.retiring && s.instance.available?.() !== false);
-      if (healthy.length === 0) {
+      // Only an instance serving the model may run its task (pools are shared by models).
+      const serving = healthy.filter((s) => serves(s.instance, req.model));
+      if (serving.length === 0) {
+        const which = healthy.length === 0 ? '' : ` serving model "${req.model}"`;
         throw new DiffmeshError(
           Code.UNAVAILABLE,
           'POOL_UNAVAILABLE',
-          `pool "${stage.pool}" (stage ${stage.name}) has no healthy instance`,
-          { metadata: { pool: stage.pool, stage: stage.name }, retryAfterMs: 1000 },
+          `pool "${stage.pool}" (stage ${stage.name}) has no healthy instance${which}`,
+          { metadata: { pool: stage.pool, stage: stage.name, model: req.model }, retryAfterMs: 1000 },
         );
       }
-      if (stage.version && !healthy.some((s) => versionMatches(s.instance, stage.version))) {
+      if (stage.version && !serving.some((s) => versionMatches(s.instance, stage.version))) {
         throw new DiffmeshError(
           Code.UNAVAILABLE,
           'NO_MATCHING_VERSION',
           `pool "${stage.pool}" has no healthy instance with a version in "${stage.version}" ` +
-            `(running: ${[...new Set(healthy.map((s) => s.instance.version))].join(', ')})`,
+            `(running: ${[...new Set(serving.map((s) => s.instance.version))].join(', ')})`,
           { metadata: { pool: stage.pool, stage: stage.name, version: stage.version }, retryAfterMs: 1000 },
         );
       }
@@ -612,7 +615,7 @@ export class Scheduler {
     let free = this.freeSlots(pool);
     for (let i = 0; i < waiting.size && free.length > 0; ) {
       const next = waiting.at(i) as WaitingTask;
-      const fit = free.filter((s) => versionMatches(s.instance, next.range));
+      const fit = free.filter((s) => serves(s.instance, next.model) && versionMatches(s.instance, next.range));
       if (fit.length === 0) {
         i += 1;
         continue;
@@ -642,9 +645,7 @@ export class Scheduler {
    */
   private choose(free: InstanceSlot[], task: StageTask): InstanceSlot {
     const owners = new Set(Object.values(task.inputs).map((r) => r.ownerNodeId));
-    const compatible = free.filter((s) => s.instance.models.length === 0 || s.instance.models.includes(task.model));
-    const candidates = compatible.length > 0 ? compatible : free;
-    return candidates.reduce((best, s) => {
+    return free.reduce((best, s) => {
       const local = owners.has(s.instance.nodeId) ? 1 : 0;
       const bestLocal = owners.has(best.instance.nodeId) ? 1 : 0;
       if (local !== bestLocal) return local > bestLocal ? s : best;
@@ -952,6 +953,11 @@ function endQueueWait(run: Running, outcome: 'ok' | 'failed' | 'cancelled'): voi
   run.queueSpan.setAttribute(ATTR.outcome, outcome);
   run.queueSpan.end();
   run.queueSpan = undefined;
+}
+
+/** True when the instance serves `model` (an instance with no models listed serves any). */
+function serves(instance: StageInstance, model: string): boolean {
+  return instance.models.length === 0 || instance.models.includes(model);
 }
 
 /** True when no range is given or the instance's version satisfies it. */
