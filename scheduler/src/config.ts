@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { LogConfigSchema, TlsConfigSchema, defineConfig, tlsConfigMappings } from '@diffmesh/runtime';
+import { MAX_TIMEOUT_MS } from './types.js';
 
 /** The scheduler service's configuration (env prefix `DIFFMESH_SCHEDULER_`). */
 export const SchedulerConfigSchema = z.object({
@@ -13,9 +14,21 @@ export const SchedulerConfigSchema = z.object({
   maxQueueLength: z.number().int().positive().default(256).describe('most tasks waiting in one pool queue'),
   maxInFlight: z.number().int().positive().default(1024).describe('most requests accepted and not finished'),
   maxAttempts: z.number().int().positive().default(3).describe('tries per stage task'),
-  retryBackoffMs: z.number().int().nonnegative().default(200).describe('first retry back-off, doubled per attempt'),
-  defaultTimeoutMs: z.number().int().nonnegative().default(600_000).describe('request timeout when none is given (0 = none)'),
-  stageTimeoutMs: z.number().int().nonnegative().default(300_000).describe('deadline of one stage dispatch (0 = none)'),
+  retryBackoffMs: z.number().int().nonnegative().max(MAX_TIMEOUT_MS).default(200).describe('first retry back-off, doubled per attempt'),
+  defaultTimeoutMs: z
+    .number()
+    .int()
+    .nonnegative()
+    .max(MAX_TIMEOUT_MS)
+    .default(600_000)
+    .describe('request timeout when none is given (0 = none; at most 2147483647, about 24.8 days)'),
+  stageTimeoutMs: z
+    .number()
+    .int()
+    .nonnegative()
+    .max(MAX_TIMEOUT_MS)
+    .default(300_000)
+    .describe('deadline of one stage dispatch (0 = none; at most 2147483647)'),
   retentionMs: z.number().int().positive().default(600_000).describe('how long finished requests stay visible'),
   maxRetained: z.number().int().positive().default(10_000).describe('most finished requests kept visible (the oldest go first)'),
   eventIntervalMs: z

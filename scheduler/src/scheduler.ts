@@ -11,6 +11,7 @@ import {
   diffmeshTracer,
   extractTraceContext,
   injectTraceContext,
+  invalidParameter,
   isRetryableCode,
   Cancellation,
   recordError,
@@ -33,6 +34,7 @@ import {
 import { EventLog, type EventLogListener } from './event-log.js';
 import { WaitingOrder, type WaitingTask } from './waiting.js';
 import {
+  MAX_TIMEOUT_MS,
   TaskRefused,
   type GenerateRequest,
   type RequestEvent,
@@ -338,6 +340,10 @@ export class Scheduler {
     const entry = this.opts.registry.lookup(req.model);
     const params = resolveParams(entry, { ...req.params });
     const plan: ExecutionPlan = toExecutionPlan(entry, req.model);
+    const timeout = req.timeoutMs ?? 0;
+    if (!Number.isInteger(timeout) || timeout < 0 || timeout > MAX_TIMEOUT_MS) {
+      throw invalidParameter('timeout_ms', `must be a whole number of milliseconds from 0 to ${MAX_TIMEOUT_MS} (about 24 days), got ${timeout}`);
+    }
     for (const stage of plan.stages) {
       const healthy = [...this.poolSlots(stage.pool).values()].filter((s) => !s.retiring && s.instance.available?.() !== false);
       // Only an instance serving the model may run its task (pools are shared by models).
@@ -370,7 +376,8 @@ export class Scheduler {
       );
     }
     const now = Date.now();
-    const timeoutMs = req.timeoutMs && req.timeoutMs > 0 ? req.timeoutMs : this.opts.limits.defaultTimeoutMs;
+    // (Limits given in-process are not validated like the service's config: keep timers in range.)
+    const timeoutMs = Math.min(MAX_TIMEOUT_MS, timeout > 0 ? timeout : this.opts.limits.defaultTimeoutMs);
     const context: RequestContext = {
       reqId,
       model: req.model,
@@ -701,7 +708,7 @@ export class Scheduler {
     );
     // The instance continues the trace from the dispatch span.
     const sent: StageTask = { ...task, traceContext: injectTraceContext(trace.setSpan(run.traceCtx, span)) };
-    const cancel = new Cancellation(this.opts.limits.stageTimeoutMs);
+    const cancel = new Cancellation(Math.min(MAX_TIMEOUT_MS, this.opts.limits.stageTimeoutMs));
     run.dispatch = cancel;
     instance
       .execute(sent, {
@@ -797,7 +804,7 @@ export class Scheduler {
     const refused = err instanceof TaskRefused;
     if (refused || (isRetryableCode(error.code) && task.attempt < this.opts.limits.maxAttempts)) {
       const attempt = refused ? task.attempt : task.attempt + 1;
-      const delay = refused ? 0 : this.opts.limits.retryBackoffMs * 2 ** (task.attempt - 1);
+      const delay = refused ? 0 : Math.min(MAX_TIMEOUT_MS, this.opts.limits.retryBackoffMs * 2 ** (task.attempt - 1));
       if (!refused) {
         ctx.retryCount += 1;
         this.opts.log.warn(

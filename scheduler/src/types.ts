@@ -65,13 +65,16 @@ export interface ExecuteHooks {
   onProgress(progress: StageProgress): void;
 }
 
+/** Longest timeout the scheduler takes (a Node timer's limit, about 24.8 days). */
+export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
 /** What a client asks for. Unset params take the model's defaults. */
 export interface GenerateRequest {
   model: string;
   params: Partial<GenerationParams> & { prompt: string };
   /** Larger runs first; default 0. */
   priority?: number;
-  /** Request timeout in ms; 0/unset = the scheduler's default. */
+  /** Request timeout in ms, at most {@link MAX_TIMEOUT_MS}; 0/unset = the scheduler's default. */
   timeoutMs?: number;
   /** Client-chosen id; a repeated id returns the existing request (idempotent submit). */
   requestId?: string;
