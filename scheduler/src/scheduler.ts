@@ -395,7 +395,7 @@ export class Scheduler {
       traceContext: injectTraceContext(traceCtx),
     };
     const run: Running = {
-      state: { context, step: 0, totalSteps: 0, timings: [], result: {} },
+      state: { context, planName: entry.model ?? entry.pattern ?? req.model, step: 0, totalSteps: 0, timings: [], result: {} },
       events: new EventLog<RequestEvent>(),
       done: false,
       span,

@@ -96,6 +96,12 @@ export interface StageTiming {
 /** A snapshot of a request, as Get returns it. */
 export interface RequestState {
   context: RequestContext;
+  /**
+   * The plan registry entry serving the request: its exact model name, or its pattern.
+   * Unlike `context.model` (whatever name the client sent that the pattern accepts), a
+   * bounded set of values: metrics label requests with it.
+   */
+  planName: string;
   /** Steps done and total of the current stage. */
   step: number;
   totalSteps: number;
