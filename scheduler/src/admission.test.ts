@@ -68,3 +68,24 @@ describe('admission: timeout_ms', () => {
     }
   });
 });
+
+describe('admission: request_id', () => {
+  it('refuses a request id the tensor store would refuse (":" in it) or that is too long, naming request_id', async () => {
+    const s = newScheduler();
+    s.addInstance(new HeldInstance('enc-1', { capacity: 10 }));
+    const bad = { code: Code.INVALID_ARGUMENT, reason: 'INVALID_PARAMETER', metadata: { field: 'request_id' } };
+    expect(refusal(s, { requestId: 'tenant:42' })).toMatchObject(bad);
+    expect(refusal(s, { requestId: 'x'.repeat(60_000) })).toMatchObject(bad);
+    expect(refusal(s, { requestId: 'é'.repeat(129) })).toMatchObject(bad);
+    expect(await submitOverGrpc(s, { requestId: 'a:b' })).toMatchObject(bad);
+    expect(s.inFlightCount()).toBe(0);
+    expect(s.recentRequests()).toHaveLength(0);
+  });
+
+  it('accepts a client request id of up to 128 characters', () => {
+    const s = newScheduler();
+    s.addInstance(new HeldInstance('enc-1'));
+    const id = 'é'.repeat(128);
+    expect(s.submit({ model: 'm1', params: { prompt: 'x' }, requestId: id }).context.reqId).toBe(id);
+  });
+});

@@ -15,7 +15,7 @@ export { startSchedulerService } from './server.js';
 export type { RunningScheduler } from './server.js';
 export { DEFAULT_EVENT_INTERVAL_MS, eventFromWire, eventToWire, getResponse, schedulerServiceBinding, statusResponse } from './service.js';
 export type { SchedulerIdentity, StreamOptions } from './service.js';
-export { MAX_TIMEOUT_MS, TaskRefused, isTerminal } from './types.js';
+export { MAX_REQUEST_ID_CHARS, MAX_TIMEOUT_MS, TaskRefused, isTerminal } from './types.js';
 export type {
   ExecuteHooks,
   GenerateRequest,

@@ -34,6 +34,7 @@ import {
 import { EventLog, type EventLogListener } from './event-log.js';
 import { WaitingOrder, type WaitingTask } from './waiting.js';
 import {
+  MAX_REQUEST_ID_CHARS,
   MAX_TIMEOUT_MS,
   TaskRefused,
   type GenerateRequest,
@@ -308,13 +309,14 @@ export class Scheduler {
    * (RESOURCE_EXHAUSTED). Nothing is half-accepted.
    */
   submit(req: GenerateRequest): RequestState {
+    if (req.requestId) checkRequestId(req.requestId);
     if (!this.stopped && req.requestId) {
       const existing = this.requests.get(req.requestId);
       if (existing) return existing.state;
     }
     // One trace per request: the client's span (if it sent a traceparent) is the parent.
     const parent = extractTraceContext(req.traceContext);
-    const reqId = req.requestId ?? randomUUID();
+    const reqId = req.requestId || randomUUID();
     const span = diffmeshTracer().startSpan(
       SPAN.request,
       {
@@ -960,6 +962,17 @@ function endQueueWait(run: Running, outcome: 'ok' | 'failed' | 'cancelled'): voi
   run.queueSpan.setAttribute(ATTR.outcome, outcome);
   run.queueSpan.end();
   run.queueSpan = undefined;
+}
+
+/**
+ * A client's request id must do as the first part of the request's object ids
+ * (`{request_id}:{name}:{unique}`): the tensor store refuses an empty one or one with `:`.
+ */
+function checkRequestId(id: string): void {
+  if (id.includes(':') || [...id].length > MAX_REQUEST_ID_CHARS) {
+    const shown = id.length > 80 ? `${JSON.stringify(id.slice(0, 80))}… (${id.length} characters)` : JSON.stringify(id);
+    throw invalidParameter('request_id', `must be at most ${MAX_REQUEST_ID_CHARS} characters without ":", got ${shown}`);
+  }
 }
 
 /** True when the instance serves `model` (an instance with no models listed serves any). */

@@ -68,6 +68,9 @@ export interface ExecuteHooks {
 /** Longest timeout the scheduler takes (a Node timer's limit, about 24.8 days). */
 export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
+/** Longest client-chosen request id. */
+export const MAX_REQUEST_ID_CHARS = 128;
+
 /** What a client asks for. Unset params take the model's defaults. */
 export interface GenerateRequest {
   model: string;
@@ -76,7 +79,11 @@ export interface GenerateRequest {
   priority?: number;
   /** Request timeout in ms, at most {@link MAX_TIMEOUT_MS}; 0/unset = the scheduler's default. */
   timeoutMs?: number;
-  /** Client-chosen id; a repeated id returns the existing request (idempotent submit). */
+  /**
+   * Client-chosen id; a repeated id returns the existing request (idempotent submit). At most
+   * {@link MAX_REQUEST_ID_CHARS} characters, none of them `:` (it starts the request's object
+   * ids); empty = the scheduler picks one.
+   */
   requestId?: string;
   traceContext?: Record<string, string>;
 }
