@@ -31,6 +31,13 @@ export const SchedulerConfigSchema = z.object({
     .describe('deadline of one stage dispatch (0 = none; at most 2147483647)'),
   retentionMs: z.number().int().positive().default(600_000).describe('how long finished requests stay visible'),
   maxRetained: z.number().int().positive().default(10_000).describe('most finished requests kept visible (the oldest go first)'),
+  strandedTimeoutMs: z
+    .number()
+    .int()
+    .nonnegative()
+    .max(MAX_TIMEOUT_MS)
+    .default(10_000)
+    .describe('how long a queued task waits when its pool has no instance that can run it, before its request fails (0 = until the request times out)'),
   eventIntervalMs: z
     .number()
     .int()
@@ -63,6 +70,7 @@ export const schedulerConfig = defineConfig({
     STAGE_TIMEOUT_MS: 'stageTimeoutMs',
     RETENTION_MS: 'retentionMs',
     MAX_RETAINED: 'maxRetained',
+    STRANDED_TIMEOUT_MS: 'strandedTimeoutMs',
     EVENT_INTERVAL_MS: 'eventIntervalMs',
     DRAIN_GRACE_MS: 'drainGraceMs',
     METRICS_LISTEN: 'metricsListen',
@@ -84,6 +92,7 @@ export const schedulerConfig = defineConfig({
     'stage-timeout-ms': 'stageTimeoutMs',
     'retention-ms': 'retentionMs',
     'max-retained': 'maxRetained',
+    'stranded-timeout-ms': 'strandedTimeoutMs',
     'event-interval-ms': 'eventIntervalMs',
     'drain-grace-ms': 'drainGraceMs',
     'metrics-listen': 'metricsListen',

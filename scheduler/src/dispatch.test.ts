@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Code, PlanRegistry, type DiffmeshError, type StageResult, type StageTask } from '@diffmesh/runtime';
-import { HeldInstance, entry, newScheduler, outcome } from './fixtures/stages.js';
+import { HeldInstance, end, entry, newScheduler, outcome } from './fixtures/stages.js';
 import { TaskRefused, type ExecuteHooks } from './types.js';
 
 /** Refuses its first task without running it, as an instance behind a breaker may. */
@@ -75,5 +75,44 @@ describe('dispatch', () => {
     expect(err).toMatchObject({ code: Code.UNAVAILABLE, reason: 'POOL_UNAVAILABLE', metadata: { pool: 'enc', model: 'm1' } });
     expect(err?.message).toBe('pool "enc" (stage text_encoding) has no healthy instance serving model "m1"');
     expect(s.inFlightCount()).toBe(0);
+  });
+});
+
+describe('a pool that loses every instance able to run a waiting task', () => {
+  it('fails the task\'s request with POOL_UNAVAILABLE after strandedTimeoutMs, instead of leaving it queued', async () => {
+    const s = newScheduler({ strandedTimeoutMs: 200 });
+    const a = new HeldInstance('enc-a', { models: ['m1'] });
+    const b = new HeldInstance('enc-b', { models: ['m2'] });
+    s.addInstance(a);
+    s.addInstance(b);
+    const running = s.submit({ model: 'm1', params: { prompt: 'running' } }).context.reqId;
+    const waiting = s.submit({ model: 'm1', params: { prompt: 'waiting' } }).context.reqId;
+    s.retireInstance('enc-a'); // drains: finishes its task, takes no new one; enc-b does not serve m1
+    expect(await end(s, waiting)).toMatchObject({
+      type: 'failed',
+      error: { code: Code.UNAVAILABLE, reason: 'POOL_UNAVAILABLE', message: 'pool "enc" (stage text_encoding) has had no instance serving model "m1" for 200 ms' },
+    });
+    a.finish(0);
+    expect(await outcome(s, running)).toBe('completed');
+    // The pool's other model is unaffected.
+    const other = s.submit({ model: 'm2', params: { prompt: 'other' } }).context.reqId;
+    b.finish(0);
+    expect(await outcome(s, other)).toBe('completed');
+  });
+
+  it('lets an instance that arrives in time take the task', async () => {
+    const s = newScheduler({ strandedTimeoutMs: 60_000 });
+    const first = new HeldInstance('enc-1');
+    s.addInstance(first);
+    const running = s.submit({ model: 'm1', params: { prompt: 'running' } }).context.reqId;
+    const waiting = s.submit({ model: 'm1', params: { prompt: 'waiting' } }).context.reqId;
+    s.retireInstance('enc-1');
+    const next = new HeldInstance('enc-2');
+    s.addInstance(next);
+    await expect.poll(() => next.tasks.length, { timeout: 10_000 }).toBe(1);
+    next.finish(0);
+    first.finish(0);
+    expect(await outcome(s, waiting)).toBe('completed');
+    expect(await outcome(s, running)).toBe('completed');
   });
 });

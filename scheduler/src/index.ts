@@ -9,7 +9,7 @@ export { startMetricsEndpoint } from '@diffmesh/runtime';
 export type { MembershipOptions } from './membership.js';
 export { RemoteInstance } from './remote-instance.js';
 export type { RemoteInstanceInfo, RemoteInstanceOptions } from './remote-instance.js';
-export { DEFAULT_MAX_RETAINED, DEFAULT_RECENT_REQUESTS, Scheduler } from './scheduler.js';
+export { DEFAULT_MAX_RETAINED, DEFAULT_RECENT_REQUESTS, DEFAULT_STRANDED_TIMEOUT_MS, Scheduler } from './scheduler.js';
 export type { InstanceView, PoolView, QueuedTask, SchedulerLimits, SchedulerOptions } from './scheduler.js';
 export { startSchedulerService } from './server.js';
 export type { RunningScheduler } from './server.js';

@@ -65,10 +65,20 @@ export interface SchedulerLimits {
    * retention ends (bounds the scheduler's memory under sustained load). Default 10000.
    */
   maxRetained?: number;
+  /**
+   * How long a queued task waits when its pool has no instance that can run it (none
+   * registered, serving its model in its version range, and not draining) before its
+   * request fails with UNAVAILABLE / POOL_UNAVAILABLE; an instance that arrives in time
+   * takes it. 0 = it waits for the request timeout. Default 10000.
+   */
+  strandedTimeoutMs?: number;
 }
 
 /** Default of {@link SchedulerLimits.maxRetained}. */
 export const DEFAULT_MAX_RETAINED = 10_000;
+
+/** Default of {@link SchedulerLimits.strandedTimeoutMs}. */
+export const DEFAULT_STRANDED_TIMEOUT_MS = 10_000;
 
 export interface SchedulerOptions {
   registry: PlanRegistry;
@@ -176,6 +186,8 @@ export class Scheduler {
   private readonly waiting = new Map<string, WaitingOrder>();
   /** Tasks queued so far (their arrival order across queues). */
   private arrivals = 0;
+  /** Per pool, the timer that fails its stranded tasks (see `strandedTimeoutMs`). */
+  private readonly stranded = new Map<string, NodeJS.Timeout>();
   private readonly slots = new Map<string, Map<string, InstanceSlot>>();
   /** The latest accepted requests, newest first (bounded; kept past their retention). */
   private readonly recent: RequestState[] = [];
@@ -211,14 +223,19 @@ export class Scheduler {
       old.retiring = true;
       if (old.active === 0) this.release(old);
     }
+    // Tasks waiting for an instance get another full wait if this one cannot run them.
+    this.clearStranded(instance.pool);
     this.pump(instance.pool);
+    this.watchStranded(instance.pool);
   }
 
   /** Stops dispatching to an instance (tasks running on it fail and are retried). */
   removeInstance(id: string): void {
     for (const pool of this.slots.values()) {
       const slot = pool.get(id);
-      if (slot) this.release(slot);
+      if (!slot) continue;
+      this.release(slot);
+      this.watchStranded(slot.instance.pool);
     }
   }
 
@@ -232,6 +249,7 @@ export class Scheduler {
       if (!slot) continue;
       slot.retiring = true;
       if (slot.active === 0) this.release(slot);
+      this.watchStranded(slot.instance.pool);
     }
   }
 
@@ -481,6 +499,7 @@ export class Scheduler {
       if (!run.done) this.finish(run, { type: 'cancelled' });
     }
     for (const q of this.queues.values()) q.queue.close();
+    for (const pool of [...this.stranded.keys()]) this.clearStranded(pool);
   }
 
   // ---- internals -------------------------------------------------------------------------
@@ -572,6 +591,7 @@ export class Scheduler {
     };
     this.waitingIn(stage.pool).add(waiting);
     run.queuedIn = waiting;
+    if (!this.runnable(stage.pool, waiting)) this.watchStranded(stage.pool);
     run.queueSpan?.end();
     run.queueSpan = diffmeshTracer().startSpan(
       SPAN.queueWait,
@@ -638,6 +658,52 @@ export class Scheduler {
       this.dispatch(run, item, this.choose(fit, item.task));
       free = this.freeSlots(pool);
     }
+  }
+
+  /** True when an instance of `pool` that is not leaving can run the task (now or later). */
+  private runnable(pool: string, task: WaitingTask): boolean {
+    for (const s of this.poolSlots(pool).values()) {
+      if (!s.retiring && serves(s.instance, task.model) && versionMatches(s.instance, task.range)) return true;
+    }
+    return false;
+  }
+
+  /**
+   * Starts the pool's stranded timer when some of its waiting tasks have no instance that can
+   * run them: when it fires, those still without one fail (see `strandedTimeoutMs`).
+   */
+  private watchStranded(pool: string): void {
+    const timeoutMs = Math.min(MAX_TIMEOUT_MS, this.opts.limits.strandedTimeoutMs ?? DEFAULT_STRANDED_TIMEOUT_MS);
+    if (timeoutMs <= 0 || this.stranded.has(pool) || !this.strandedTasks(pool).length) return;
+    const timer = setTimeout(() => {
+      this.stranded.delete(pool);
+      for (const task of this.strandedTasks(pool)) {
+        const run = this.requests.get(task.reqId);
+        if (!run || run.done) continue;
+        const stage = run.state.context.executionPlan.stages[run.state.context.currentStageIndex];
+        this.finish(run, {
+          type: 'failed',
+          error: new DiffmeshError(
+            Code.UNAVAILABLE,
+            'POOL_UNAVAILABLE',
+            `pool "${pool}" (stage ${stage.name}) has had no instance serving model "${task.model}" for ${timeoutMs} ms`,
+            { metadata: { pool, stage: stage.name, model: task.model }, retryAfterMs: 1000 },
+          ),
+        });
+      }
+    }, timeoutMs);
+    timer.unref();
+    this.stranded.set(pool, timer);
+  }
+
+  private clearStranded(pool: string): void {
+    clearTimeout(this.stranded.get(pool));
+    this.stranded.delete(pool);
+  }
+
+  /** Waiting tasks of `pool` that no instance of it can run. */
+  private strandedTasks(pool: string): WaitingTask[] {
+    return (this.waiting.get(pool)?.values() ?? []).filter((t) => !this.runnable(pool, t));
   }
 
   /** Instances of a pool that may get a task now. */

@@ -34,6 +34,11 @@ export class WaitingOrder {
     return this.list[index];
   }
 
+  /** Every task, in dispatch order (a copy). */
+  values(): WaitingTask[] {
+    return [...this.list];
+  }
+
   add(task: WaitingTask): void {
     this.list.splice(this.position(task), 0, task);
   }
