@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { LogConfigSchema, TlsConfigSchema, defineConfig, tlsConfigMappings } from '@diffmesh/runtime';
+import { MAX_TIMEOUT_MS } from './types.js';
 
 /** The scheduler service's configuration (env prefix `DIFFMESH_SCHEDULER_`). */
 export const SchedulerConfigSchema = z.object({
@@ -13,11 +14,30 @@ export const SchedulerConfigSchema = z.object({
   maxQueueLength: z.number().int().positive().default(256).describe('most tasks waiting in one pool queue'),
   maxInFlight: z.number().int().positive().default(1024).describe('most requests accepted and not finished'),
   maxAttempts: z.number().int().positive().default(3).describe('tries per stage task'),
-  retryBackoffMs: z.number().int().nonnegative().default(200).describe('first retry back-off, doubled per attempt'),
-  defaultTimeoutMs: z.number().int().nonnegative().default(600_000).describe('request timeout when none is given (0 = none)'),
-  stageTimeoutMs: z.number().int().nonnegative().default(300_000).describe('deadline of one stage dispatch (0 = none)'),
+  retryBackoffMs: z.number().int().nonnegative().max(MAX_TIMEOUT_MS).default(200).describe('first retry back-off, doubled per attempt'),
+  defaultTimeoutMs: z
+    .number()
+    .int()
+    .nonnegative()
+    .max(MAX_TIMEOUT_MS)
+    .default(600_000)
+    .describe('request timeout when none is given (0 = none; at most 2147483647, about 24.8 days)'),
+  stageTimeoutMs: z
+    .number()
+    .int()
+    .nonnegative()
+    .max(MAX_TIMEOUT_MS)
+    .default(300_000)
+    .describe('deadline of one stage dispatch (0 = none; at most 2147483647)'),
   retentionMs: z.number().int().positive().default(600_000).describe('how long finished requests stay visible'),
   maxRetained: z.number().int().positive().default(10_000).describe('most finished requests kept visible (the oldest go first)'),
+  strandedTimeoutMs: z
+    .number()
+    .int()
+    .nonnegative()
+    .max(MAX_TIMEOUT_MS)
+    .default(10_000)
+    .describe('how long a queued task waits when its pool has no instance that can run it, before its request fails (0 = until the request times out)'),
   eventIntervalMs: z
     .number()
     .int()
@@ -50,6 +70,7 @@ export const schedulerConfig = defineConfig({
     STAGE_TIMEOUT_MS: 'stageTimeoutMs',
     RETENTION_MS: 'retentionMs',
     MAX_RETAINED: 'maxRetained',
+    STRANDED_TIMEOUT_MS: 'strandedTimeoutMs',
     EVENT_INTERVAL_MS: 'eventIntervalMs',
     DRAIN_GRACE_MS: 'drainGraceMs',
     METRICS_LISTEN: 'metricsListen',
@@ -71,6 +92,7 @@ export const schedulerConfig = defineConfig({
     'stage-timeout-ms': 'stageTimeoutMs',
     'retention-ms': 'retentionMs',
     'max-retained': 'maxRetained',
+    'stranded-timeout-ms': 'strandedTimeoutMs',
     'event-interval-ms': 'eventIntervalMs',
     'drain-grace-ms': 'drainGraceMs',
     'metrics-listen': 'metricsListen',

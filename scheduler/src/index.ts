@@ -9,13 +9,13 @@ export { startMetricsEndpoint } from '@diffmesh/runtime';
 export type { MembershipOptions } from './membership.js';
 export { RemoteInstance } from './remote-instance.js';
 export type { RemoteInstanceInfo, RemoteInstanceOptions } from './remote-instance.js';
-export { DEFAULT_MAX_RETAINED, DEFAULT_RECENT_REQUESTS, Scheduler } from './scheduler.js';
+export { DEFAULT_MAX_RETAINED, DEFAULT_RECENT_REQUESTS, DEFAULT_STRANDED_TIMEOUT_MS, Scheduler } from './scheduler.js';
 export type { InstanceView, PoolView, QueuedTask, SchedulerLimits, SchedulerOptions } from './scheduler.js';
 export { startSchedulerService } from './server.js';
 export type { RunningScheduler } from './server.js';
 export { DEFAULT_EVENT_INTERVAL_MS, eventFromWire, eventToWire, getResponse, schedulerServiceBinding, statusResponse } from './service.js';
 export type { SchedulerIdentity, StreamOptions } from './service.js';
-export { isTerminal } from './types.js';
+export { MAX_REQUEST_ID_CHARS, MAX_TIMEOUT_MS, TaskRefused, isTerminal } from './types.js';
 export type {
   ExecuteHooks,
   GenerateRequest,

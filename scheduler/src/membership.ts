@@ -24,7 +24,9 @@ export function followDiscovery(scheduler: Scheduler, discovery: Discovery, opts
   let stopped = false;
 
   const add = (i: Instance): void => {
-    if (stopped || known.has(i.id) || !isStage(i.stage) || !i.grpcAddress) return;
+    // One the scheduler closed (removed it) is looked at again when discovery still shows it.
+    const current = known.get(i.id);
+    if (stopped || (current && !current.isGone()) || !isStage(i.stage) || !i.grpcAddress) return;
     const remote = new RemoteInstance({
       info: {
         id: i.id,

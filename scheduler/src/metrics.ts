@@ -126,7 +126,8 @@ export class SchedulerMetrics {
 
   /** Scheduler `onEvent` hook. */
   observe(e: RequestEvent, state: RequestState): void {
-    const model = state.context.model;
+    // The plan entry, not the client's model name: a pattern accepts any number of names.
+    const model = state.planName;
     switch (e.type) {
       case 'queued':
         if (e.stageIndex === 0 && state.timings.every((t) => t.attempts === 0)) this.series(this.submitted, model, { model }).inc();

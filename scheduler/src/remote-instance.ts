@@ -17,7 +17,7 @@ import {
   type StageTask,
   type TlsFiles,
 } from '@diffmesh/runtime';
-import type { ExecuteHooks, StageInstance } from './types.js';
+import { TaskRefused, type ExecuteHooks, type StageInstance } from './types.js';
 
 /** What the scheduler knows of a stage instance from discovery. */
 export interface RemoteInstanceInfo {
@@ -106,12 +106,38 @@ export class RemoteInstance implements StageInstance {
     return !this.gone && !this.breaker.opened;
   }
 
+  /** True once it was closed or its dispatch stream broke: it takes no more work. */
+  isGone(): boolean {
+    return this.gone;
+  }
+
   /** `open`, `half-open` or `closed`. */
   breakerState(): 'open' | 'half-open' | 'closed' {
     return this.breaker.opened ? 'open' : this.breaker.halfOpen ? 'half-open' : 'closed';
   }
 
+  /** Calls `listener` when the breaker goes half-open (a probe may go) or closes. */
+  onAvailable(listener: () => void): () => void {
+    const call = (): void => listener();
+    this.breaker.on('halfOpen', call);
+    this.breaker.on('close', call);
+    return () => {
+      this.breaker.off('halfOpen', call);
+      this.breaker.off('close', call);
+    };
+  }
+
+  /** True while its half-open breaker's one probe is out (the breaker refuses other calls). */
+  probing(): boolean {
+    return !this.gone && this.breaker.halfOpen && !this.breaker.pendingClose;
+  }
+
   execute(task: StageTask, hooks: ExecuteHooks): Promise<StageResult> {
+    // The breaker lets a call through only when closed, or half-open before its probe: a
+    // call it would refuse is refused here, so the scheduler knows the task never ran.
+    if (!this.breaker.closed && !this.breaker.pendingClose) {
+      return Promise.reject(new TaskRefused(`circuit breaker of instance ${this.id} is ${this.breakerState()}`));
+    }
     return this.breaker.fire(task, hooks);
   }
 
@@ -130,14 +156,22 @@ export class RemoteInstance implements StageInstance {
     }
     const key = `${task.reqId}#${task.stageIndex}#${task.attempt}`;
     return new Promise<StageResult>((resolve, reject) => {
+      // A task stopped by the dispatch's own deadline is a timeout whatever the instance
+      // answers (it says CANCELLED, or nothing): so the breaker counts it, and a hung
+      // instance stops getting work.
+      const fail = (e: unknown): void =>
+        reject(
+          hooks.cancel.timedOut()
+            ? new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `instance ${this.id} did not finish ${task.stage} within the stage deadline`)
+            : e,
+        );
       // The slot stays taken until the instance confirms it stopped (its TaskFailed answer),
       // so the next task is never sent to an instance that is still busy; an instance that
       // does not answer in time is given up on.
       const onAbort = (): void => {
         if (!this.pending.has(key)) return;
-        this.stream.write({
-          cancel: { reqId: task.reqId, stageIndex: task.stageIndex, attempt: task.attempt, reason: 'request cancelled' },
-        });
+        const reason = hooks.cancel.timedOut() ? 'stage deadline passed' : 'request cancelled';
+        this.stream.write({ cancel: { reqId: task.reqId, stageIndex: task.stageIndex, attempt: task.attempt, reason } });
         setTimeout(() => {
           const p = this.pending.get(key);
           if (!p) return;
@@ -146,7 +180,7 @@ export class RemoteInstance implements StageInstance {
         }, CANCEL_CONFIRM_MS).unref();
       };
       if (hooks.cancel.aborted) {
-        reject(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'task cancelled'));
+        fail(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'task cancelled'));
         return;
       }
       const done = hooks.cancel.onCancel(onAbort);
@@ -157,7 +191,7 @@ export class RemoteInstance implements StageInstance {
         },
         reject: (e) => {
           done();
-          reject(e);
+          fail(e);
         },
         hooks,
       });
@@ -172,14 +206,23 @@ export class RemoteInstance implements StageInstance {
     const key = `${body.reqId}#${body.stageIndex}#${body.attempt}`;
     const p = this.pending.get(key);
     if (!p) return;
-    if (msg.progress) {
-      p.hooks.onProgress({ step: msg.progress.step, totalSteps: msg.progress.totalSteps });
-    } else if (msg.result) {
+    // This runs in the stream's listener, where a throw would end the process: an answer this
+    // scheduler cannot read (e.g. a newer worker's dtype) fails its task, which is retried.
+    try {
+      if (msg.progress) {
+        p.hooks.onProgress({ step: msg.progress.step, totalSteps: msg.progress.totalSteps });
+      } else if (msg.result) {
+        const outputs = objectRefsFromWire(msg.result.outputs);
+        this.pending.delete(key);
+        p.resolve({ outputs });
+      } else if (msg.failed) {
+        this.pending.delete(key);
+        p.reject(msg.failed.error ? errorDetailFromWire(msg.failed.error) : new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'task failed'));
+      }
+    } catch (err) {
+      this.opts.log.error({ instance: this.id, pool: this.pool, reqId: body.reqId, stageIndex: body.stageIndex, err }, 'unreadable answer from a stage instance');
       this.pending.delete(key);
-      p.resolve({ outputs: objectRefsFromWire(msg.result.outputs) });
-    } else if (msg.failed) {
-      this.pending.delete(key);
-      p.reject(msg.failed.error ? errorDetailFromWire(msg.failed.error) : new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'task failed'));
+      p.reject(new DiffmeshError(Code.INTERNAL, 'INTERNAL', `instance ${this.id} sent an answer this scheduler cannot read`, { cause: err }));
     }
   }
 

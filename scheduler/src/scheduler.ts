@@ -11,6 +11,7 @@ import {
   diffmeshTracer,
   extractTraceContext,
   injectTraceContext,
+  invalidParameter,
   isRetryableCode,
   Cancellation,
   recordError,
@@ -31,12 +32,16 @@ import {
   type TensorStore,
 } from '@diffmesh/runtime';
 import { EventLog, type EventLogListener } from './event-log.js';
-import type {
-  GenerateRequest,
-  RequestEvent,
-  RequestState,
-  StageInstance,
-  StageTiming,
+import { WaitingOrder, type WaitingTask } from './waiting.js';
+import {
+  MAX_REQUEST_ID_CHARS,
+  MAX_TIMEOUT_MS,
+  TaskRefused,
+  type GenerateRequest,
+  type RequestEvent,
+  type RequestState,
+  type StageInstance,
+  type StageTiming,
 } from './types.js';
 
 /** Limits and policies of a scheduler; every field has a documented default in config.ts. */
@@ -60,10 +65,20 @@ export interface SchedulerLimits {
    * retention ends (bounds the scheduler's memory under sustained load). Default 10000.
    */
   maxRetained?: number;
+  /**
+   * How long a queued task waits when its pool has no instance that can run it (none
+   * registered, serving its model in its version range, and not draining) before its
+   * request fails with UNAVAILABLE / POOL_UNAVAILABLE; an instance that arrives in time
+   * takes it. 0 = it waits for the request timeout. Default 10000.
+   */
+  strandedTimeoutMs?: number;
 }
 
 /** Default of {@link SchedulerLimits.maxRetained}. */
 export const DEFAULT_MAX_RETAINED = 10_000;
+
+/** Default of {@link SchedulerLimits.strandedTimeoutMs}. */
+export const DEFAULT_STRANDED_TIMEOUT_MS = 10_000;
 
 export interface SchedulerOptions {
   registry: PlanRegistry;
@@ -111,11 +126,26 @@ export interface QueuedTask {
 
 interface InstanceSlot {
   instance: StageInstance;
+  /** Tasks dispatched on this slot and not yet finished. */
   active: number;
+  /**
+   * Slots this one replaced (the instance came back under the same id) while they still ran
+   * tasks: those tasks run on the same worker, so they count against this slot's capacity.
+   */
+  replaced: InstanceSlot[];
   /** Dispatch counter value of the last task sent here (spreads ties round-robin). */
   lastUsed: number;
   /** Leaving: gets no new work, removed once its running tasks finish. */
   retiring: boolean;
+  /** Stops the instance's availability calls (see {@link StageInstance.onAvailable}). */
+  unwatch?: () => void;
+}
+
+/** Tasks running on a slot's worker: its own and those of the slots it replaced. */
+function busy(slot: InstanceSlot): number {
+  let n = slot.active;
+  for (const r of slot.replaced) n += r.active;
+  return n;
 }
 
 /** One queue: a pool, optionally narrowed to instances whose version satisfies a range. */
@@ -137,8 +167,8 @@ interface Running {
   /** Cancels the stage dispatch in flight, if any (a request runs one stage at a time). */
   dispatch?: Cancellation;
   timer?: NodeJS.Timeout;
-  /** Queue key and task id while queued. */
-  queuedIn?: { key: string; taskId: string };
+  /** Its task while one waits in a queue. */
+  queuedIn?: WaitingTask;
   done: boolean;
 }
 
@@ -152,6 +182,12 @@ interface Running {
 export class Scheduler {
   private readonly requests = new Map<string, Running>();
   private readonly queues = new Map<string, PoolQueue>();
+  /** Per pool, the tasks waiting in its queues in dispatch order. */
+  private readonly waiting = new Map<string, WaitingOrder>();
+  /** Tasks queued so far (their arrival order across queues). */
+  private arrivals = 0;
+  /** Per pool, the timer that fails its stranded tasks (see `strandedTimeoutMs`). */
+  private readonly stranded = new Map<string, NodeJS.Timeout>();
   private readonly slots = new Map<string, Map<string, InstanceSlot>>();
   /** The latest accepted requests, newest first (bounded; kept past their retention). */
   private readonly recent: RequestState[] = [];
@@ -167,18 +203,39 @@ export class Scheduler {
 
   // ---- instances -------------------------------------------------------------------------
 
-  /** Makes an instance available for dispatch in its pool. */
+  /**
+   * Makes an instance available for dispatch in its pool. An instance added again under the
+   * id of one that still runs tasks (it left discovery and came back) takes its place: the
+   * old one gets no new work and is closed once its tasks finish, and those tasks count
+   * against the new one's capacity until then.
+   */
   addInstance(instance: StageInstance): void {
     const pool = this.poolSlots(instance.pool);
-    pool.set(instance.id, { instance, active: pool.get(instance.id)?.active ?? 0, lastUsed: 0, retiring: false });
+    const old = pool.get(instance.id);
+    const replaced = old ? [old, ...old.replaced].filter((r) => r.active > 0) : [];
+    const slot: InstanceSlot = { instance, active: 0, replaced, lastUsed: 0, retiring: false };
+    // Nothing else dispatches when a breaker lets work through again, and tasks may be
+    // waiting for it (dispatched after the breaker has finished changing state).
+    slot.unwatch = instance.onAvailable?.(() => queueMicrotask(() => this.pump(instance.pool)));
+    pool.set(instance.id, slot);
+    if (old) {
+      old.unwatch?.();
+      old.retiring = true;
+      if (old.active === 0) this.release(old);
+    }
+    // Tasks waiting for an instance get another full wait if this one cannot run them.
+    this.clearStranded(instance.pool);
     this.pump(instance.pool);
+    this.watchStranded(instance.pool);
   }
 
   /** Stops dispatching to an instance (tasks running on it fail and are retried). */
   removeInstance(id: string): void {
     for (const pool of this.slots.values()) {
-      pool.get(id)?.instance.close?.();
-      pool.delete(id);
+      const slot = pool.get(id);
+      if (!slot) continue;
+      this.release(slot);
+      this.watchStranded(slot.instance.pool);
     }
   }
 
@@ -191,14 +248,30 @@ export class Scheduler {
       const slot = pool.get(id);
       if (!slot) continue;
       slot.retiring = true;
-      if (slot.active === 0) this.removeInstance(id);
+      if (slot.active === 0) this.release(slot);
+      this.watchStranded(slot.instance.pool);
     }
+  }
+
+  /**
+   * Forgets a slot and closes its instance. A slot that was replaced is no longer in its
+   * pool, so this never touches the one that took its place, nor closes an instance that
+   * was added again and is still in use.
+   */
+  private release(slot: InstanceSlot): void {
+    const { id, pool } = slot.instance;
+    const slots = this.slots.get(pool);
+    const current = slots?.get(id);
+    slot.unwatch?.();
+    if (current === slot) slots?.delete(id);
+    else if (current?.instance === slot.instance) return;
+    slot.instance.close?.();
   }
 
   /** Instances of a pool with their current load. */
   instances(pool?: string): Array<{ instance: StageInstance; active: number }> {
     const pools = pool ? [this.slots.get(pool)].filter((p) => p !== undefined) : [...this.slots.values()];
-    return pools.flatMap((p) => [...p.values()].map((s) => ({ instance: s.instance, active: s.active })));
+    return pools.flatMap((p) => [...p.values()].map((s) => ({ instance: s.instance, active: busy(s) })));
   }
 
   /** Queue length per pool (queues pinned to a version range of a pool are added to it). */
@@ -226,7 +299,7 @@ export class Scheduler {
           const breaker = s.instance.breakerState?.();
           return {
             instance: s.instance,
-            active: s.active,
+            active: busy(s),
             retiring: s.retiring,
             available: !s.retiring && s.instance.available?.() !== false,
             ...(breaker ? { breaker } : {}),
@@ -254,13 +327,14 @@ export class Scheduler {
    * (RESOURCE_EXHAUSTED). Nothing is half-accepted.
    */
   submit(req: GenerateRequest): RequestState {
+    if (req.requestId) checkRequestId(req.requestId);
     if (!this.stopped && req.requestId) {
       const existing = this.requests.get(req.requestId);
       if (existing) return existing.state;
     }
     // One trace per request: the client's span (if it sent a traceparent) is the parent.
     const parent = extractTraceContext(req.traceContext);
-    const reqId = req.requestId ?? randomUUID();
+    const reqId = req.requestId || randomUUID();
     const span = diffmeshTracer().startSpan(
       SPAN.request,
       {
@@ -286,22 +360,29 @@ export class Scheduler {
     const entry = this.opts.registry.lookup(req.model);
     const params = resolveParams(entry, { ...req.params });
     const plan: ExecutionPlan = toExecutionPlan(entry, req.model);
+    const timeout = req.timeoutMs ?? 0;
+    if (!Number.isInteger(timeout) || timeout < 0 || timeout > MAX_TIMEOUT_MS) {
+      throw invalidParameter('timeout_ms', `must be a whole number of milliseconds from 0 to ${MAX_TIMEOUT_MS} (about 24 days), got ${timeout}`);
+    }
     for (const stage of plan.stages) {
       const healthy = [...this.poolSlots(stage.pool).values()].filter((s) => !s.retiring && s.instance.available?.() !== false);
-      if (healthy.length === 0) {
+      // Only an instance serving the model may run its task (pools are shared by models).
+      const serving = healthy.filter((s) => serves(s.instance, req.model));
+      if (serving.length === 0) {
+        const which = healthy.length === 0 ? '' : ` serving model "${req.model}"`;
         throw new DiffmeshError(
           Code.UNAVAILABLE,
           'POOL_UNAVAILABLE',
-          `pool "${stage.pool}" (stage ${stage.name}) has no healthy instance`,
-          { metadata: { pool: stage.pool, stage: stage.name }, retryAfterMs: 1000 },
+          `pool "${stage.pool}" (stage ${stage.name}) has no healthy instance${which}`,
+          { metadata: { pool: stage.pool, stage: stage.name, model: req.model }, retryAfterMs: 1000 },
         );
       }
-      if (stage.version && !healthy.some((s) => versionMatches(s.instance, stage.version))) {
+      if (stage.version && !serving.some((s) => versionMatches(s.instance, stage.version))) {
         throw new DiffmeshError(
           Code.UNAVAILABLE,
           'NO_MATCHING_VERSION',
           `pool "${stage.pool}" has no healthy instance with a version in "${stage.version}" ` +
-            `(running: ${[...new Set(healthy.map((s) => s.instance.version))].join(', ')})`,
+            `(running: ${[...new Set(serving.map((s) => s.instance.version))].join(', ')})`,
           { metadata: { pool: stage.pool, stage: stage.name, version: stage.version }, retryAfterMs: 1000 },
         );
       }
@@ -315,7 +396,8 @@ export class Scheduler {
       );
     }
     const now = Date.now();
-    const timeoutMs = req.timeoutMs && req.timeoutMs > 0 ? req.timeoutMs : this.opts.limits.defaultTimeoutMs;
+    // (Limits given in-process are not validated like the service's config: keep timers in range.)
+    const timeoutMs = Math.min(MAX_TIMEOUT_MS, timeout > 0 ? timeout : this.opts.limits.defaultTimeoutMs);
     const context: RequestContext = {
       reqId,
       model: req.model,
@@ -333,7 +415,7 @@ export class Scheduler {
       traceContext: injectTraceContext(traceCtx),
     };
     const run: Running = {
-      state: { context, step: 0, totalSteps: 0, timings: [], result: {} },
+      state: { context, planName: entry.model ?? entry.pattern ?? req.model, step: 0, totalSteps: 0, timings: [], result: {} },
       events: new EventLog<RequestEvent>(),
       done: false,
       span,
@@ -417,6 +499,7 @@ export class Scheduler {
       if (!run.done) this.finish(run, { type: 'cancelled' });
     }
     for (const q of this.queues.values()) q.queue.close();
+    for (const pool of [...this.stranded.keys()]) this.clearStranded(pool);
   }
 
   // ---- internals -------------------------------------------------------------------------
@@ -458,6 +541,15 @@ export class Scheduler {
     return p;
   }
 
+  private waitingIn(pool: string): WaitingOrder {
+    let w = this.waiting.get(pool);
+    if (!w) {
+      w = new WaitingOrder();
+      this.waiting.set(pool, w);
+    }
+    return w;
+  }
+
   private queueFor(stage: PlanStage): { key: string; queue: TaskQueue<QueuedTask> } {
     const key = stage.version ? `${stage.pool}@${stage.version}` : stage.pool;
     let q = this.queues.get(key);
@@ -488,7 +580,18 @@ export class Scheduler {
     // Only admission (stage 0, first try) is bounded; an accepted request always moves on.
     const admitted = stageIndex > 0 || attempt > 1;
     queue.enqueue({ task, queuedAt: now }, { priority: ctx.priority, id: taskId, admitted });
-    run.queuedIn = { key, taskId };
+    const waiting: WaitingTask = {
+      id: taskId,
+      reqId: ctx.reqId,
+      queue: key,
+      range: stage.version,
+      model: ctx.model,
+      priority: ctx.priority,
+      seq: this.arrivals++,
+    };
+    this.waitingIn(stage.pool).add(waiting);
+    run.queuedIn = waiting;
+    if (!this.runnable(stage.pool, waiting)) this.watchStranded(stage.pool);
     run.queueSpan?.end();
     run.queueSpan = diffmeshTracer().startSpan(
       SPAN.queueWait,
@@ -531,28 +634,84 @@ export class Scheduler {
   }
 
   /**
-   * Dispatches queued tasks of `pool` while it has free slots. A task leaves its queue only
-   * when an available instance (matching its version range, if pinned) has a free slot.
+   * Dispatches waiting tasks of `pool` while it has free slots: each goes, best first
+   * (priority, then arrival, across the pool's queues), to a free instance that can run it;
+   * a task no free instance can run keeps its place and the next one is tried.
    */
   private pump(pool: string): void {
-    for (const q of this.queues.values()) {
-      if (q.pool !== pool) continue;
-      for (;;) {
-        if (q.queue.size === 0) break;
-        const free = [...this.poolSlots(pool).values()].filter(
-          (s) =>
-            !s.retiring && s.active < s.instance.capacity && s.instance.available?.() !== false && versionMatches(s.instance, q.range),
-        );
-        if (free.length === 0) break;
-        const item = q.queue.dequeue();
-        if (!item) break;
-        const run = this.requests.get(item.task.reqId);
-        if (!run || run.done) continue;
-        run.queuedIn = undefined;
-        endQueueWait(run, 'ok');
-        this.dispatch(run, item, this.choose(free, item.task));
+    const waiting = this.waiting.get(pool);
+    if (!waiting) return;
+    let free = this.freeSlots(pool);
+    for (let i = 0; i < waiting.size && free.length > 0; ) {
+      const next = waiting.at(i) as WaitingTask;
+      const fit = free.filter((s) => serves(s.instance, next.model) && versionMatches(s.instance, next.range));
+      if (fit.length === 0) {
+        i += 1;
+        continue;
       }
+      waiting.removeAt(i);
+      const item = this.queues.get(next.queue)?.queue.remove(next.id);
+      const run = this.requests.get(next.reqId);
+      if (!item || !run || run.done) continue;
+      run.queuedIn = undefined;
+      endQueueWait(run, 'ok');
+      this.dispatch(run, item, this.choose(fit, item.task));
+      free = this.freeSlots(pool);
     }
+  }
+
+  /** True when an instance of `pool` that is not leaving can run the task (now or later). */
+  private runnable(pool: string, task: WaitingTask): boolean {
+    for (const s of this.poolSlots(pool).values()) {
+      if (!s.retiring && serves(s.instance, task.model) && versionMatches(s.instance, task.range)) return true;
+    }
+    return false;
+  }
+
+  /**
+   * Starts the pool's stranded timer when some of its waiting tasks have no instance that can
+   * run them: when it fires, those still without one fail (see `strandedTimeoutMs`).
+   */
+  private watchStranded(pool: string): void {
+    const timeoutMs = Math.min(MAX_TIMEOUT_MS, this.opts.limits.strandedTimeoutMs ?? DEFAULT_STRANDED_TIMEOUT_MS);
+    if (timeoutMs <= 0 || this.stranded.has(pool) || !this.strandedTasks(pool).length) return;
+    const timer = setTimeout(() => {
+      this.stranded.delete(pool);
+      for (const task of this.strandedTasks(pool)) {
+        const run = this.requests.get(task.reqId);
+        if (!run || run.done) continue;
+        const stage = run.state.context.executionPlan.stages[run.state.context.currentStageIndex];
+        this.finish(run, {
+          type: 'failed',
+          error: new DiffmeshError(
+            Code.UNAVAILABLE,
+            'POOL_UNAVAILABLE',
+            `pool "${pool}" (stage ${stage.name}) has had no instance serving model "${task.model}" for ${timeoutMs} ms`,
+            { metadata: { pool, stage: stage.name, model: task.model }, retryAfterMs: 1000 },
+          ),
+        });
+      }
+    }, timeoutMs);
+    timer.unref();
+    this.stranded.set(pool, timer);
+  }
+
+  private clearStranded(pool: string): void {
+    clearTimeout(this.stranded.get(pool));
+    this.stranded.delete(pool);
+  }
+
+  /** Waiting tasks of `pool` that no instance of it can run. */
+  private strandedTasks(pool: string): WaitingTask[] {
+    return (this.waiting.get(pool)?.values() ?? []).filter((t) => !this.runnable(pool, t));
+  }
+
+  /** Instances of a pool that may get a task now. */
+  private freeSlots(pool: string): InstanceSlot[] {
+    return [...this.poolSlots(pool).values()].filter(
+      (s) =>
+        !s.retiring && busy(s) < s.instance.capacity && s.instance.available?.() !== false && s.instance.probing?.() !== true,
+    );
   }
 
   /**
@@ -561,14 +720,12 @@ export class Scheduler {
    */
   private choose(free: InstanceSlot[], task: StageTask): InstanceSlot {
     const owners = new Set(Object.values(task.inputs).map((r) => r.ownerNodeId));
-    const compatible = free.filter((s) => s.instance.models.length === 0 || s.instance.models.includes(task.model));
-    const candidates = compatible.length > 0 ? compatible : free;
-    return candidates.reduce((best, s) => {
+    return free.reduce((best, s) => {
       const local = owners.has(s.instance.nodeId) ? 1 : 0;
       const bestLocal = owners.has(best.instance.nodeId) ? 1 : 0;
       if (local !== bestLocal) return local > bestLocal ? s : best;
-      const load = s.active / s.instance.capacity;
-      const bestLoad = best.active / best.instance.capacity;
+      const load = busy(s) / s.instance.capacity;
+      const bestLoad = busy(best) / best.instance.capacity;
       if (load !== bestLoad) return load < bestLoad ? s : best;
       return s.lastUsed < best.lastUsed ? s : best;
     });
@@ -619,7 +776,7 @@ export class Scheduler {
     );
     // The instance continues the trace from the dispatch span.
     const sent: StageTask = { ...task, traceContext: injectTraceContext(trace.setSpan(run.traceCtx, span)) };
-    const cancel = new Cancellation(this.opts.limits.stageTimeoutMs);
+    const cancel = new Cancellation(Math.min(MAX_TIMEOUT_MS, this.opts.limits.stageTimeoutMs));
     run.dispatch = cancel;
     instance
       .execute(sent, {
@@ -657,7 +814,7 @@ export class Scheduler {
         cancel.dispose();
         if (run.dispatch === cancel) run.dispatch = undefined;
         slot.active -= 1;
-        if (slot.retiring && slot.active === 0) this.removeInstance(instance.id);
+        if (slot.retiring && slot.active === 0) this.release(slot);
         this.pump(instance.pool);
       });
   }
@@ -710,17 +867,23 @@ export class Scheduler {
       ? new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `stage ${task.stage} exceeded its deadline`)
       : asDiffmeshError(err);
     const ctx = run.state.context;
-    if (isRetryableCode(error.code) && task.attempt < this.opts.limits.maxAttempts) {
-      ctx.retryCount += 1;
-      const delay = this.opts.limits.retryBackoffMs * 2 ** (task.attempt - 1);
-      this.opts.log.warn(
-        { reqId: ctx.reqId, stage: task.stage, attempt: task.attempt, reason: error.reason, delay, ...spanLogFields(run.span) },
-        'stage failed; retrying',
-      );
+    // A task the instance refused without running it goes back to its queue as the same try
+    // (on the next turn: the refusing instance no longer looks free by then).
+    const refused = err instanceof TaskRefused;
+    if (refused || (isRetryableCode(error.code) && task.attempt < this.opts.limits.maxAttempts)) {
+      const attempt = refused ? task.attempt : task.attempt + 1;
+      const delay = refused ? 0 : Math.min(MAX_TIMEOUT_MS, this.opts.limits.retryBackoffMs * 2 ** (task.attempt - 1));
+      if (!refused) {
+        ctx.retryCount += 1;
+        this.opts.log.warn(
+          { reqId: ctx.reqId, stage: task.stage, attempt: task.attempt, reason: error.reason, delay, ...spanLogFields(run.span) },
+          'stage failed; retrying',
+        );
+      }
       const t = setTimeout(() => {
         if (run.done) return;
         try {
-          this.enqueue(run, task.stageIndex, task.attempt + 1);
+          this.enqueue(run, task.stageIndex, attempt);
           this.pump(ctx.executionPlan.stages[task.stageIndex].pool);
         } catch (e) {
           this.finish(run, { type: 'failed', error: asDiffmeshError(e) });
@@ -745,7 +908,9 @@ export class Scheduler {
     const now = Date.now();
     ctx.updatedAt = now;
     if (run.queuedIn) {
-      this.queues.get(run.queuedIn.key)?.queue.remove(run.queuedIn.taskId);
+      const q = this.queues.get(run.queuedIn.queue);
+      q?.queue.remove(run.queuedIn.id);
+      this.waiting.get(q?.pool ?? '')?.remove(run.queuedIn);
       run.queuedIn = undefined;
     }
     endQueueWait(run, outcome.type === 'cancelled' ? 'cancelled' : 'failed');
@@ -863,6 +1028,22 @@ function endQueueWait(run: Running, outcome: 'ok' | 'failed' | 'cancelled'): voi
   run.queueSpan.setAttribute(ATTR.outcome, outcome);
   run.queueSpan.end();
   run.queueSpan = undefined;
+}
+
+/**
+ * A client's request id must do as the first part of the request's object ids
+ * (`{request_id}:{name}:{unique}`): the tensor store refuses an empty one or one with `:`.
+ */
+function checkRequestId(id: string): void {
+  if (id.includes(':') || [...id].length > MAX_REQUEST_ID_CHARS) {
+    const shown = id.length > 80 ? `${JSON.stringify(id.slice(0, 80))}… (${id.length} characters)` : JSON.stringify(id);
+    throw invalidParameter('request_id', `must be at most ${MAX_REQUEST_ID_CHARS} characters without ":", got ${shown}`);
+  }
+}
+
+/** True when the instance serves `model` (an instance with no models listed serves any). */
+function serves(instance: StageInstance, model: string): boolean {
+  return instance.models.length === 0 || instance.models.includes(model);
 }
 
 /** True when no range is given or the instance's version satisfies it. */

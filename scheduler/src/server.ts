@@ -55,6 +55,7 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
       stageTimeoutMs: config.stageTimeoutMs,
       retentionMs: config.retentionMs,
       maxRetained: config.maxRetained,
+      strandedTimeoutMs: config.strandedTimeoutMs,
     },
     createQueue: (name, maxLength) => createTaskQueue({ backend: 'memory', maxLength }, { name }),
     onEvent: (e, state) => metrics?.observe(e, state),

@@ -13,6 +13,7 @@ import {
   type StageHandler,
   type StageName,
 } from '@diffmesh/runtime';
+import { Fixtures, gate, handler, newScheduler, twoModels } from './fixtures/stages.js';
 import { LocalInstance } from './local-instance.js';
 import { SchedulerMetrics } from './metrics.js';
 import { Scheduler } from './scheduler.js';
@@ -44,8 +45,10 @@ const slowStage = (stage: StageName, ms: number): StageHandler => ({
 });
 
 const servers: GrpcServer[] = [];
+const fx = new Fixtures();
 afterEach(async () => {
   for (const s of servers.splice(0)) await s.drain(0);
+  await fx.close();
 });
 
 async function serve(eventIntervalMs: number, stageMs: number) {
@@ -258,6 +261,26 @@ describe('Session', () => {
     binding.endSessions();
     expect((await raw.status).code).toBe(grpc.status.OK);
     expect(raw.received.flatMap((m) => m.events).at(-1)!.kind).toBe('completed');
+    client.close();
+  });
+
+  it('refuses new requests on a session endSessions is ending, instead of running them unanswered', async () => {
+    const held = gate();
+    const scheduler = newScheduler();
+    scheduler.addInstance(new LocalInstance('enc-1', 'enc', handler(async () => (await held.wait, { outputs: {} })), 2, silentLogger()));
+    const binding = schedulerServiceBinding(scheduler, twoModels);
+    const client = new (loadDiffmeshProtos().diffmesh.scheduler.v1.SchedulerService)(await fx.server(binding), grpc.credentials.createInsecure());
+    const raw = rawSession(client);
+    raw.send({ tag: 1, generate: { model: 'm1', params: { prompt: 'x' } } });
+    await raw.next();
+    binding.endSessions(); // the scheduler starts draining; tag 1 still runs
+    raw.send({ tag: 2, generate: { model: 'm1', params: { prompt: 'y' } } });
+    await expect.poll(() => raw.received.flatMap((m) => m.answers).some((a) => a.tag === 2), { timeout: 10_000 }).toBe(true);
+    held.release();
+    expect((await raw.status).code).toBe(grpc.status.OK);
+    const answers = raw.received.flatMap((m) => m.answers);
+    expect(answers.find((a) => a.tag === 2)).toMatchObject({ reqId: '', error: { code: 'UNAVAILABLE', reason: 'ERROR_REASON_DRAINING' } });
+    expect(scheduler.recentRequests()).toHaveLength(1);
     client.close();
   });
 });

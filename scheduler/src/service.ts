@@ -356,6 +356,13 @@ function session(
     const tag = msg.tag;
     try {
       if (msg.generate) {
+        // A session told to end (endSessions: the scheduler drains) may end before it could
+        // answer or follow another request: refuse it rather than run it unseen.
+        if (halfClosed) {
+          throw new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'scheduler is shutting down; this session takes no new requests', {
+            retryAfterMs: 1000,
+          });
+        }
         const traceContext = Object.keys(msg.traceContext).length > 0 ? msg.traceContext : traceContextFromMetadata(call.metadata);
         const reqId = scheduler.submit(fromWireRequest(msg.generate, traceContext)).context.reqId;
         answer({ tag, reqId });

@@ -1,12 +1,14 @@
-import type {
-  Cancellation,
-  GenerationParams,
-  ObjectRef,
-  RequestContext,
-  StageName,
-  StageProgress,
-  StageResult,
-  StageTask,
+import {
+  Code,
+  DiffmeshError,
+  type Cancellation,
+  type GenerationParams,
+  type ObjectRef,
+  type RequestContext,
+  type StageName,
+  type StageProgress,
+  type StageResult,
+  type StageTask,
 } from '@diffmesh/runtime';
 
 /**
@@ -30,8 +32,31 @@ export interface StageInstance {
   available?(): boolean;
   /** State of its circuit breaker, for an instance that has one. */
   breakerState?(): 'open' | 'half-open' | 'closed';
+  /**
+   * True while its half-open breaker has its one probe out: it gets no other task until the
+   * probe answers (the breaker would refuse it).
+   */
+  probing?(): boolean;
+  /**
+   * Calls `listener` whenever the instance may take work again after it could not (its
+   * breaker went half-open or closed), so tasks waiting for it are dispatched. Returns a
+   * function that stops the calls.
+   */
+  onAvailable?(listener: () => void): () => void;
   /** Releases connections; the instance gets no more work. */
   close?(): void;
+}
+
+/**
+ * What `execute` rejects with when the instance refused the task without running it (its
+ * breaker did not let it through). The scheduler puts the task back in its queue, and the
+ * try does not count as an attempt.
+ */
+export class TaskRefused extends DiffmeshError {
+  constructor(message: string) {
+    super(Code.UNAVAILABLE, 'BREAKER_OPEN', message);
+    this.name = 'TaskRefused';
+  }
 }
 
 export interface ExecuteHooks {
@@ -40,15 +65,25 @@ export interface ExecuteHooks {
   onProgress(progress: StageProgress): void;
 }
 
+/** Longest timeout the scheduler takes (a Node timer's limit, about 24.8 days). */
+export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/** Longest client-chosen request id. */
+export const MAX_REQUEST_ID_CHARS = 128;
+
 /** What a client asks for. Unset params take the model's defaults. */
 export interface GenerateRequest {
   model: string;
   params: Partial<GenerationParams> & { prompt: string };
   /** Larger runs first; default 0. */
   priority?: number;
-  /** Request timeout in ms; 0/unset = the scheduler's default. */
+  /** Request timeout in ms, at most {@link MAX_TIMEOUT_MS}; 0/unset = the scheduler's default. */
   timeoutMs?: number;
-  /** Client-chosen id; a repeated id returns the existing request (idempotent submit). */
+  /**
+   * Client-chosen id; a repeated id returns the existing request (idempotent submit). At most
+   * {@link MAX_REQUEST_ID_CHARS} characters, none of them `:` (it starts the request's object
+   * ids); empty = the scheduler picks one.
+   */
   requestId?: string;
   traceContext?: Record<string, string>;
 }
@@ -68,6 +103,12 @@ export interface StageTiming {
 /** A snapshot of a request, as Get returns it. */
 export interface RequestState {
   context: RequestContext;
+  /**
+   * The plan registry entry serving the request: its exact model name, or its pattern.
+   * Unlike `context.model` (whatever name the client sent that the pattern accepts), a
+   * bounded set of values: metrics label requests with it.
+   */
+  planName: string;
   /** Steps done and total of the current stage. */
   step: number;
   totalSteps: number;

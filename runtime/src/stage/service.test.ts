@@ -154,3 +154,16 @@ describe('stage service metrics', () => {
     expect(value(after, 'diffmesh_stage_in_flight{stage="denoising",pool="dit-test"}')).toBe(0);
   });
 });
+
+describe('task deadlines', () => {
+  it('runs a task whose deadline is further away than a Node timer reaches (about 24.8 days)', async () => {
+    held = new Promise<void>((resolve) => (release = resolve));
+    const running = execute({ ...task('hold', 1, 6), deadline: Date.now() + 3_000_000_000 });
+    await expect.poll(() => svc.service.load.inFlight, { timeout: 10_000 }).toBe(1);
+    // A deadline timer that overflowed fires after 1 ms: give it the chance to.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    release();
+    const answers = await running;
+    expect(answers.at(-1)?.result).toBeDefined();
+  });
+});

@@ -32,6 +32,24 @@ import type { StageContext, StageHandler, StageResult, StageTask } from './types
 
 const workResponses = messageCodec<WorkResponse>('diffmesh.stage.v1.WorkResponse');
 
+/** Longest delay a Node timer takes (about 24.8 days); a longer one would fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Runs `fn` at time `at` (ms since the epoch), however far away, without keeping the
+ * process alive; returns a function that cancels it.
+ */
+function atDeadline(at: number, fn: () => void): () => void {
+  let timer: NodeJS.Timeout;
+  const arm = (): void => {
+    const left = at - Date.now();
+    timer = left > MAX_TIMER_MS ? setTimeout(arm, MAX_TIMER_MS) : setTimeout(fn, Math.max(1, left));
+    timer.unref();
+  };
+  arm();
+  return () => clearTimeout(timer);
+}
+
 /** Identity of a stage instance, as Describe reports it. */
 export interface StageInstanceIdentity {
   instanceId: string;
@@ -210,14 +228,13 @@ export class StageService {
     let totalSteps = task.stage === 'denoising' ? task.params.numInferenceSteps : 1;
     // The deadline cancels the task like a cancel message would, remembering that it expired.
     let expired = false;
-    const deadline =
+    const clearDeadline =
       task.deadline > 0
-        ? setTimeout(() => {
+        ? atDeadline(task.deadline, () => {
             expired = true;
             cancel.cancel(new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `task deadline passed during ${task.stage}`));
-          }, Math.max(1, task.deadline - Date.now()))
+          })
         : undefined;
-    deadline?.unref();
     try {
       if (task.stage !== this.handler.stage) {
         throw new DiffmeshError(
@@ -274,7 +291,7 @@ export class StageService {
       recordError(span, err);
       throw err;
     } finally {
-      if (deadline) clearTimeout(deadline);
+      clearDeadline?.();
       cancel.dispose();
       span.setAttributes({ [ATTR.outcome]: outcome, [ATTR.stepCount]: totalSteps, [ATTR.stepsDone]: step });
       span.end();

@@ -1,0 +1,118 @@
+import { describe, expect, it } from 'vitest';
+import { Code, PlanRegistry, type DiffmeshError, type StageResult, type StageTask } from '@diffmesh/runtime';
+import { HeldInstance, end, entry, newScheduler, outcome } from './fixtures/stages.js';
+import { TaskRefused, type ExecuteHooks } from './types.js';
+
+/** Refuses its first task without running it, as an instance behind a breaker may. */
+class RefusesOnce extends HeldInstance {
+  refusals = 0;
+  override execute(task: StageTask, hooks: ExecuteHooks): Promise<StageResult> {
+    if (this.refusals === 0) {
+      this.refusals += 1;
+      return Promise.reject(new TaskRefused('breaker is half-open'));
+    }
+    return super.execute(task, hooks);
+  }
+}
+
+describe('dispatch', () => {
+  it('puts a task an instance refused back in its queue without using up a try', async () => {
+    const s = newScheduler({ maxAttempts: 1 });
+    const inst = new RefusesOnce('enc-1');
+    s.addInstance(inst);
+    const id = s.submit({ model: 'm1', params: { prompt: 'x' } }).context.reqId;
+    await expect.poll(() => inst.tasks.length, { timeout: 10_000 }).toBe(1);
+    inst.finish(0);
+    expect(await outcome(s, id)).toBe('completed');
+    expect(inst.refusals).toBe(1);
+    expect(s.get(id).timings[0].attempts).toBe(1);
+    expect(s.get(id).context.retryCount).toBe(0);
+  });
+
+  it('takes the best task across a pool\'s queues: priority first, then arrival, pinned or not', async () => {
+    const registry = PlanRegistry.fromEntries([entry({ model: 'm1' }), entry({ model: 'pinned' }, 'enc', '>=1.0.0')]);
+    const s = newScheduler({}, { registry });
+    const inst = new HeldInstance('enc-1');
+    s.addInstance(inst);
+    const submit = (model: string, prompt: string, priority = 0) => s.submit({ model, params: { prompt }, priority }).context.reqId;
+    const ids = [submit('m1', 'a'), submit('m1', 'b'), submit('pinned', 'c'), submit('m1', 'd'), submit('pinned', 'e', 100)];
+    for (let i = 0; i < ids.length; i += 1) {
+      await expect.poll(() => inst.tasks.length, { timeout: 10_000 }).toBe(i + 1);
+      inst.finish(i);
+    }
+    for (const id of ids) expect(await outcome(s, id)).toBe('completed');
+    expect(inst.tasks.map((t) => t.params.prompt)).toEqual(['a', 'e', 'b', 'c', 'd']);
+  });
+
+  it('sends a task only to an instance serving its model; otherwise it waits for one', async () => {
+    const s = newScheduler();
+    const a = new HeldInstance('enc-a', { models: ['m1'] });
+    const b = new HeldInstance('enc-b', { models: ['m2'] });
+    s.addInstance(a);
+    s.addInstance(b);
+    const r1 = s.submit({ model: 'm1', params: { prompt: 'r1' } }).context.reqId;
+    const r2 = s.submit({ model: 'm1', params: { prompt: 'r2' } }).context.reqId; // enc-a is busy: waits
+    const r3 = s.submit({ model: 'm2', params: { prompt: 'r3' } }).context.reqId; // not stuck behind r2
+    expect(a.tasks.map((t) => t.params.prompt)).toEqual(['r1']);
+    expect(b.tasks.map((t) => t.params.prompt)).toEqual(['r3']);
+    a.finish(0);
+    await expect.poll(() => a.tasks.length, { timeout: 10_000 }).toBe(2);
+    a.finish(1);
+    b.finish(0);
+    for (const id of [r1, r2, r3]) expect(await outcome(s, id)).toBe('completed');
+    expect(a.tasks.map((t) => t.params.prompt)).toEqual(['r1', 'r2']);
+  });
+
+  it('refuses at once a request whose pool has no instance serving its model, naming pool and model', () => {
+    const s = newScheduler();
+    s.addInstance(new HeldInstance('enc-b', { models: ['m2'] }));
+    let err: DiffmeshError | undefined;
+    try {
+      s.submit({ model: 'm1', params: { prompt: 'x' } });
+    } catch (e) {
+      err = e as DiffmeshError;
+    }
+    expect(err).toMatchObject({ code: Code.UNAVAILABLE, reason: 'POOL_UNAVAILABLE', metadata: { pool: 'enc', model: 'm1' } });
+    expect(err?.message).toBe('pool "enc" (stage text_encoding) has no healthy instance serving model "m1"');
+    expect(s.inFlightCount()).toBe(0);
+  });
+});
+
+describe('a pool that loses every instance able to run a waiting task', () => {
+  it('fails the task\'s request with POOL_UNAVAILABLE after strandedTimeoutMs, instead of leaving it queued', async () => {
+    const s = newScheduler({ strandedTimeoutMs: 200 });
+    const a = new HeldInstance('enc-a', { models: ['m1'] });
+    const b = new HeldInstance('enc-b', { models: ['m2'] });
+    s.addInstance(a);
+    s.addInstance(b);
+    const running = s.submit({ model: 'm1', params: { prompt: 'running' } }).context.reqId;
+    const waiting = s.submit({ model: 'm1', params: { prompt: 'waiting' } }).context.reqId;
+    s.retireInstance('enc-a'); // drains: finishes its task, takes no new one; enc-b does not serve m1
+    expect(await end(s, waiting)).toMatchObject({
+      type: 'failed',
+      error: { code: Code.UNAVAILABLE, reason: 'POOL_UNAVAILABLE', message: 'pool "enc" (stage text_encoding) has had no instance serving model "m1" for 200 ms' },
+    });
+    a.finish(0);
+    expect(await outcome(s, running)).toBe('completed');
+    // The pool's other model is unaffected.
+    const other = s.submit({ model: 'm2', params: { prompt: 'other' } }).context.reqId;
+    b.finish(0);
+    expect(await outcome(s, other)).toBe('completed');
+  });
+
+  it('lets an instance that arrives in time take the task', async () => {
+    const s = newScheduler({ strandedTimeoutMs: 60_000 });
+    const first = new HeldInstance('enc-1');
+    s.addInstance(first);
+    const running = s.submit({ model: 'm1', params: { prompt: 'running' } }).context.reqId;
+    const waiting = s.submit({ model: 'm1', params: { prompt: 'waiting' } }).context.reqId;
+    s.retireInstance('enc-1');
+    const next = new HeldInstance('enc-2');
+    s.addInstance(next);
+    await expect.poll(() => next.tasks.length, { timeout: 10_000 }).toBe(1);
+    next.finish(0);
+    first.finish(0);
+    expect(await outcome(s, waiting)).toBe('completed');
+    expect(await outcome(s, running)).toBe('completed');
+  });
+});

@@ -1,0 +1,123 @@
+import type * as grpc from '@grpc/grpc-js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadDiffmeshProtos, type WorkRequest__Output } from '@diffmesh/protos';
+import { Code, DiffmeshError, type ServiceBinding } from '@diffmesh/runtime';
+import { Fixtures, end, gate, handler, newScheduler, outcome, recordingLogger } from './fixtures/stages.js';
+
+const fx = new Fixtures();
+afterEach(() => fx.close());
+
+/**
+ * A stage service that answers every assignment at once with a result whose outputs
+ * `outputs(model)` gives, as raw wire objects (so they can be ones a scheduler cannot read).
+ */
+function answeringStage(outputs: (model: string) => Record<string, unknown>): ServiceBinding {
+  const proto = loadDiffmeshProtos();
+  return {
+    name: 'diffmesh.stage.v1.StageService',
+    definition: proto.diffmesh.stage.v1.StageService.service,
+    implementation: {
+      Execute: (call: grpc.ServerWritableStream<unknown, unknown>) => call.end(),
+      Describe: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, {}),
+      Work: (call: grpc.ServerDuplexStream<WorkRequest__Output, unknown>) => {
+        call.on('data', (msg: WorkRequest__Output) => {
+          const t = msg.assignment?.task;
+          if (!t) return;
+          call.write({ result: { reqId: t.reqId, stageIndex: t.stageIndex, attempt: t.attempt, outputs: outputs(t.model) } });
+        });
+        call.on('end', () => call.end());
+      },
+    },
+  };
+}
+
+describe('RemoteInstance', () => {
+  it('fails a task whose answer it cannot read with INTERNAL (retried, logged); other requests carry on', async () => {
+    // A newer worker answers m2's tasks with a ref whose dtype this scheduler does not know.
+    const address = await fx.server(
+      answeringStage((model) => (model === 'm2' ? { x: { objectId: 'r:x:1', name: 'x', dtype: 'DTYPE_UNSPECIFIED' } } : {})),
+    );
+    const { log, lines } = recordingLogger();
+    const s = newScheduler({ maxAttempts: 2 });
+    // (A breaker that counts the two failures would take the instance out: not what this is about.)
+    s.addInstance(fx.remote(address, { capacity: 2, log, breaker: { volumeThreshold: 100 } }));
+    const bad = s.submit({ model: 'm2', params: { prompt: 'x' } }).context.reqId;
+    const good = s.submit({ model: 'm1', params: { prompt: 'y' } }).context.reqId;
+
+    expect(await end(s, bad)).toMatchObject({ type: 'failed', error: { code: Code.INTERNAL, reason: 'INTERNAL' } });
+    expect(s.get(bad).timings[0].attempts).toBe(2);
+    expect(await outcome(s, good)).toBe('completed');
+    expect(lines.filter((l) => l.msg === 'unreadable answer from a stage instance').map((l) => l.reqId)).toEqual([bad, bad]);
+    // The instance still serves.
+    expect(await outcome(s, s.submit({ model: 'm1', params: { prompt: 'z' } }).context.reqId)).toBe('completed');
+  });
+
+  it('dispatches a task that waited out an open breaker as soon as the breaker goes half-open', async () => {
+    let calls = 0;
+    const address = await fx.stageServer(
+      handler(async () => {
+        calls += 1;
+        if (calls === 1) throw new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', 'flaky');
+        return { outputs: {} };
+      }),
+    );
+    const s = newScheduler({ maxAttempts: 3, retryBackoffMs: 1 });
+    const r = fx.remote(address, { breaker: { volumeThreshold: 1, resetTimeoutMs: 300 } });
+    s.addInstance(r);
+    const id = s.submit({ model: 'm1', params: { prompt: 'x' } }).context.reqId;
+    // The first try fails and opens the breaker; the retry waits in the queue, and nothing
+    // else happens on the scheduler.
+    await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('open');
+    await expect.poll(() => s.get(id).context.status, { timeout: 15_000 }).toBe('completed');
+    expect(s.get(id).timings[0].attempts).toBe(2);
+  });
+
+  it('sends one probe through a half-open breaker; the other tasks wait for it, and none loses a try', async () => {
+    let calls = 0;
+    const probe = gate();
+    const address = await fx.stageServer(
+      handler(async () => {
+        calls += 1;
+        if (calls === 1) throw new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', 'flaky');
+        await probe.wait;
+        return { outputs: {} };
+      }),
+      { capacity: 3 },
+    );
+    const s = newScheduler({ maxAttempts: 2, retryBackoffMs: 1 });
+    const r = fx.remote(address, { capacity: 3, breaker: { volumeThreshold: 1, resetTimeoutMs: 300 } });
+    s.addInstance(r);
+    const first = s.submit({ model: 'm1', params: { prompt: 'x' } }).context.reqId;
+    // Its first try fails and opens the breaker; its second is the half-open probe.
+    await expect.poll(() => calls, { timeout: 15_000 }).toBe(2);
+    expect(r.breakerState()).toBe('half-open');
+    const others = [1, 2].map((i) => s.submit({ model: 'm1', params: { prompt: `p${i}` } }).context.reqId);
+    // Slots are free, but the breaker would refuse them: they wait.
+    expect(s.queueSizes().enc).toBe(2);
+    expect(calls).toBe(2);
+    probe.release();
+    for (const id of [first, ...others]) expect(await outcome(s, id)).toBe('completed');
+    expect(others.map((id) => s.get(id).timings[0].attempts)).toEqual([1, 1]);
+    expect(r.breakerState()).toBe('closed');
+    expect(calls).toBe(4);
+  });
+
+  it('counts a task its stage deadline stopped as a failure: a hung instance\'s breaker opens, and a hung probe reopens it', async () => {
+    // Hangs until cancelled, then confirms with CANCELLED, as a stage service does.
+    const address = await fx.stageServer(
+      handler((_task, ctx) => new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason)))),
+    );
+    const s = newScheduler({ stageTimeoutMs: 100, maxAttempts: 1 });
+    const r = fx.remote(address, { breaker: { volumeThreshold: 2, resetTimeoutMs: 300 } });
+    s.addInstance(r);
+    for (let i = 0; i < 2; i += 1) {
+      expect(await outcome(s, s.submit({ model: 'm1', params: { prompt: `p${i}` } }).context.reqId)).toBe('TIMEOUT');
+    }
+    await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('open');
+    expect(() => s.submit({ model: 'm1', params: { prompt: 'x' } })).toThrow(/no healthy instance/);
+
+    await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('half-open');
+    expect(await outcome(s, s.submit({ model: 'm1', params: { prompt: 'probe' } }).context.reqId)).toBe('TIMEOUT');
+    await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('open');
+  });
+});
