@@ -102,6 +102,34 @@ describe('RemoteInstance', () => {
     expect(calls).toBe(4);
   });
 
+  it('keeps a breaker open when its half-open probe is cancelled by its request, and probes again later', async () => {
+    let calls = 0;
+    const address = await fx.stageServer(
+      handler((_task, ctx) => {
+        calls += 1;
+        if (calls === 1) return Promise.reject(new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', 'flaky'));
+        if (calls === 2) return new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason)));
+        return Promise.resolve({ outputs: {} });
+      }),
+    );
+    const s = newScheduler({ maxAttempts: 1 });
+    const r = fx.remote(address, { breaker: { volumeThreshold: 1, resetTimeoutMs: 1500 } });
+    s.addInstance(r);
+    expect(await outcome(s, s.submit({ model: 'm1', params: { prompt: 'fails' } }).context.reqId)).toBe('TRANSPORT');
+    await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('half-open');
+    const probe = s.submit({ model: 'm1', params: { prompt: 'probe' } }).context.reqId;
+    await expect.poll(() => calls, { timeout: 10_000 }).toBe(2);
+    s.cancel(probe);
+    expect(await outcome(s, probe)).toBe('cancelled');
+    // The instance confirms the cancel; nothing was learned about it: the breaker is not
+    // closed, and the next probe decides.
+    await expect.poll(() => r.breakerState(), { timeout: 10_000, interval: 5 }).not.toBe('half-open');
+    expect(r.breakerState()).toBe('open');
+    await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('half-open');
+    expect(await outcome(s, s.submit({ model: 'm1', params: { prompt: 'next probe' } }).context.reqId)).toBe('completed');
+    expect(r.breakerState()).toBe('closed');
+  });
+
   it('counts a task its stage deadline stopped as a failure: a hung instance\'s breaker opens, and a hung probe reopens it', async () => {
     // Hangs until cancelled, then confirms with CANCELLED, as a stage service does.
     const address = await fx.stageServer(

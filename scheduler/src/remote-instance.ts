@@ -5,6 +5,7 @@ import {
   DiffmeshError,
   channelOptions,
   clientCredentials,
+  countsForBreaker,
   createBreaker,
   errorDetailFromWire,
   objectRefsFromWire,
@@ -96,6 +97,10 @@ export class RemoteInstance implements StageInstance {
     this.breaker = createBreaker((task: StageTask, hooks: ExecuteHooks) => this.send(task, hooks), {
       name: info.id,
       ...opts.breaker,
+      // A half-open breaker's probe that its request cancelled proves nothing about the
+      // instance, yet opossum would take an uncounted failure for a success and close the
+      // breaker: counted, it reopens, and another probe goes after resetTimeout.
+      counts: (err) => countsForBreaker(err) || (this.breaker.halfOpen && (err as { code?: unknown })?.code === Code.CANCELLED),
     });
     this.breaker.on('open', () => opts.log.warn({ instance: info.id, pool: info.pool }, 'breaker opened'));
     this.breaker.on('close', () => opts.log.info({ instance: info.id, pool: info.pool }, 'breaker closed'));
