@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants as fsConstants, fstatSync, openSync, read, readSync, renameSync, statSync, unlinkSync, utimesSync, writeSync } from 'node:fs';
+import { closeSync, constants as fsConstants, fstatSync, openSync, read, readSync, renameSync, statSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { copyFile, lstat, mkdir, open, readFile, readdir, rename, rm, rmdir, stat, symlink, unlink, utimes, writeFile, type FileHandle } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import path from 'node:path';
@@ -244,12 +244,7 @@ export class TieredStore {
     }
     const temp = this.tempPath(tier);
     try {
-      const fd = openSync(temp, 'wx', FILE_MODE);
-      try {
-        for (let done = 0; done < data.byteLength; ) done += writeSync(fd, data, done, data.byteLength - done);
-      } finally {
-        closeSync(fd);
-      }
+      writeFileSync(temp, data, { flag: 'wx', mode: FILE_MODE });
       return await this.commit(full, tier, temp, crc32c(data), 'sync');
     } catch (err) {
       try {

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, openSync, unlinkSync, writeSync } from 'node:fs';
+import { existsSync, unlinkSync, writeFileSync } from 'node:fs';
 import { open, writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { crc32c } from '@node-rs/crc32';
@@ -340,16 +340,9 @@ export class RemoteTensorStore implements TensorStore {
     const name = randomBytes(12).toString('hex');
     const file = incomingPath(this.shmDir, name);
     try {
-      if (data.byteLength <= SYNC_WRITE_MAX_BYTES) {
-        const fd = openSync(file, 'wx', 0o640);
-        try {
-          for (let done = 0; done < data.byteLength; ) done += writeSync(fd, data, done, data.byteLength - done);
-        } finally {
-          closeSync(fd);
-        }
-      } else {
-        await writeFile(file, data, { flag: 'wx', mode: 0o640 });
-      }
+      const options = { flag: 'wx', mode: 0o640 } as const;
+      if (data.byteLength <= SYNC_WRITE_MAX_BYTES) writeFileSync(file, data, options);
+      else await writeFile(file, data, options);
     } catch (err) {
       removeQuietly(file);
       const code = (err as NodeJS.ErrnoException).code ?? '';
@@ -363,13 +356,14 @@ export class RemoteTensorStore implements TensorStore {
       // The service cannot see the file. When this client cannot either, something deleted it
       // (the service's sweep of files it took for abandoned, under a long stall): put this
       // object over gRPC. When the file is still here, the service looks at another directory.
-      if (err.code === Code.NOT_FOUND && err.field === 'shm_file' && !existsSync(file)) return undefined;
       if (err.code === Code.NOT_FOUND && err.field === 'shm_file') {
-        this.shmWritesOn = false;
-        this.opts.log?.warn(
-          { shmDir: this.shmDir, address: this.address },
-          'tensor client: the tensor-svc does not see files in this shared-memory directory (another node id?); putting over gRPC from now on',
-        );
+        if (existsSync(file)) {
+          this.shmWritesOn = false;
+          this.opts.log?.warn(
+            { shmDir: this.shmDir, address: this.address },
+            'tensor client: the tensor-svc does not see files in this shared-memory directory (another node id?); putting over gRPC from now on',
+          );
+        }
         return undefined;
       }
       if (isTransient(err)) return undefined;
