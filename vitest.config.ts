@@ -12,7 +12,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'unit',
-          include: ['*/src/**/*.test.ts'],
+          include: ['*/src/**/*.test.ts', 'deploy/*/src/**/*.test.ts'],
           exclude: ['**/node_modules/**', '**/dist/**', 'integration-tests/**', 'gateway/src/**'],
         },
       },

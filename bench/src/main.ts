@@ -6,6 +6,8 @@
  * the text to print.
  */
 import { formatMeshVsEmbedded, formatSchedulerOverhead, runMeshVsEmbedded, runSchedulerOverhead } from './mesh.js';
+import { formatQueueBackends, runQueueBackends } from './queues.js';
+import { formatModelDirTimings, runModelDirTimings } from './model-dirs.js';
 import { formatTensorBench, runTensorBench } from './tensor.js';
 
 /** Options every section may read. */
@@ -41,9 +43,19 @@ export const SECTIONS: BenchSection[] = [
       ),
   },
   {
+    name: 'queues',
+    description: '(d) each queue backend (memory, sqlite, redis, jetstream) per request: the no-op plan, p50 and requests/s side by side',
+    run: async (o) => formatQueueBackends(await runQueueBackends(o.reps ?? 300)),
+  },
+  {
     name: 'mesh-vs-embedded',
     description: '(c) one tiny-shapes request through the mesh of processes vs embedded in one process',
     run: async (o) => formatMeshVsEmbedded(await runMeshVsEmbedded(o.reps ?? 31)),
+  },
+  {
+    name: 'model-dirs',
+    description: 'time per denoising step of each test model directory (diffusers/optimum ONNX layout), embedded',
+    run: async (o) => formatModelDirTimings(await runModelDirTimings(o.reps ?? 15)),
   },
 ];
 

@@ -5,12 +5,17 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { GenerateResponse__Output } from '@diffmesh/protos';
 import { HopClient } from './transport-floor.js';
-import { Supervisor, schedulerClient, serviceEntry, startEmbedded, startLocalMesh, waitForInstance, type SchedulerClient } from '@diffmesh/cli';
+import { Supervisor } from '@diffmesh/testing';
+import { serviceEntry, startEmbedded, startLocalMesh, waitForInstance } from '@diffmesh/cli';
+import { schedulerStub, type SchedulerStub } from '@diffmesh/client';
 import { defaultModelsRoot } from '@diffmesh/models';
-import { SchedulerSession, createDiscovery, paramsToWire, silentLogger, startNatsServer, type GenerationParams } from '@diffmesh/runtime';
+import { SchedulerSession } from '@diffmesh/client';
+import { createDiscovery } from '@diffmesh/discovery';
+import { paramsToWire, silentLogger, type GenerationParams } from '@diffmesh/core';
+import { startNatsServer } from '@diffmesh/testing';
 
 /** Latency percentile of sorted samples. */
-function pct(sorted: number[], p: number): number {
+export function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
@@ -19,7 +24,7 @@ function pct(sorted: number[], p: number): number {
  * client holds its result (the stream's status trailer follows in a later packet, as grpc-js
  * sends it after the last message). The promise settles when the stream has ended too.
  */
-function timedGenerate(client: SchedulerClient, model: string, params: Partial<GenerationParams>): Promise<number> {
+function timedGenerate(client: SchedulerStub, model: string, params: Partial<GenerationParams>): Promise<number> {
   const start = performance.now();
   return new Promise((resolve, reject) => {
     const call = client.Generate({ model, params: paramsToWire(params), priority: 0 });
@@ -36,7 +41,7 @@ function timedGenerate(client: SchedulerClient, model: string, params: Partial<G
 }
 
 /** One request on a Session stream; returns the milliseconds until its `completed` event arrived. */
-function timedSessionRequest(session: SchedulerSession, model: string, params: Partial<GenerationParams>): Promise<number> {
+export function timedSessionRequest(session: SchedulerSession, model: string, params: Partial<GenerationParams>): Promise<number> {
   const start = performance.now();
   return new Promise((resolve, reject) => {
     session.start(
@@ -84,7 +89,7 @@ function processCpuMs(pid: number): number | undefined {
 }
 
 /** CPU ms of each named process (and of this one, as `client`). */
-function cpuSnapshot(pids: Record<string, number>): Record<string, number> {
+export function cpuSnapshot(pids: Record<string, number>): Record<string, number> {
   const out: Record<string, number> = {};
   const self = process.cpuUsage();
   out.client = (self.user + self.system) / 1000;
@@ -131,17 +136,36 @@ export async function runSchedulerOverhead(requests = 400): Promise<OverheadRow[
     });
     const pids: Record<string, number> = { scheduler: sched.pid };
     const noop = fileURLToPath(new URL('./noop-stage.js', import.meta.url));
-    for (const [stage, pool] of [['text_encoding', 'noop-enc'], ['denoising', 'noop-dit'], ['vae_decoding', 'noop-vae']] as const) {
+    for (const [stage, pool] of [
+      ['text_encoding', 'noop-enc'],
+      ['denoising', 'noop-dit'],
+      ['vae_decoding', 'noop-vae'],
+    ] as const) {
       const stageProc = await supervisor.start({
         name: pool,
         entry: noop,
-        args: ['--stage', stage, '--pool', pool, '--instance-id', pool, '--capacity', '64', '--nats', nats.url, '--models-dirs', dir, '--log-level', 'warn'],
+        args: [
+          '--stage',
+          stage,
+          '--pool',
+          pool,
+          '--instance-id',
+          pool,
+          '--capacity',
+          '64',
+          '--nats',
+          nats.url,
+          '--models-dirs',
+          dir,
+          '--log-level',
+          'warn',
+        ],
         readyPrefix: 'noop-stage listening on ',
       });
       pids[pool] = stageProc.pid;
       await waitForInstance(discovery, pool, 15_000);
     }
-    const client = schedulerClient(sched.address);
+    const client = schedulerStub(sched.address);
     const session = new SchedulerSession(client);
     const params = { prompt: 'noop' };
     const run: Record<'generate' | 'session', () => Promise<number>> = {
@@ -150,12 +174,19 @@ export async function runSchedulerOverhead(requests = 400): Promise<OverheadRow[
     };
     // Warm-up: long enough for V8 to optimise the hot paths of every process, as in a server that has been up a while.
     for (const mode of ['generate', 'session'] as const) {
-      await Promise.all(Array.from({ length: 8 }, async () => {
-        for (let i = 0; i < 250; i += 1) await run[mode]();
-      }));
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          for (let i = 0; i < 250; i += 1) await run[mode]();
+        }),
+      );
     }
     const rows: OverheadRow[] = [];
-    for (const [mode, clients] of [['generate', 1], ['generate', 8], ['session', 1], ['session', 8]] as const) {
+    for (const [mode, clients] of [
+      ['generate', 1],
+      ['generate', 8],
+      ['session', 1],
+      ['session', 8],
+    ] as const) {
       const per = Math.ceil(requests / clients);
       const samples: number[] = [];
       const cpuBefore = cpuSnapshot(pids);
@@ -193,7 +224,15 @@ function overheadRow(
       .map(([name, ms]) => [name, (ms - cpuBefore[name]) / samples.length]),
   );
   samples.sort((a, b) => a - b);
-  return { mode, clients, requests: samples.length, p50: pct(samples, 50), p99: pct(samples, 99), perSecond: samples.length / elapsedS, cpuMsPerRequest };
+  return {
+    mode,
+    clients,
+    requests: samples.length,
+    p50: pct(samples, 50),
+    p99: pct(samples, 99),
+    perSecond: samples.length / elapsedS,
+    cpuMsPerRequest,
+  };
 }
 
 /** The transport floor (see `transport-floor.ts`): a bare grpc-js relay and three echo processes, timed like the mesh. */
@@ -206,7 +245,12 @@ async function measureFloor(supervisor: Supervisor, requests: number): Promise<O
     pids[name] = p.pid;
     echoes.push(p.address);
   }
-  const relay = await supervisor.start({ name: 'floor-relay', entry, args: ['relay', ...echoes], readyPrefix: 'transport-floor listening on ' });
+  const relay = await supervisor.start({
+    name: 'floor-relay',
+    entry,
+    args: ['relay', ...echoes],
+    readyPrefix: 'transport-floor listening on ',
+  });
   pids['floor-relay'] = relay.pid;
   const hop = new HopClient(relay.address);
   let nextId = 0;
@@ -221,17 +265,21 @@ async function measureFloor(supervisor: Supervisor, requests: number): Promise<O
     });
   const rows: OverheadRow[] = [];
   try {
-    await Promise.all(Array.from({ length: 8 }, async () => {
-      for (let i = 0; i < 250; i += 1) await once();
-    }));
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        for (let i = 0; i < 250; i += 1) await once();
+      }),
+    );
     for (const clients of [1, 8]) {
       const per = Math.ceil(requests / clients);
       const samples: number[] = [];
       const cpuBefore = cpuSnapshot(pids);
       const start = performance.now();
-      await Promise.all(Array.from({ length: clients }, async () => {
-        for (let i = 0; i < per; i += 1) samples.push(await once());
-      }));
+      await Promise.all(
+        Array.from({ length: clients }, async () => {
+          for (let i = 0; i < per; i += 1) samples.push(await once());
+        }),
+      );
       rows.push(overheadRow('floor', clients, samples, (performance.now() - start) / 1000, cpuBefore, cpuSnapshot(pids)));
     }
   } finally {
@@ -314,7 +362,7 @@ export async function runMeshVsEmbedded(runs = 31): Promise<MeshVsEmbedded> {
   const log = silentLogger();
   const mesh = await startLocalMesh({ modelsDirs: [defaultModelsRoot()], models: ['diffmesh/tiny-shapes'], threads: 1, log });
   const embedded = await startEmbedded({ modelRoots: [defaultModelsRoot()], intraOpThreads: 1, maxBatch: 8, log });
-  const client = schedulerClient(mesh.schedulerAddress);
+  const client = schedulerStub(mesh.schedulerAddress);
   const session = new SchedulerSession(client);
   try {
     const model = 'diffmesh/tiny-shapes';
@@ -324,7 +372,7 @@ export async function runMeshVsEmbedded(runs = 31): Promise<MeshVsEmbedded> {
       session: () => timedSessionRequest(session, model, params),
       embedded: async () => {
         const start = performance.now();
-        const { context } = embedded.scheduler.submit({ model, params });
+        const { context } = await embedded.scheduler.submit({ model, params });
         for await (const e of embedded.scheduler.watch(context.reqId)) {
           if (e.type === 'failed') throw new Error(e.error.message);
         }

@@ -7,11 +7,10 @@ import {
   loadServiceConfig,
   packageVersion,
   runProcess,
-  stageServiceConfig,
-  startStageService,
   type StageHandler,
   type StageName,
-} from '@diffmesh/runtime';
+} from '@diffmesh/core';
+import { stageServiceConfig, startStageService } from '@diffmesh/stage-host';
 
 const argv = process.argv.slice(2);
 const at = argv.indexOf('--stage');

@@ -3,7 +3,9 @@
  *
  *   (i)   raw `net` socket, both directions — the ceiling;
  *   (ii)  tensor-svc Put and Get over gRPC (a client on another node id);
- *   (iii) the same-node path: Put over gRPC, Get from shared memory.
+ *   (iii) the same-node path: Put over gRPC, Get from shared memory;
+ *   (iv)  the durable stores: redis (a redis-server process) and S3 (an s3rver process), Put
+ *         and Get from a client in this process, as a stage with no tensor-svc uses them.
  *
  * Prints MB/s (10^6 bytes per second; medians of several repetitions after a warm-up) and
  * the ratios tensor-svc / raw TCP and shared memory / gRPC. Targets are reported, not
@@ -19,7 +21,22 @@ import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { RemoteTensorStore, TensorServiceClient } from '@diffmesh/runtime';
+import {
+  RemoteTensorStore,
+  S3TensorStore,
+  TensorServiceClient,
+  openDurableStore,
+  parseDurableLocation,
+  type DurableStore,
+  type S3Location,
+} from '@diffmesh/tensor-client';
+import {
+  RedisServerNotFoundError,
+  startRedisServer,
+  startS3Server,
+  type RunningRedisServer,
+  type RunningS3Server,
+} from '@diffmesh/testing';
 
 const MiB = 1024 * 1024;
 
@@ -55,6 +72,10 @@ export interface TensorBenchResult {
   shmPut: number;
   shmGet: number;
   shmEndToEnd: number;
+  /** RedisTensorStore against a redis-server process; undefined when redis-server is not installed. */
+  redis?: DurableRates;
+  /** S3TensorStore against an s3rver process (multipart upload, streamed get). */
+  s3: DurableRates;
   /** Each the median of the per-repetition ratios. */
   ratios: {
     grpcGetOverRaw: number;
@@ -63,7 +84,16 @@ export interface TensorBenchResult {
     shmGetOverGrpcGet: number;
     shmPutOverGrpcPut: number;
     shmEndToEndOverGrpcEndToEnd: number;
+    redisEndToEndOverGrpcEndToEnd?: number;
+    s3EndToEndOverGrpcEndToEnd: number;
   };
+}
+
+/** Put, Get and both of a durable store, MB/s. */
+export interface DurableRates {
+  put: number;
+  get: number;
+  endToEnd: number;
 }
 
 function median(xs: number[]): number {
@@ -83,10 +113,15 @@ function pattern(size: number): Buffer {
 }
 
 /** Spawns `node <entry> ...args` and resolves with the first stdout line matching `ready`. */
-function spawnReady(entry: string, args: string[], env: Record<string, string>, ready: RegExp): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
+function spawnReady(
+  entry: string,
+  args: string[],
+  env: Record<string, string>,
+  ready: RegExp,
+): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
   const child = spawn(process.execPath, [entry, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   return new Promise((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error(`${entry} did not start:\n${stderr}`)), 20_000);
@@ -94,7 +129,7 @@ function spawnReady(entry: string, args: string[], env: Record<string, string>, 
       clearTimeout(timer);
       reject(new Error(`${entry} exited with ${code}:\n${stderr}`));
     });
-    child.stdout!.on('data', (d: Buffer) => {
+    child.stdout.on('data', (d: Buffer) => {
       out += d.toString();
       const m = ready.exec(out);
       if (m) {
@@ -206,7 +241,18 @@ export async function runTensorBench(opts: TensorBenchOptions = {}): Promise<Ten
   const data = pattern(size);
   const children: ChildProcess[] = [];
   const work = await mkdtemp(path.join(tmpdir(), 'diffmesh-bench-tensor-'));
+  let redisServer: RunningRedisServer | undefined;
+  let s3Server: RunningS3Server | undefined;
   try {
+    // The durable stores' servers run as their own processes, as in a deployment.
+    redisServer = await startRedisServer().catch((err: unknown) => {
+      if (err instanceof RedisServerNotFoundError) {
+        progress(`redis: skipped (${err.message})`);
+        return undefined;
+      }
+      throw err;
+    });
+    s3Server = await startS3Server({ buckets: ['bench'] });
     // Both peers start first; each repetition then measures every path back to back, so
     // load from elsewhere on the machine affects all of them alike. Ratios are taken per
     // repetition, then the median.
@@ -233,6 +279,13 @@ export async function runTensorBench(opts: TensorBenchOptions = {}): Promise<Ten
     const remote = new RemoteTensorStore({ address, nodeId: `${nodeId}-elsewhere`, chunkBytes });
     const local = new RemoteTensorStore({ address, nodeId, chunkBytes });
     const transport = new TensorServiceClient(address, { chunkBytes });
+    const redisStore: DurableStore | undefined = redisServer ? openDurableStore(`${redisServer.url}/0/bench`) : undefined;
+    const s3Store = new S3TensorStore({
+      location: parseDurableLocation('s3://bench/tensors') as S3Location,
+      endpoint: s3Server.endpoint,
+      region: s3Server.region,
+      client: { credentials: { accessKeyId: s3Server.accessKeyId, secretAccessKey: s3Server.secretAccessKey } },
+    });
     const shape = [size / 4];
     const reused = Buffer.allocUnsafe(size);
     const m = {
@@ -246,6 +299,24 @@ export async function runTensorBench(opts: TensorBenchOptions = {}): Promise<Ten
       shmPut: [] as number[],
       shmGet: [] as number[],
       shmE2e: [] as number[],
+      redisPut: [] as number[],
+      redisGet: [] as number[],
+      redisE2e: [] as number[],
+      s3Put: [] as number[],
+      s3Get: [] as number[],
+      s3E2e: [] as number[],
+    };
+    /** Put then Get of one object through `store`, MB/s each and both. */
+    const durableRound = async (store: DurableStore, i: number): Promise<[number, number, number]> => {
+      const t0 = performance.now();
+      const ref = await store.put({ requestId: `bench${i}`, name: 'latents', data, shape, dtype: 'float32' });
+      const t1 = performance.now();
+      const got = await store.get(ref);
+      const t2 = performance.now();
+      if (got.data.byteLength !== size || got.ref.checksum !== ref.checksum)
+        throw new Error(`${store.kind} round trip returned other bytes`);
+      await store.delete(ref);
+      return [mbps(size, t1 - t0), mbps(size, t2 - t1), mbps(size, t2 - t0)];
     };
     try {
       for (let i = 0; i <= reps; i++) {
@@ -274,7 +345,17 @@ export async function runTensorBench(opts: TensorBenchOptions = {}): Promise<Ten
         t2 = performance.now();
         if (viaShm.data.byteLength !== size) throw new Error('shared-memory read returned other bytes');
         await local.delete(ref);
+        const redisRates = redisStore ? await durableRound(redisStore, i) : undefined;
+        const s3Rates = await durableRound(s3Store, i);
         if (i === 0) continue; // warm-up
+        if (redisRates) {
+          m.redisPut.push(redisRates[0]);
+          m.redisGet.push(redisRates[1]);
+          m.redisE2e.push(redisRates[2]);
+        }
+        m.s3Put.push(s3Rates[0]);
+        m.s3Get.push(s3Rates[1]);
+        m.s3E2e.push(s3Rates[2]);
         m.rawDown.push(rawDown);
         m.rawDownReused.push(rawDownReused);
         m.rawUp.push(rawUp);
@@ -286,18 +367,23 @@ export async function runTensorBench(opts: TensorBenchOptions = {}): Promise<Ten
         m.shmGet.push(mbps(size, t2 - t1));
         m.shmE2e.push(mbps(size, t2 - t0));
         progress(
-          `rep ${i}/${reps}: raw ${rawDown.toFixed(0)}/${rawUp.toFixed(0)}, gRPC put ${put.toFixed(0)} get ${get.toFixed(0)}, shm put ${m.shmPut[i - 1].toFixed(0)} get ${m.shmGet[i - 1].toFixed(0)} MB/s`,
+          `rep ${i}/${reps}: raw ${rawDown.toFixed(0)}/${rawUp.toFixed(0)}, gRPC put ${put.toFixed(0)} get ${get.toFixed(0)}, shm put ${m.shmPut[i - 1].toFixed(0)} get ${m.shmGet[i - 1].toFixed(0)}` +
+            `${redisRates ? `, redis put ${redisRates[0].toFixed(0)} get ${redisRates[1].toFixed(0)}` : ''}, s3 put ${s3Rates[0].toFixed(0)} get ${s3Rates[1].toFixed(0)} MB/s`,
         );
       }
       const localStats = local.stats();
       const remoteStats = remote.stats();
       if (localStats.shmReads !== reps + 1 || localStats.shmWrites !== reps + 1 || remoteStats.shmReads + remoteStats.shmWrites !== 0) {
-        throw new Error(`expected every same-node transfer through shared memory and no other: ${JSON.stringify({ localStats, remoteStats })}`);
+        throw new Error(
+          `expected every same-node transfer through shared memory and no other: ${JSON.stringify({ localStats, remoteStats })}`,
+        );
       }
     } finally {
       transport.close();
       await remote.close();
       await local.close();
+      await redisStore?.close();
+      await s3Store.close();
     }
     const ratio = (a: number[], b: number[]): number => median(a.map((x, i) => x / b[i]));
     return {
@@ -313,6 +399,8 @@ export async function runTensorBench(opts: TensorBenchOptions = {}): Promise<Ten
       shmPut: median(m.shmPut),
       shmGet: median(m.shmGet),
       shmEndToEnd: median(m.shmE2e),
+      ...(redisServer ? { redis: { put: median(m.redisPut), get: median(m.redisGet), endToEnd: median(m.redisE2e) } } : {}),
+      s3: { put: median(m.s3Put), get: median(m.s3Get), endToEnd: median(m.s3E2e) },
       ratios: {
         grpcGetOverRaw: ratio(m.get, m.rawDown),
         grpcGetOverRawReused: ratio(m.getReused, m.rawDownReused),
@@ -320,10 +408,13 @@ export async function runTensorBench(opts: TensorBenchOptions = {}): Promise<Ten
         shmGetOverGrpcGet: ratio(m.shmGet, m.get),
         shmPutOverGrpcPut: ratio(m.shmPut, m.put),
         shmEndToEndOverGrpcEndToEnd: ratio(m.shmE2e, m.e2e),
+        ...(redisServer ? { redisEndToEndOverGrpcEndToEnd: ratio(m.redisE2e, m.e2e) } : {}),
+        s3EndToEndOverGrpcEndToEnd: ratio(m.s3E2e, m.e2e),
       },
     };
   } finally {
     await Promise.all(children.map(stopChild));
+    await Promise.all([redisServer?.stop(), s3Server?.stop()]);
     await rm(work, { recursive: true, force: true });
   }
 }
@@ -349,6 +440,16 @@ export function formatTensorBench(r: TensorBenchResult): string {
     `| same node: Put through shared memory | ${f(r.shmPut)} |`,
     `| same node: Get from shared memory | ${f(r.shmGet)} |`,
     `| same node: Put + Get, both through shared memory, end to end | ${f(r.shmEndToEnd)} |`,
+    ...(r.redis
+      ? [
+          `| redis (RedisTensorStore → redis-server): Put | ${f(r.redis.put)} |`,
+          `| redis: Get | ${f(r.redis.get)} |`,
+          `| redis: Put + Get, end to end | ${f(r.redis.endToEnd)} |`,
+        ]
+      : ['| redis | skipped: redis-server not installed |']),
+    `| S3 (S3TensorStore → s3rver, multipart): Put | ${f(r.s3.put)} |`,
+    `| S3: Get | ${f(r.s3.get)} |`,
+    `| S3: Put + Get, end to end | ${f(r.s3.endToEnd)} |`,
     '',
     '| ratio | value | target |',
     '|---|---:|---|',
@@ -358,6 +459,10 @@ export function formatTensorBench(r: TensorBenchResult): string {
     `| shared-memory Get / gRPC Get | ${x(r.ratios.shmGetOverGrpcGet)} | ≥ 2× (${ok(r.ratios.shmGetOverGrpcGet >= 2)}) |`,
     `| shared-memory Put / gRPC Put | ${x(r.ratios.shmPutOverGrpcPut)} | (reported) |`,
     `| same-node end to end / gRPC end to end | ${x(r.ratios.shmEndToEndOverGrpcEndToEnd)} | (reported) |`,
+    ...(r.ratios.redisEndToEndOverGrpcEndToEnd !== undefined
+      ? [`| redis end to end / gRPC end to end | ${x(r.ratios.redisEndToEndOverGrpcEndToEnd)} | (reported) |`]
+      : []),
+    `| S3 end to end / gRPC end to end | ${x(r.ratios.s3EndToEndOverGrpcEndToEnd)} | (reported) |`,
   ].join('\n');
 }
 

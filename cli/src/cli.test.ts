@@ -1,10 +1,11 @@
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, realpath, rm, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { countGifFrames, decodePng, ffmpegAvailable, probeVideo } from '@diffmesh/runtime';
+import { countGifFrames, decodeImage, decodePng, encodeImage, encodePng, ffmpegAvailable, probeImage, probeVideo } from '@diffmesh/media';
+import { buildBrokenDir, buildSdDir, meanAbsoluteError, type SdTestModel } from '@diffmesh/models';
 
 // The command as a user runs it: a separate node process on the built CLI.
 const BIN = fileURLToPath(new URL('../bin/diffmesh.js', import.meta.url));
@@ -64,6 +65,24 @@ const blue = ([r, g, b]: Rgb) => b > 150 && r < 90 && g < 130;
 const green = ([r, g, b]: Rgb) => g > 140 && r < 100 && b < 100;
 const yellow = ([r, g, b]: Rgb) => r > 180 && g > 160 && b < 100;
 
+/** Writes the input files the --image cases use into `dir`; returns their names, sorted. */
+async function inputFiles(dir: string): Promise<string[]> {
+  const noise = new Uint8Array(64 * 64 * 3).map((_, i) => (Math.imul(i + 1, 2654435761) >>> 13) & 255);
+  const whole = encodePng(noise, 64, 64);
+  const files: Record<string, Uint8Array> = {
+    'in.png': encodePng(new Uint8Array(16 * 16 * 3).fill(200), 16, 16),
+    // The header is whole, the pixels are cut short.
+    'cut.png': whole.subarray(0, Math.floor(whole.length * 0.6)),
+    'notes.txt': new TextEncoder().encode('not a picture'),
+    'anim.gif': Buffer.from('R0lGODlhAQABAIAAAAAAAP///ywAAAAAAQABAAACAUwAOw==', 'base64'),
+  };
+  for (const [name, bytes] of Object.entries(files)) await writeFile(path.join(dir, name), bytes);
+  // One byte over the limit, without writing 15 MiB: a sparse file.
+  await writeFile(path.join(dir, 'huge.png'), '');
+  await truncate(path.join(dir, 'huge.png'), 15 * 1024 * 1024 + 1);
+  return [...Object.keys(files), 'huge.png'].sort();
+}
+
 describe('diffmesh generate (embedded, as a separate process)', () => {
   let dir: string;
   beforeAll(async () => {
@@ -93,6 +112,22 @@ describe('diffmesh generate (embedded, as a separate process)', () => {
     expect(r.fgShare).toBeLessThan(0.4);
     expect(r.fillOfBox).toBeGreaterThan(0.85); // a square fills its bounding box
     expect(r.bgShareOfRest).toBeGreaterThan(0.85);
+  });
+
+  it('writes JPEG and WebP pictures of the same scene for .jpg and .webp', async () => {
+    for (const [file, type] of [
+      ['red.jpg', 'image/jpeg'],
+      ['red.webp', 'image/webp'],
+    ] as const) {
+      const run = await diffmesh(['generate', 'a red circle on a blue background', '-o', file, '--seed', '1', '--no-progress'], dir);
+      expect(run.code).toBe(0);
+      const bytes = await readFile(path.join(dir, file));
+      expect(await probeImage(bytes)).toEqual({ mediaType: type, width: 256, height: 256 });
+      // The same scene as the PNG: a red blob on blue, through the lossy encoding.
+      const r = regions(await encodeImage(await decodeImage(bytes), 'png'), red, blue);
+      expect(r.fgShare).toBeGreaterThan(0.02);
+      expect(r.bgShareOfRest).toBeGreaterThan(0.85);
+    }
   });
 
   it('repeats a seed byte for byte and changes with another seed', async () => {
@@ -135,13 +170,178 @@ describe('diffmesh generate (embedded, as a separate process)', () => {
     ['201 steps', ['a red circle', '--steps', '201'], /num_inference_steps: .*1 to 200/],
     ['a negative guidance', ['a red circle', '--guidance', '-1'], /guidance_scale: .*≥ 0.*\(--guidance\)/],
     ['a non-numeric height', ['a red circle', '--height', 'tall'], /height: expected an integer/],
-    ['an unsupported extension', ['a red circle', '-o', 'x.jpg'], /output: unsupported image extension/],
+    ['an unsupported extension', ['a red circle', '-o', 'x.bmp'], /output: unsupported image extension/],
+    [
+      'a strength above 1',
+      ['a red circle', '--strength', '1.5', '--image', 'in.png'],
+      /strength: must be a number greater than 0 and at most 1, got 1\.5 \(--strength\)/,
+    ],
+    [
+      'a strength of 0',
+      ['a red circle', '--strength', '0', '--image', 'in.png'],
+      /strength: must be a number greater than 0.*\(--strength\)/,
+    ],
+    [
+      'a strength that is no number',
+      ['a red circle', '--strength', 'half', '--image', 'in.png'],
+      /strength: expected a number, got "half" \(--strength\)/,
+    ],
+    [
+      'a strength without an image',
+      ['a red circle', '--strength', '0.5'],
+      /strength: applies only with an input image \(give --image\) \(--strength\)/,
+    ],
+    ['a missing image file', ['a red circle', '--image', 'nowhere.png'], /input_image: "nowhere\.png" does not exist \(--image\)/],
+    ['an image that is a folder', ['a red circle', '--image', '.'], /input_image: "\." is not a file \(--image\)/],
+    [
+      'a text file as image',
+      ['a red circle', '--image', 'notes.txt'],
+      /input_image: "notes\.txt" is not a readable PNG, JPEG or WebP image .*\(--image\)/,
+    ],
+    [
+      'a GIF as image',
+      ['a red circle', '--image', 'anim.gif'],
+      /input_image: "anim\.gif" has format gif; use PNG, JPEG or WebP \(--image\)/,
+    ],
+    ['a truncated image', ['a red circle', '--image', 'cut.png'], /input_image: "cut\.png" is truncated or corrupt .*\(--image\)/],
+    [
+      'an image over 15 MiB',
+      ['a red circle', '--image', 'huge.png'],
+      /input_image: "huge\.png" is 15728641 bytes; at most 15728640 are accepted \(--image\)/,
+    ],
+    [
+      'an image for a model that takes none',
+      ['a red circle', '--image', 'in.png', '--model', 'diffmesh/synthetic-dit-image'],
+      /input_image: model "diffmesh\/synthetic-dit-image" does not take an input image \(--image\)/,
+    ],
   ])('rejects %s: names the field, exits 2, writes nothing', async (_what, args, message) => {
     const sub = await mkdtemp(path.join(dir, 'bad-'));
+    const inputs = await inputFiles(sub);
     const hasOutput = args.includes('-o');
     const run = await diffmesh(['generate', ...args, ...(hasOutput ? [] : ['-o', 'out.png'])], sub);
     expect(run.code).toBe(2);
     expect(run.stderr).toMatch(message);
-    expect(await readdir(sub)).toEqual([]);
+    expect((await readdir(sub)).sort()).toEqual(inputs);
+  });
+
+  it('refuses bad --image and --strength on submit too, before reaching any mesh', async () => {
+    const sub = await mkdtemp(path.join(dir, 'submit-'));
+    await inputFiles(sub);
+    // No mesh runs at this address: the flags are refused before it would be tried.
+    const remote = ['--remote', '127.0.0.1:9'];
+    const bad = await diffmesh(['submit', 'a red circle', '--image', 'notes.txt', ...remote], sub);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/input_image: "notes\.txt" is not a readable PNG, JPEG or WebP image .*\(--image\)/);
+    const strength = await diffmesh(['submit', 'a red circle', '--image', 'in.png', '--strength', '2', ...remote], sub);
+    expect(strength.code).toBe(2);
+    expect(strength.stderr).toMatch(/strength: must be a number greater than 0 and at most 1, got 2 \(--strength\)/);
+    expect(bad.stdout + strength.stdout).toBe('');
+  });
+});
+
+describe('a mesh that cannot be reached', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-unreachable-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it.each([
+    ['generate', ['generate', 'a red circle', '-o', 'x.png', '--no-progress']],
+    ['submit', ['submit', 'a red circle']],
+    ['watch', ['watch', 'some-id', '--no-progress']],
+    ['cancel', ['cancel', 'some-id']],
+    ['models', ['models']],
+  ])('%s says in one line which address it tried and exits 3', async (_name, args) => {
+    // Port 1 on loopback: nothing listens there, the connection is refused at once.
+    const run = await diffmesh([...args, '--remote', '127.0.0.1:1'], dir);
+    expect(run.code).toBe(3);
+    const lines = run.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^diffmesh: cannot reach the scheduler at 127\.0\.0\.1:1: connection refused/);
+    expect(run.stderr).not.toMatch(/Resolution note|No connection established/);
+    expect(await readdir(dir)).toEqual([]);
+  });
+});
+
+describe('diffmesh generate --model DIR (a diffusers/optimum ONNX directory, as a separate process)', () => {
+  let dir: string;
+  let model: SdTestModel;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-cli-dir-'));
+    model = await buildSdDir(path.join(dir, 'my-sd-onnx'), {
+      scalingFactor: 0.5,
+      scheduler: { _class_name: 'DDIMScheduler', set_alpha_to_one: true },
+    });
+    await buildBrokenDir(path.join(dir, 'broken'), 'hidden-size-mismatch');
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('generates the picture the directory’s model must produce, from ./DIR or a folder name', async () => {
+    for (const [arg, out] of [
+      ['./my-sd-onnx', 'a.png'],
+      ['my-sd-onnx', 'b.png'],
+    ]) {
+      const run = await diffmesh(
+        ['generate', 'a red cat', '--model', arg, '--negative', 'blue', '--guidance', '2', '--steps', '6', '-o', out, '--seed', '3'],
+        dir,
+      );
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain(`wrote ${out} (64×64, png; model ${path.join(await realpath(dir), 'my-sd-onnx')}`);
+      const { rgb } = decodePng(await readFile(path.join(dir, out)));
+      const want = model.expectedImage({ prompt: 'a red cat', negativePrompt: 'blue', guidanceScale: 2 });
+      expect(meanAbsoluteError(rgb, want.data)).toBeLessThanOrEqual(1);
+    }
+  });
+
+  it('prints a warning when the prompt is cut to the text encoder length', async () => {
+    const long = `${Array.from({ length: 80 }, () => 'red').join(' ')} cat`;
+    const run = await diffmesh(['generate', long, '--model', './my-sd-onnx', '--steps', '1', '-o', 'long.png', '--no-progress'], dir);
+    expect(run.code).toBe(0);
+    expect(run.stderr).toMatch(
+      /^warning: prompt: cut to 77 tokens for text_encoder \(CLIP\); 6 tokens dropped: "red red red red red cat"$/m,
+    );
+  });
+
+  it('img2img with --image and --strength, through the image_encoding stage', async () => {
+    const start = model.expectedImage({ prompt: 'a blue texture', guidanceScale: 1 });
+    await writeFile(path.join(dir, 'start.png'), encodePng(start.data, 64, 64));
+    const run = await diffmesh(
+      [
+        'generate',
+        'a red cat',
+        '--model',
+        './my-sd-onnx',
+        '--image',
+        'start.png',
+        '--strength',
+        '0.5',
+        '--steps',
+        '8',
+        '-o',
+        'i2i.png',
+        '--seed',
+        '1',
+      ],
+      dir,
+    );
+    expect(run.code).toBe(0);
+    expect(run.stderr).toMatch(/^image_encoding: done/m);
+    expect(run.stderr).toMatch(/^denoising: step 4\/4$/m);
+    const { rgb } = decodePng(await readFile(path.join(dir, 'i2i.png')));
+    expect(meanAbsoluteError(rgb, model.expectedImage({ prompt: 'a red cat', guidanceScale: 7.5 }).data)).toBeLessThanOrEqual(1);
+  });
+
+  it('refuses a wrong layout before any work, naming the file and the input, exit 2', async () => {
+    const run = await diffmesh(['generate', 'a red cat', '--model', './broken', '-o', 'broken.png'], dir);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(
+      /unet\/model\.onnx: hidden size mismatch: .*text_encoder\/model\.onnx output "last_hidden_state".*unet\/model\.onnx input "encoder_hidden_states".* takes 48/,
+    );
+    expect(await readdir(dir)).not.toContain('broken.png');
   });
 });

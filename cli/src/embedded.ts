@@ -1,27 +1,26 @@
 import { DenoisingStage } from '@diffmesh/dit-svc';
 import { TextEncodingStage } from '@diffmesh/encoder-svc';
-import {
-  ModelCatalog,
-  SessionCache,
-  createTaskQueue,
-  createTensorStore,
-  loadPlanRegistry,
-  type Logger,
-  type PlanRegistry,
-  type StageHandler,
-  type StageName,
-  type TensorStore,
-} from '@diffmesh/runtime';
+import { ModelCatalog, SessionCache, type ExecutionProvider } from '@diffmesh/stage-host';
+import { loadPlanRegistry, type PlanRegistry } from '@diffmesh/scheduler';
+import { createTensorStore, type TensorStore } from '@diffmesh/tensor-client';
+import { type Logger, type StageHandler, type StageName } from '@diffmesh/core';
 import { LocalInstance, Scheduler, type SchedulerLimits } from '@diffmesh/scheduler';
-import { VaeDecodingStage } from '@diffmesh/vae-svc';
+import { ImageEncodingStage, VaeDecodingStage } from '@diffmesh/vae-svc';
 
 export interface EmbeddedOptions {
   /** Directories holding `<org>/<name>/model.json`. */
   modelRoots: string[];
+  /**
+   * Model directories (diffusers/optimum ONNX layout) to serve besides the plan file's
+   * models, each under its absolute real path.
+   */
+  modelDirectories?: string[];
   /** ExecutionPlan registry file; default: the one shipped with runtime. */
   plansFile?: string;
   /** onnxruntime intra-op threads; 0 = its default. */
   intraOpThreads: number;
+  /** onnxruntime execution providers in order of preference; default `['cpu']`. */
+  executionProviders?: readonly ExecutionProvider[];
   /** Most latents in one denoiser run. */
   maxBatch: number;
   log: Logger;
@@ -50,7 +49,13 @@ export const EMBEDDED_LIMITS: SchedulerLimits = {
 };
 
 /** Tasks one in-process instance of a stage runs at once. */
-const LOCAL_CAPACITY: Partial<Record<StageName, number>> = { text_encoding: 4, denoising: 8, vae_decoding: 2 };
+const LOCAL_CAPACITY: Partial<Record<StageName, number>> = {
+  text_encoding: 4,
+  text_encoding_2: 4,
+  image_encoding: 2,
+  denoising: 8,
+  vae_decoding: 2,
+};
 
 /**
  * Starts the whole pipeline in this process on the in-memory backends: the scheduler with
@@ -59,27 +64,35 @@ const LOCAL_CAPACITY: Partial<Record<StageName, number>> = { text_encoding: 4, d
  */
 export async function startEmbedded(opts: EmbeddedOptions): Promise<Embedded> {
   const store = createTensorStore({ backend: 'memory' });
-  const catalog = new ModelCatalog(opts.modelRoots);
-  const sessions = new SessionCache({ intraOpThreads: opts.intraOpThreads, interOpThreads: 1 });
-  const registry = await loadPlanRegistry(opts.plansFile);
+  const sessions = new SessionCache({
+    intraOpThreads: opts.intraOpThreads,
+    interOpThreads: 1,
+    ...(opts.executionProviders ? { executionProviders: opts.executionProviders } : {}),
+  });
+  const registry = await loadPlanRegistry(opts.plansFile, { directories: opts.modelDirectories ?? [] });
+  // Model ids that name a directory (entries with `directory:` under an id of their own).
+  const directories: Record<string, string> = {};
+  for (const e of registry.entries) if (e.model && e.directory && e.model !== e.directory) directories[e.model] = e.directory;
+  const catalog = new ModelCatalog(opts.modelRoots, { directories });
   const scheduler = new Scheduler({
     registry,
     store,
     log: opts.log,
     limits: { ...EMBEDDED_LIMITS, ...opts.limits },
-    createQueue: (_pool, maxLength) => createTaskQueue({ backend: 'memory', maxLength }),
   });
   const deps = { catalog, sessions, store, models: [] };
   const handlers: Partial<Record<StageName, StageHandler>> = {
     text_encoding: new TextEncodingStage(deps),
+    text_encoding_2: new TextEncodingStage({ ...deps, stage: 'text_encoding_2' }),
     denoising: new DenoisingStage({ ...deps, maxBatch: opts.maxBatch }),
+    image_encoding: new ImageEncodingStage(deps),
     vae_decoding: new VaeDecodingStage(deps),
   };
   const installed = new Set(await catalog.list());
   const servable: string[] = [];
   const added = new Set<string>();
   for (const model of registry.entries.flatMap((e) => (e.model ? [e.model] : []))) {
-    if (!installed.has(model)) continue;
+    if (!installed.has(model) && registry.lookup(model).directory === undefined) continue;
     const plan = registry.lookup(model);
     if (!plan.stages.every((s) => handlers[s.name])) continue;
     servable.push(model);
@@ -87,9 +100,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<Embedded> {
       if (added.has(s.pool)) continue;
       added.add(s.pool);
       const handler = handlers[s.name] as StageHandler;
-      scheduler.addInstance(
-        new LocalInstance(`${s.pool}/embedded`, s.pool, handler, LOCAL_CAPACITY[s.name] ?? 1, opts.log),
-      );
+      scheduler.addInstance(new LocalInstance(`${s.pool}/embedded`, s.pool, handler, LOCAL_CAPACITY[s.name] ?? 1, opts.log));
     }
   }
   return {

@@ -1,18 +1,11 @@
 import { access, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import path from 'node:path';
-import {
-  DiffmeshError,
-  chooseVideoFormat,
-  encodePng,
-  encodeVideo,
-  ffmpegAvailable,
-  invalidParameter,
-  type GenerationParams,
-  type ObjectRef,
-  type TensorStore,
-} from '@diffmesh/runtime';
-import type { RequestEvent } from '@diffmesh/scheduler';
+import { DiffmeshError, invalidParameter, type GenerationParams, type InputImageSource, type ObjectRef } from '@diffmesh/core';
+import { submitWithInputImage } from '@diffmesh/scheduler';
+import { chooseVideoFormat, encodeResult, ffmpegAvailable, type ResultFormat } from '@diffmesh/media';
+import { type TensorStore } from '@diffmesh/tensor-client';
+import type { RequestEvent } from '@diffmesh/core';
 import type { Embedded } from './embedded.js';
 import type { Progress } from './progress.js';
 
@@ -24,6 +17,8 @@ export interface GenerateArgs {
   params: Partial<GenerationParams>;
   priority: number;
   ffmpegPath: string;
+  /** The input image (`--image`), for a model that takes one. */
+  image?: InputImageSource;
 }
 
 /** The result of a generation, for the summary line. */
@@ -41,20 +36,23 @@ export interface GenerateOutcome {
 /** Where the file goes and in which format, decided before any work is done. */
 export interface OutputPlan {
   path: string;
-  format: 'png' | 'mp4' | 'gif' | 'apng';
+  format: ResultFormat;
   note?: string;
 }
+
+/** Still-picture formats by file extension. */
+const IMAGE_EXTENSIONS: Record<string, ResultFormat> = { '.png': 'png', '.jpg': 'jpeg', '.jpeg': 'jpeg', '.webp': 'webp' };
 
 /** Chooses the output file and format; rejects unsupported extensions and missing folders. */
 export async function planOutput(output: string | undefined, frames: number, ffmpegPath: string): Promise<OutputPlan> {
   const wanted = output ?? (frames > 1 ? 'out.mp4' : 'out.png');
   const ext = path.extname(wanted).toLowerCase();
   let planned: OutputPlan;
-  if (frames === 1 && ext === '.png') planned = { path: wanted, format: 'png' };
-  else if (frames === 1 && !['.mp4', '.gif', '.apng'].includes(ext)) {
-    throw invalidParameter('output', `unsupported image extension "${ext || '(none)'}" in "${wanted}"; use .png`);
+  if (frames === 1 && IMAGE_EXTENSIONS[ext]) planned = { path: wanted, format: IMAGE_EXTENSIONS[ext] };
+  else if (frames === 1 && !['.mp4', '.webm', '.gif', '.apng'].includes(ext)) {
+    throw invalidParameter('output', `unsupported image extension "${ext || '(none)'}" in "${wanted}"; use .png, .jpg or .webp`);
   } else {
-    planned = chooseVideoFormat(wanted, ext === '.mp4' ? await ffmpegAvailable(ffmpegPath) : false);
+    planned = chooseVideoFormat(wanted, ext === '.mp4' || ext === '.webm' ? await ffmpegAvailable(ffmpegPath) : false);
   }
   await checkOutputFolder(planned.path);
   return planned;
@@ -74,12 +72,7 @@ export async function checkOutputFolder(file: string): Promise<void> {
  * Runs one generation on an embedded runtime and writes the file. Nothing is written
  * unless the generation completes; the file appears atomically (temp file + rename).
  */
-export async function generate(
-  mesh: Embedded,
-  args: GenerateArgs,
-  progress: Progress,
-  signal: AbortSignal,
-): Promise<GenerateOutcome> {
+export async function generate(mesh: Embedded, args: GenerateArgs, progress: Progress, signal: AbortSignal): Promise<GenerateOutcome> {
   const started = Date.now();
   const entry = mesh.registry.lookup(args.model); // unknown model → error naming `model`
   if (!mesh.servable.includes(args.model)) {
@@ -92,19 +85,17 @@ export async function generate(
     );
   }
   const out = await planOutput(args.output, args.params.numFrames ?? entry.defaults.numFrames, args.ffmpegPath);
-  const state = mesh.scheduler.submit({
-    model: args.model,
-    params: { ...args.params, prompt: args.prompt },
-    priority: args.priority,
-  });
+  const state = await submitWithInputImage(
+    mesh.scheduler,
+    { model: args.model, params: { ...args.params, prompt: args.prompt }, priority: args.priority },
+    args.image,
+  );
   const params = state.context.params;
   const reqId = state.context.reqId;
   const onAbort = (): void => {
-    try {
-      mesh.scheduler.cancel(reqId);
-    } catch {
+    mesh.scheduler.cancel(reqId).catch(() => {
       // already gone
-    }
+    });
   };
   signal.addEventListener('abort', onAbort, { once: true });
   let outputs: Record<string, ObjectRef>;
@@ -160,12 +151,7 @@ export async function writeResult(
   const [frames, height, width] = ref.shape;
   const frameBytes = width * height * 3;
   const list = Array.from({ length: frames }, (_, f) => data.subarray(f * frameBytes, (f + 1) * frameBytes));
-  let bytes: Uint8Array;
-  if (out.format === 'png') {
-    bytes = encodePng(list[0], width, height);
-  } else {
-    bytes = (await encodeVideo(list, { width, height, fps, format: out.format, ffmpegPath, signal })).bytes;
-  }
+  const { bytes } = await encodeResult({ width, height, frames: list }, out.format, { fps, ffmpegPath, signal });
   const target = path.resolve(out.path);
   const tmpDir = await mkdtemp(path.join(path.dirname(target), '.diffmesh-'));
   try {

@@ -1,12 +1,15 @@
 import { Command, CommanderError, Option } from 'commander';
-import { createLogger, DiffmeshError, invalidParameter, type GenerationParams, type LogLevel } from '@diffmesh/runtime';
+import { Code, createLogger, DiffmeshError, invalidParameter, type GenerationParams, type LogLevel } from '@diffmesh/core';
 import { defaultModelsRoot } from '@diffmesh/models';
 import { startEmbedded } from './embedded.js';
 import { generate, type GenerateOutcome } from './generate.js';
-import { runStatus, runUp } from './mesh/commands.js';
+import { runStatus, runUp, type UpFlags } from './mesh/commands.js';
 import { readState } from './mesh/state.js';
 import { createProgress } from './progress.js';
-import { generateRemote } from './remote.js';
+import { readInputImage } from './input-image.js';
+import { modelArgument } from './model-argument.js';
+import { EXECUTION_PROVIDERS, type ExecutionProvider } from '@diffmesh/stage-host';
+import { connectScheduler, generateRemote } from './remote.js';
 import { cancelRemote, parseReqId, submitRemote, watchRemote } from './requests.js';
 
 /** Flags whose names differ from the API field they set (for error messages). */
@@ -23,12 +26,19 @@ const FLAG_OF_FIELD: Record<string, string> = {
   output: '--output',
   prompt: 'PROMPT',
   timeout_ms: '--timeout-ms',
+  execution_providers: '--execution-providers',
   request_id: '--request-id',
   req_id: 'REQ-ID',
+  input_image: '--image',
+  strength: '--strength',
 };
 
 /** Exit codes: 0 done, 1 failed, 2 bad input, 130 interrupted. */
-export const EXIT = { ok: 0, failed: 1, usage: 2, interrupted: 130 } as const;
+/**
+ * Exit statuses: 0 done; 1 the request failed or was cancelled; 2 bad input (a flag, an
+ * unknown model or request id); 3 the mesh could not be reached; 130 interrupted (Ctrl-C).
+ */
+export const EXIT = { ok: 0, failed: 1, usage: 2, unreachable: 3, interrupted: 130 } as const;
 
 interface GenerateFlags {
   output?: string;
@@ -41,10 +51,13 @@ interface GenerateFlags {
   height?: string;
   frames?: string;
   fps?: string;
+  image?: string;
+  strength?: string;
   priority: string;
   modelsDir: string[];
   plans?: string;
   threads: string;
+  executionProviders: string;
   progress: boolean;
   json: boolean;
   ffmpeg: string;
@@ -52,7 +65,10 @@ interface GenerateFlags {
   remote?: string;
 }
 
-type GenerationFlags = Pick<GenerateFlags, 'model' | 'seed' | 'steps' | 'guidance' | 'negative' | 'width' | 'height' | 'frames' | 'fps' | 'priority'>;
+type GenerationFlags = Pick<
+  GenerateFlags,
+  'model' | 'seed' | 'steps' | 'guidance' | 'negative' | 'width' | 'height' | 'frames' | 'fps' | 'image' | 'strength' | 'priority'
+>;
 
 interface SubmitFlags extends GenerationFlags {
   remote: string;
@@ -82,7 +98,9 @@ export async function main(argv: string[]): Promise<number> {
   withGenerationOptions(
     program
       .command('generate')
-      .description('generate an image or video: in this process (embedded runtime, nothing external), or through a running mesh with --remote')
+      .description(
+        'generate an image or video: in this process (embedded runtime, nothing external), or through a running mesh with --remote',
+      )
       .argument('<prompt>', 'what to generate, e.g. "a red circle on a blue background"')
       .option('-o, --output <file>', 'output file: .png for an image; .mp4 (ffmpeg), .gif or .apng for a video'),
   )
@@ -93,6 +111,14 @@ export async function main(argv: string[]): Promise<number> {
         .default([defaultModelsRoot()]),
     )
     .addOption(new Option('--plans <file>', 'ExecutionPlan registry file').env('DIFFMESH_PLANS_FILE'))
+    .addOption(
+      new Option(
+        '--execution-providers <list>',
+        'embedded: onnxruntime execution providers in order of preference (cpu, cuda, tensorrt, coreml, dml, webgpu)',
+      )
+        .env('DIFFMESH_EXECUTION_PROVIDERS')
+        .default('cpu'),
+    )
     .addOption(new Option('--threads <n>', 'onnxruntime threads per model run (0 = auto)').env('DIFFMESH_THREADS').default('0'))
     .addOption(ffmpegOption())
     .addOption(logLevelOption())
@@ -118,7 +144,9 @@ export async function main(argv: string[]): Promise<number> {
 
   program
     .command('watch')
-    .description('follow a request in a running mesh until it ends (from its first event), optionally writing its result; Ctrl-C stops watching, not the request')
+    .description(
+      'follow a request in a running mesh until it ends (from its first event), optionally writing its result; Ctrl-C stops watching, not the request',
+    )
     .argument('<req-id>', 'the request id `submit` printed')
     .option('-o, --output <file>', 'write the result here once the request completes (.png; .mp4, .gif or .apng for a video)')
     .option('--fps <n>', "frames per second of a video file (default: the model's)")
@@ -142,6 +170,15 @@ export async function main(argv: string[]): Promise<number> {
     });
 
   program
+    .command('models')
+    .description('list the models of a running mesh: which it can serve now, and which are only registered plans')
+    .addOption(remoteOption())
+    .option('--json', 'print the list as JSON on stdout')
+    .action(async (flags: { remote: string; json?: boolean }) => {
+      code = await runModels(flags);
+    });
+
+  program
     .command('up')
     .description('start a local mesh: nats-server and every service as its own process (Ctrl-C stops it)')
     .option('--nats <url>', 'use this NATS server instead of starting one')
@@ -154,8 +191,30 @@ export async function main(argv: string[]): Promise<number> {
         .default([defaultModelsRoot()]),
     )
     .addOption(new Option('--threads <n>', 'onnxruntime threads per service').env('DIFFMESH_THREADS').default('1'))
+    .addOption(
+      new Option('--queue <backend>', 'where the schedulers keep requests and queues: memory, sqlite, redis or jetstream')
+        .env('DIFFMESH_QUEUE')
+        .default('sqlite'),
+    )
+    .addOption(
+      new Option('--queue-url <url>', 'redis or NATS server of the queue (default: one started for the mesh)').env('DIFFMESH_QUEUE_URL'),
+    )
+    .addOption(new Option('--sqlite-path <file>', 'sqlite queue file (default: in the log folder)').env('DIFFMESH_SQLITE_PATH'))
+    .option('--replicas <list>', 'processes per service, e.g. scheduler=2,dit=3 (scheduler, encoder, dit, vae, gateway)')
+    .addOption(
+      new Option('--tensor-backend <backend>', "where tensor-svc keeps objects: memory (this node), redis or s3 (tensor-svc's --backend)")
+        .env('DIFFMESH_TENSOR_BACKEND')
+        .default('memory'),
+    )
+    .addOption(
+      new Option(
+        '--tensor-durable <uri>',
+        "redis://host:port/db or s3://bucket/prefix: the store of backend redis/s3, or the write-through target of memory (tensor-svc's --durable)",
+      ).env('DIFFMESH_TENSOR_DURABLE'),
+    )
+    .addOption(new Option('--s3-endpoint <url>', 'endpoint of an S3-compatible server for s3:// stores').env('DIFFMESH_TENSOR_S3_ENDPOINT'))
     .addOption(logLevelOption())
-    .action(async (flags: { nats?: string; gateway: boolean; gatewayListen: string; models: string; modelsDir: string[]; threads: string; logLevel: string }) => {
+    .action(async (flags: UpFlags) => {
       code = await runUp(flags);
     });
 
@@ -188,21 +247,25 @@ async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number
   try {
     const params = parseParams(flags);
     const threads = parseInteger(flags.threads, 'threads', 0, 256);
+    const model = await modelArgument(flags.model);
     const args = {
       prompt,
-      model: flags.model,
+      model: model.id,
       output: flags.output,
       params,
       priority: parseInteger(flags.priority, 'priority', -1_000_000, 1_000_000),
       ffmpegPath: flags.ffmpeg,
+      ...(flags.image !== undefined ? { image: await readInputImage(flags.image) } : {}),
     };
     const progress = createProgress(process.stderr, flags.progress && !flags.json);
     let result: GenerateOutcome;
     if (flags.remote) {
-      result = await generateRemote(await schedulerAddress(flags.remote), args, progress, controller.signal, log);
+      result = await generateRemote(await schedulerAddresses(flags.remote), args, progress, controller.signal, log);
     } else {
       mesh = await startEmbedded({
         modelRoots: flags.modelsDir,
+        executionProviders: parseExecutionProviders(flags.executionProviders),
+        ...(model.directory ? { modelDirectories: [model.directory] } : {}),
         ...(flags.plans ? { plansFile: flags.plans } : {}),
         intraOpThreads: threads,
         maxBatch: 8,
@@ -215,10 +278,11 @@ async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number
     } else {
       if (result.note) process.stderr.write(`note: ${result.note}\n`);
       const what = result.frames > 1 ? `${result.frames} frames, ${result.format}` : result.format;
+      const strength = result.params.strength !== undefined ? `, strength ${result.params.strength}` : '';
       process.stdout.write(
-        `wrote ${result.path} (${result.width}×${result.height}, ${what}; model ${flags.model}, ` +
+        `wrote ${result.path} (${result.width}×${result.height}, ${what}; model ${args.model}, ` +
           `seed ${result.params.seed}, ${result.params.numInferenceSteps} steps, ` +
-          `guidance ${result.params.guidanceScale}; ${(result.ms / 1000).toFixed(2)} s)\n`,
+          `guidance ${result.params.guidanceScale}${strength}; ${(result.ms / 1000).toFixed(2)} s)\n`,
       );
     }
     return EXIT.ok;
@@ -233,7 +297,7 @@ async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number
 /** Options every command that starts a generation takes. */
 function withGenerationOptions(cmd: Command): Command {
   return cmd
-    .option('-m, --model <name>', 'model name', 'diffmesh/tiny-shapes')
+    .option('-m, --model <name>', 'model name, or a model directory in the diffusers/optimum ONNX layout', 'diffmesh/tiny-shapes')
     .option('--seed <n>', 'unsigned 64-bit seed (default: random, printed)')
     .option('--steps <n>', 'denoising steps, 1–200 (default: the model’s)')
     .option('--guidance <x>', 'classifier-free guidance scale ≥ 0 (default: the model’s)')
@@ -242,6 +306,8 @@ function withGenerationOptions(cmd: Command): Command {
     .option('--height <px>', 'height in pixels, a multiple of the model’s factor')
     .option('--frames <n>', 'frames; more than 1 makes a video')
     .option('--fps <n>', 'frames per second of a video')
+    .option('--image <file>', 'input image (PNG, JPEG or WebP) for a model that takes one: img2img, image-to-video')
+    .option('--strength <x>', 'img2img strength in (0, 1]: how much of --image is noised away (default: the model’s, 0.8)')
     .option('--priority <n>', 'scheduling priority (larger first)', '0');
 }
 
@@ -261,25 +327,52 @@ function logLevelOption(): Option {
     .default('warn');
 }
 
-/** `--remote`: a host:port, or `local` for the mesh `diffmesh up` started on this machine. */
-async function schedulerAddress(remote: string): Promise<string> {
-  if (remote !== 'local') return remote;
+/**
+ * `--remote`: one or more scheduler addresses (`host:port[,host:port…]`; any of them serves
+ * any request), or `local` for the schedulers of the mesh `diffmesh up` started here.
+ */
+async function schedulerAddresses(remote: string): Promise<string[]> {
+  if (remote !== 'local') {
+    const list = remote
+      .split(',')
+      .map((a) => a.trim())
+      .filter((a) => a !== '');
+    if (list.length === 0) throw invalidParameter('remote', 'expected host:port[,host:port…] or local');
+    return list;
+  }
   const state = await readState();
-  if (!state) throw new Error('no running mesh found on this machine; start one with `diffmesh up`, or give --remote host:port');
-  return state.schedulerAddress;
+  if (!state) {
+    throw new DiffmeshError(
+      Code.UNAVAILABLE,
+      'TRANSPORT',
+      'no running mesh found on this machine; start one with `diffmesh up`, or give --remote host:port',
+    );
+  }
+  return state.schedulerAddresses?.length ? state.schedulerAddresses : [state.schedulerAddress];
 }
 
 async function runSubmit(prompt: string, flags: SubmitFlags): Promise<number> {
   try {
-    const answer = await submitRemote(await schedulerAddress(flags.remote), {
-      model: flags.model,
-      prompt,
-      params: parseParams(flags),
-      priority: parseInteger(flags.priority, 'priority', -1_000_000, 1_000_000),
-      timeoutMs: flags.timeoutMs === undefined ? 0 : parseInteger(flags.timeoutMs, 'timeout_ms', 1, 2 ** 31 - 1),
-      requestId: flags.requestId ?? '',
-    });
-    if (flags.json) process.stdout.write(`${JSON.stringify({ reqId: answer.reqId, status: statusName(answer.status), existing: answer.existing })}\n`);
+    const log = createLogger({ name: 'diffmesh', level: 'warn' });
+    const params = parseParams(flags);
+    const priority = parseInteger(flags.priority, 'priority', -1_000_000, 1_000_000);
+    const timeoutMs = flags.timeoutMs === undefined ? 0 : parseInteger(flags.timeoutMs, 'timeout_ms', 1, 2 ** 31 - 1);
+    const image = flags.image !== undefined ? await readInputImage(flags.image) : undefined;
+    const answer = await submitRemote(
+      await schedulerAddresses(flags.remote),
+      {
+        model: (await modelArgument(flags.model)).id,
+        prompt,
+        params,
+        priority,
+        timeoutMs,
+        requestId: flags.requestId ?? '',
+        ...(image ? { image } : {}),
+      },
+      log,
+    );
+    if (flags.json)
+      process.stdout.write(`${JSON.stringify({ reqId: answer.reqId, status: statusName(answer.status), existing: answer.existing })}\n`);
     else process.stdout.write(`${answer.reqId}\n`);
     return EXIT.ok;
   } catch (err) {
@@ -294,7 +387,7 @@ async function runWatch(reqId: string, flags: WatchFlags): Promise<number> {
   process.once('SIGINT', onSigint);
   try {
     const outcome = await watchRemote(
-      await schedulerAddress(flags.remote),
+      await schedulerAddresses(flags.remote),
       {
         reqId: parseReqId(reqId),
         output: flags.output,
@@ -308,7 +401,9 @@ async function runWatch(reqId: string, flags: WatchFlags): Promise<number> {
     if (flags.json) process.stdout.write(`${JSON.stringify({ ...outcome, status: 'completed' })}\n`);
     else if (outcome.file) {
       if (outcome.file.note) process.stderr.write(`note: ${outcome.file.note}\n`);
-      process.stdout.write(`completed; wrote ${outcome.file.path} (${outcome.file.width}×${outcome.file.height}, ${outcome.file.frames > 1 ? `${outcome.file.frames} frames, ` : ''}${outcome.file.format})\n`);
+      process.stdout.write(
+        `completed; wrote ${outcome.file.path} (${outcome.file.width}×${outcome.file.height}, ${outcome.file.frames > 1 ? `${outcome.file.frames} frames, ` : ''}${outcome.file.format})\n`,
+      );
     } else process.stdout.write('completed\n');
     return EXIT.ok;
   } catch (err) {
@@ -324,18 +419,56 @@ async function runWatch(reqId: string, flags: WatchFlags): Promise<number> {
 
 async function runCancel(reqId: string, flags: { remote: string; reason: string }): Promise<number> {
   try {
-    const { status } = await cancelRemote(await schedulerAddress(flags.remote), parseReqId(reqId), flags.reason);
+    const log = createLogger({ name: 'diffmesh', level: 'warn' });
+    const { status } = await cancelRemote(await schedulerAddresses(flags.remote), parseReqId(reqId), flags.reason, log);
     const name = statusName(status);
-    process.stdout.write(name === 'cancelled' ? 'cancelled\n' : `not cancelled: the request had already ${name === 'completed' ? 'completed' : 'failed'}\n`);
+    process.stdout.write(
+      name === 'cancelled' ? 'cancelled\n' : `not cancelled: the request had already ${name === 'completed' ? 'completed' : 'failed'}\n`,
+    );
     return EXIT.ok;
   } catch (err) {
     return reportError(err, false);
   }
 }
 
+async function runModels(flags: { remote: string; json?: boolean }): Promise<number> {
+  let client: ReturnType<typeof connectScheduler> | undefined;
+  try {
+    client = connectScheduler(await schedulerAddresses(flags.remote), createLogger({ name: 'diffmesh', level: 'warn' }));
+    const { models } = await client.listModels({ timeoutMs: 10_000 });
+    const rows = models.map((m) => ({
+      model: m.name,
+      pattern: m.pattern,
+      modalities: m.modalities.map((x) => x.replace('MODALITY_', '').toLowerCase().replace(/_/g, '-')),
+      ready: m.ready,
+      unavailablePools: m.unavailablePools,
+    }));
+    if (flags.json) {
+      process.stdout.write(`${JSON.stringify(rows)}\n`);
+      return EXIT.ok;
+    }
+    const width = Math.max(5, ...rows.map((r) => r.model.length));
+    process.stdout.write(`${'MODEL'.padEnd(width)}  STATUS      MODALITIES\n`);
+    for (const r of rows) {
+      const status = r.ready ? 'ready' : 'registered';
+      const why = r.ready ? '' : `  (no instance in ${r.unavailablePools.join(', ')})`;
+      process.stdout.write(
+        `${(r.model + (r.pattern ? ' (pattern)' : '')).padEnd(width)}  ${status.padEnd(10)}  ${r.modalities.join(', ')}${why}\n`,
+      );
+    }
+    return EXIT.ok;
+  } catch (err) {
+    return reportError(err, false);
+  } finally {
+    await client?.close();
+  }
+}
+
 /** `REQUEST_STATUS_CANCELLED` → `cancelled`. */
 function statusName(status: unknown): string {
-  return String(status).replace(/^REQUEST_STATUS_/, '').toLowerCase();
+  return String(status)
+    .replace(/^REQUEST_STATUS_/, '')
+    .toLowerCase();
 }
 
 function reportError(err: unknown, interrupted: boolean): number {
@@ -348,6 +481,7 @@ function reportError(err: unknown, interrupted: boolean): number {
     const flag = field ? FLAG_OF_FIELD[field] : undefined;
     const where = flag && flag !== field ? ` (${flag})` : '';
     process.stderr.write(`diffmesh: ${err.message}${where}\n`);
+    if (err.code === Code.UNAVAILABLE && (err.reason === 'TRANSPORT' || err.reason === 'POOL_UNAVAILABLE')) return EXIT.unreachable;
     return err.code === 3 || err.code === 5 || err.code === 9 ? EXIT.usage : EXIT.failed;
   }
   process.stderr.write(`diffmesh: ${err instanceof Error ? err.message : String(err)}\n`);
@@ -368,7 +502,25 @@ function parseParams(f: GenerationFlags): Partial<GenerationParams> {
   if (f.height !== undefined) p.height = parseInteger(f.height, 'height');
   if (f.frames !== undefined) p.numFrames = parseInteger(f.frames, 'num_frames');
   if (f.fps !== undefined) p.fps = parseInteger(f.fps, 'fps');
+  if (f.strength !== undefined) {
+    const strength = parseNumber(f.strength, 'strength');
+    // Checked here too, so that a bad value is refused before an image is read or a mesh is reached.
+    if (strength <= 0 || strength > 1) throw invalidParameter('strength', `must be a number greater than 0 and at most 1, got ${strength}`);
+    if (f.image === undefined) throw invalidParameter('strength', 'applies only with an input image (give --image)');
+    p.strength = strength;
+  }
   return p;
+}
+
+function parseExecutionProviders(raw: string): ExecutionProvider[] {
+  const list = raw
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean);
+  if (list.length === 0) throw invalidParameter('execution_providers', 'list at least one, e.g. cpu');
+  const unknown = list.find((p) => !(EXECUTION_PROVIDERS as readonly string[]).includes(p));
+  if (unknown) throw invalidParameter('execution_providers', `unknown provider "${unknown}" (known: ${EXECUTION_PROVIDERS.join(', ')})`);
+  return list as ExecutionProvider[];
 }
 
 function parseInteger(raw: string, field: string, min = -Infinity, max = Infinity): number {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultModelsRoot } from '@diffmesh/models';
-import { silentLogger, type GenerationParams } from '@diffmesh/runtime';
-import type { RequestEvent } from '@diffmesh/scheduler';
+import { silentLogger, type GenerationParams } from '@diffmesh/core';
+import type { RequestEvent } from '@diffmesh/core';
 import { startEmbedded, type Embedded } from './embedded.js';
 
 // The embedded pipeline in-process: the tiny-shapes model must draw what the prompt says,
@@ -31,7 +31,7 @@ afterAll(async () => {
 });
 
 async function run(params: Partial<GenerationParams> & { prompt: string }, model = 'diffmesh/tiny-shapes') {
-  const { context } = mesh.scheduler.submit({ model, params });
+  const { context } = await mesh.scheduler.submit({ model, params });
   const events: RequestEvent[] = [];
   for await (const e of mesh.scheduler.watch(context.reqId)) events.push(e);
   const last = events.at(-1);
@@ -78,7 +78,14 @@ function analyse(pixels: Uint8Array, width: number, height: number, fg: string) 
   const bottom = fgRows.reduce((acc, n, y) => acc + (y >= Math.ceil(mid) ? n : 0), 0);
   const share = (name: string) => (counts.get(name) ?? 0) / (width * height);
   const box = (maxX - minX + 1) * (maxY - minY + 1);
-  return { share, fill: (counts.get(fg) ?? 0) / box, topToBottom: top / Math.max(bottom, 1), centreX: (minX + maxX) / 2 / width, centreY: (minY + maxY) / 2 / height, boxW: (maxX - minX + 1) / width };
+  return {
+    share,
+    fill: (counts.get(fg) ?? 0) / box,
+    topToBottom: top / Math.max(bottom, 1),
+    centreX: (minX + maxX) / 2 / width,
+    centreY: (minY + maxY) / 2 / height,
+    boxW: (maxX - minX + 1) / width,
+  };
 }
 
 describe('tiny-shapes follows the prompt', () => {
@@ -89,7 +96,13 @@ describe('tiny-shapes follows the prompt', () => {
 
   it.each(cases)('a %s: %s on %s', async (shape, fg, bg) => {
     const size = 128;
-    const { pixels } = await run({ prompt: `a ${fg} ${shape} on a ${bg} background`, width: size, height: size, numInferenceSteps: 12, seed: '7' });
+    const { pixels } = await run({
+      prompt: `a ${fg} ${shape} on a ${bg} background`,
+      width: size,
+      height: size,
+      numInferenceSteps: 12,
+      seed: '7',
+    });
     const a = analyse(pixels, size, size, fg);
     expect(a.share(fg)).toBeGreaterThan(0.015);
     expect(a.share(fg)).toBeLessThan(0.45);
@@ -110,8 +123,18 @@ describe('tiny-shapes follows the prompt', () => {
 
   it('puts the shape where the prompt says and makes it as large as it says', async () => {
     const size = 128;
-    const left = analyse((await run({ prompt: 'a small red square on the left, white background', width: size, height: size, seed: '3' })).pixels, size, size, 'red');
-    const right = analyse((await run({ prompt: 'a large red square at the right, white background', width: size, height: size, seed: '3' })).pixels, size, size, 'red');
+    const left = analyse(
+      (await run({ prompt: 'a small red square on the left, white background', width: size, height: size, seed: '3' })).pixels,
+      size,
+      size,
+      'red',
+    );
+    const right = analyse(
+      (await run({ prompt: 'a large red square at the right, white background', width: size, height: size, seed: '3' })).pixels,
+      size,
+      size,
+      'red',
+    );
     expect(left.centreX).toBeLessThan(0.4);
     expect(right.centreX).toBeGreaterThan(0.6);
     expect(right.boxW).toBeGreaterThan(left.boxW * 1.3);
@@ -119,8 +142,18 @@ describe('tiny-shapes follows the prompt', () => {
 
   it('binds each colour to the noun that follows it', async () => {
     const size = 96;
-    const a = analyse((await run({ prompt: 'a blue circle on a red background', width: size, height: size, seed: '9' })).pixels, size, size, 'blue');
-    const b = analyse((await run({ prompt: 'a red circle on a blue background', width: size, height: size, seed: '9' })).pixels, size, size, 'red');
+    const a = analyse(
+      (await run({ prompt: 'a blue circle on a red background', width: size, height: size, seed: '9' })).pixels,
+      size,
+      size,
+      'blue',
+    );
+    const b = analyse(
+      (await run({ prompt: 'a red circle on a blue background', width: size, height: size, seed: '9' })).pixels,
+      size,
+      size,
+      'red',
+    );
     expect(a.share('blue')).toBeLessThan(0.45);
     expect(a.share('red')).toBeGreaterThan(0.5);
     expect(b.share('red')).toBeLessThan(0.45);
@@ -129,7 +162,13 @@ describe('tiny-shapes follows the prompt', () => {
 
   it('makes a video whose shape moves across the frames', async () => {
     const size = 64;
-    const { pixels, shape } = await run({ prompt: 'a yellow circle on a black background', width: size, height: size, numFrames: 6, seed: '11' });
+    const { pixels, shape } = await run({
+      prompt: 'a yellow circle on a black background',
+      width: size,
+      height: size,
+      numFrames: 6,
+      seed: '11',
+    });
     expect(shape).toEqual([6, size, size, 3]);
     const frame = (f: number) => analyse(pixels.subarray(f * size * size * 3, (f + 1) * size * size * 3), size, size, 'yellow');
     const first = frame(0);

@@ -1,5 +1,5 @@
 import cliProgress from 'cli-progress';
-import type { RequestEvent } from '@diffmesh/scheduler';
+import type { RequestEvent } from '@diffmesh/core';
 
 /** Shows a request's progress to a person. */
 export interface Progress {
@@ -7,18 +7,38 @@ export interface Progress {
   stop(): void;
 }
 
-/** A progress bar on a terminal; one line per stage when stderr is not a terminal. */
+/**
+ * A progress bar on a terminal; one line per stage when stderr is not a terminal. A stage's
+ * warnings (e.g. a prompt cut to the text encoder's length) are written as `warning: …` lines
+ * even without progress: at once on lines, after the bar on a terminal.
+ */
 export function createProgress(stream: NodeJS.WriteStream, enabled: boolean): Progress {
-  if (!enabled) return { update() {}, stop() {} };
+  if (!enabled) return new WarningsOnly(stream);
   if (!stream.isTTY) return new LineProgress(stream);
   return new BarProgress(stream);
+}
+
+function warningLines(e: RequestEvent): string {
+  return e.type === 'stage_finished' && e.warnings ? e.warnings.map((w) => `warning: ${w}\n`).join('') : '';
+}
+
+class WarningsOnly implements Progress {
+  constructor(private readonly stream: NodeJS.WriteStream) {}
+
+  update(e: RequestEvent): void {
+    const lines = warningLines(e);
+    if (lines) this.stream.write(lines);
+  }
+
+  stop(): void {}
 }
 
 class BarProgress implements Progress {
   private readonly bar: cliProgress.SingleBar;
   private started = false;
+  private warnings = '';
 
-  constructor(stream: NodeJS.WriteStream) {
+  constructor(private readonly stream: NodeJS.WriteStream) {
     this.bar = new cliProgress.SingleBar(
       {
         stream,
@@ -31,6 +51,7 @@ class BarProgress implements Progress {
   }
 
   update(e: RequestEvent): void {
+    this.warnings += warningLines(e);
     if (e.type === 'stage_started') {
       const payload = { stage: e.stage.padEnd(13), unit: e.stage === 'denoising' ? 'steps' : '' };
       if (!this.started) {
@@ -48,6 +69,8 @@ class BarProgress implements Progress {
 
   stop(): void {
     if (this.started) this.bar.stop();
+    if (this.warnings) this.stream.write(this.warnings);
+    this.warnings = '';
   }
 }
 
@@ -56,7 +79,7 @@ class LineProgress implements Progress {
 
   update(e: RequestEvent): void {
     if (e.type === 'stage_finished') {
-      this.stream.write(`${e.stage}: done in ${e.runMs} ms\n`);
+      this.stream.write(`${e.stage}: done in ${e.runMs} ms\n${warningLines(e)}`);
     } else if (e.type === 'progress' && e.stage === 'denoising') {
       const quarter = Math.max(1, Math.round(e.totalSteps / 4));
       if (e.step % quarter === 0 || e.step === e.totalSteps) {

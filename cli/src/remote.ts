@@ -1,103 +1,68 @@
-import * as grpc from '@grpc/grpc-js';
+import { SchedulerClient, eventFromWire } from '@diffmesh/client';
+import { DurableStores, InlineTensorStore, RemoteTensorStore, RoutedTensorStore, durableSettingsFromEnv } from '@diffmesh/tensor-client';
 import {
-  loadDiffmeshProtos,
-  type GenerateRequest,
-  type GenerateResponse__Output,
-  type ListModelsResponse__Output,
-} from '@diffmesh/protos';
-import {
-  InlineTensorStore,
-  RemoteTensorStore,
-  channelOptions,
-  clientCredentials,
-  fromWire,
+  DEFAULT_STRENGTH,
   paramsToWire,
   randomSeed,
   type GenerationParams,
   type Logger,
   type ObjectRef,
-  type TlsFiles,
-} from '@diffmesh/runtime';
-import { eventFromWire, type RequestEvent } from '@diffmesh/scheduler';
+  type RequestEvent,
+} from '@diffmesh/core';
+import type { RequestEvent__Output } from '@diffmesh/protos';
 import { follow, planOutput, writeResult, type GenerateArgs, type GenerateOutcome } from './generate.js';
 import type { Progress } from './progress.js';
 
-/** The typed SchedulerService client. */
-export interface SchedulerClient extends grpc.Client {
-  Generate(req: GenerateRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<GenerateResponse__Output>;
-  ListModels(
-    req: object,
-    options: grpc.CallOptions,
-    cb: (err: grpc.ServiceError | null, res?: ListModelsResponse__Output) => void,
-  ): grpc.ClientUnaryCall;
-  [method: string]: unknown;
+/** A scheduler client over the given addresses (any of them may serve any call). */
+export function connectScheduler(addresses: readonly string[], log: Logger): SchedulerClient {
+  return new SchedulerClient({ addresses, log });
 }
 
-/** A SchedulerService client; `tls` for a mesh that serves TLS (plaintext otherwise). */
-export function schedulerClient(address: string, tls?: TlsFiles): SchedulerClient {
-  const Ctor = loadDiffmeshProtos().diffmesh.scheduler.v1.SchedulerService as unknown as new (
-    address: string,
-    creds: grpc.ChannelCredentials,
-    options: grpc.ChannelOptions,
-  ) => SchedulerClient;
-  return new Ctor(address, clientCredentials(tls), channelOptions());
-}
-
-export function listModels(client: SchedulerClient, timeoutMs = 10_000): Promise<ListModelsResponse__Output> {
-  return new Promise((resolve, reject) => {
-    client.ListModels({}, { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(fromWire(err)) : resolve(res!)));
-  });
-}
-
-/** The request events of a Generate or Watch stream, in order; a failed call throws its DiffmeshError. */
-async function* streamEvents(call: grpc.ClientReadableStream<Pick<GenerateResponse__Output, 'events'>>): AsyncGenerator<RequestEvent> {
-  try {
-    for await (const msg of call as AsyncIterable<Pick<GenerateResponse__Output, 'events'>>) {
-      for (const wire of msg.events) {
-        const e = eventFromWire(wire);
-        if (e) yield e;
-      }
-    }
-  } catch (err) {
-    throw fromWire(err);
+/** The domain events of a wire event stream. */
+export async function* domainEvents(events: AsyncIterable<RequestEvent__Output>): AsyncGenerator<RequestEvent> {
+  for await (const wire of events) {
+    const e = eventFromWire(wire);
+    if (e) yield e;
   }
 }
 
+/** Shows a request's events until it ends; returns its outputs or throws its error. */
+export function followEvents(events: AsyncIterable<RequestEvent__Output>, progress: Progress): Promise<Record<string, ObjectRef>> {
+  return follow(domainEvents(events), progress);
+}
+
 /**
- * Shows the events of a Generate or Watch call until the request ends; returns its outputs or
- * throws its error. Aborting `signal` cancels the call.
+ * A store that reads results from whichever tensor-svc owns them (never via shared memory),
+ * or from their durable copy in redis/S3 (reached with `REDIS_URL` and `AWS_*`) when the
+ * owner cannot serve them.
  */
-export async function followCall(
-  call: grpc.ClientReadableStream<Pick<GenerateResponse__Output, 'events'>>,
-  progress: Progress,
-  signal: AbortSignal,
-): Promise<Record<string, ObjectRef>> {
-  const onAbort = (): void => call.cancel();
-  signal.addEventListener('abort', onAbort, { once: true });
-  try {
-    return await follow(streamEvents(call), progress);
-  } finally {
-    signal.removeEventListener('abort', onAbort);
-  }
+export function resultStore(log: Logger, env: Record<string, string | undefined> = process.env): InlineTensorStore {
+  return new InlineTensorStore(
+    new RoutedTensorStore({
+      remote: new RemoteTensorStore({ address: '', nodeId: `client-${process.pid}`, log, sameNodeReads: false }),
+      durable: new DurableStores({ ...durableSettingsFromEnv(env), logger: log }),
+      log,
+    }),
+  );
 }
 
 /**
- * Runs one generation through a running mesh: Generate on the scheduler at `address` with
- * live progress, then the pixels streamed from the tensor-svc that owns them. Ctrl-C
- * cancels the call, which cancels the request in the mesh.
+ * Runs one generation through a running mesh: Generate on one of the schedulers with live
+ * progress (re-attaching to another one by request id if its scheduler goes away), then the
+ * pixels streamed from the tensor-svc that owns them. Ctrl-C cancels the request.
  */
 export async function generateRemote(
-  address: string,
+  addresses: readonly string[],
   args: GenerateArgs,
   progress: Progress,
   signal: AbortSignal,
   log: Logger,
 ): Promise<GenerateOutcome> {
   const started = Date.now();
-  const client = schedulerClient(address);
-  const store = new InlineTensorStore(new RemoteTensorStore({ address: '', nodeId: `client-${process.pid}`, log, sameNodeReads: false }));
+  const client = connectScheduler(addresses, log);
+  const store = resultStore(log);
   try {
-    const models = await listModels(client);
+    const models = await client.listModels({ signal });
     const model = models.models.find((m) => m.name === args.model && !m.pattern);
     const d = model?.defaults;
     // The client picks the seed, and learns the defaults, so it can report what ran.
@@ -111,14 +76,19 @@ export async function generateRemote(
       guidanceScale: args.params.guidanceScale ?? d?.guidanceScale ?? 0,
       seed: args.params.seed ?? randomSeed(),
       fps: args.params.fps ?? d?.fps ?? 8,
+      // Set only with an image, as the scheduler does; a model that takes one lists its default.
+      ...(args.image ? { strength: args.params.strength ?? d?.strength ?? DEFAULT_STRENGTH } : {}),
     };
     const out = await planOutput(args.output, params.numFrames, args.ffmpegPath);
-    const call = client.Generate({
-      model: args.model,
-      params: paramsToWire({ ...args.params, prompt: args.prompt, seed: params.seed }),
-      priority: args.priority,
-    });
-    const pixels = (await followCall(call, progress, signal)).pixels;
+    const events = client.generate(
+      {
+        model: args.model,
+        params: paramsToWire({ ...args.params, prompt: args.prompt, seed: params.seed }, args.image),
+        priority: args.priority,
+      },
+      { signal },
+    );
+    const pixels = (await followEvents(events, progress)).pixels;
     try {
       const file = await writeResult(store, pixels, out, params.fps, args.ffmpegPath, signal);
       return { ...file, params, ms: Date.now() - started };
@@ -126,7 +96,7 @@ export async function generateRemote(
       await store.delete(pixels).catch(() => undefined);
     }
   } finally {
-    client.close();
+    await client.close();
     await store.close();
   }
 }

@@ -1,22 +1,14 @@
-import type * as grpc from '@grpc/grpc-js';
-import type { CancelResponse__Output, SchedulerGetResponse__Output, SubmitResponse__Output, WatchResponse__Output } from '@diffmesh/protos';
-import {
-  InlineTensorStore,
-  RemoteTensorStore,
-  fromWire,
-  invalidParameter,
-  paramsToWire,
-  type GenerationParams,
-  type Logger,
-} from '@diffmesh/runtime';
+import type { CancelResponse__Output, SubmitResponse__Output } from '@diffmesh/protos';
+import { invalidParameter, paramsToWire, type GenerationParams, type InputImageSource, type Logger } from '@diffmesh/core';
+import type { SchedulerClient } from '@diffmesh/client';
 import { checkOutputFolder, planOutput, writeResult, type GenerateOutcome } from './generate.js';
 import type { Progress } from './progress.js';
-import { followCall, listModels, schedulerClient, type SchedulerClient } from './remote.js';
+import { connectScheduler, followEvents, resultStore } from './remote.js';
 
 /**
  * The subcommands that act on requests in a running mesh by id: `submit` starts one without
- * waiting, `watch` follows one (and writes its result), `cancel` stops one. Each opens its
- * own SchedulerService client on the scheduler's gRPC address.
+ * waiting, `watch` follows one (and writes its result), `cancel` stops one. Any scheduler of
+ * the mesh answers for any request; a call moves on to the next address when one is gone.
  */
 
 /** What `diffmesh submit` sends. */
@@ -27,56 +19,42 @@ export interface SubmitArgs {
   priority: number;
   /** 0 = the scheduler's default. */
   timeoutMs: number;
-  /** '' = the scheduler picks one. */
+  /** '' = a fresh one (so that a retry on another scheduler cannot start it twice). */
   requestId: string;
+  /** The input image (`--image`), for a model that takes one. */
+  image?: InputImageSource;
 }
-
-type RequestClient = SchedulerClient & {
-  Submit(req: object, options: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: SubmitResponse__Output) => void): grpc.ClientUnaryCall;
-  Cancel(req: object, options: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: CancelResponse__Output) => void): grpc.ClientUnaryCall;
-  Watch(req: object, options?: grpc.CallOptions): grpc.ClientReadableStream<WatchResponse__Output>;
-  Get(req: object, options: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: SchedulerGetResponse__Output) => void): grpc.ClientUnaryCall;
-};
 
 const UNARY_TIMEOUT_MS = 10_000;
 
-function unary<R>(start: (options: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: R) => void) => grpc.ClientUnaryCall): Promise<R> {
-  return new Promise((resolve, reject) => {
-    start({ deadline: Date.now() + UNARY_TIMEOUT_MS }, (err, res) => (err ? reject(fromWire(err)) : resolve(res as R)));
-  });
-}
-
-async function withClient<T>(address: string, fn: (client: RequestClient) => Promise<T>): Promise<T> {
-  const client = schedulerClient(address) as RequestClient;
+async function withClient<T>(addresses: readonly string[], log: Logger, fn: (client: SchedulerClient) => Promise<T>): Promise<T> {
+  const client = connectScheduler(addresses, log);
   try {
     return await fn(client);
   } finally {
-    client.close();
+    await client.close();
   }
 }
 
 /** Starts a request and returns at once with its id (Submit). */
-export function submitRemote(address: string, args: SubmitArgs): Promise<SubmitResponse__Output> {
-  return withClient(address, (client) =>
-    unary<SubmitResponse__Output>((o, cb) =>
-      client.Submit(
-        {
-          model: args.model,
-          params: paramsToWire({ ...args.params, prompt: args.prompt }),
-          priority: args.priority,
-          timeoutMs: args.timeoutMs,
-          requestId: args.requestId,
-        },
-        o,
-        cb,
-      ),
+export function submitRemote(addresses: readonly string[], args: SubmitArgs, log: Logger): Promise<SubmitResponse__Output> {
+  return withClient(addresses, log, (client) =>
+    client.submit(
+      {
+        model: args.model,
+        params: paramsToWire({ ...args.params, prompt: args.prompt }, args.image),
+        priority: args.priority,
+        timeoutMs: args.timeoutMs,
+        requestId: args.requestId,
+      },
+      { timeoutMs: UNARY_TIMEOUT_MS },
     ),
   );
 }
 
 /** Cancels a request; returns its status afterwards (`REQUEST_STATUS_CANCELLED`, or how it had already ended). */
-export function cancelRemote(address: string, reqId: string, reason: string): Promise<CancelResponse__Output> {
-  return withClient(address, (client) => unary<CancelResponse__Output>((o, cb) => client.Cancel({ reqId, reason }, o, cb)));
+export function cancelRemote(addresses: readonly string[], reqId: string, reason: string, log: Logger): Promise<CancelResponse__Output> {
+  return withClient(addresses, log, (client) => client.cancel(reqId, reason, { timeoutMs: UNARY_TIMEOUT_MS }));
 }
 
 /** What `diffmesh watch` was asked for. */
@@ -102,20 +80,25 @@ export interface WatchOutcome {
  * them and writes the file. Throws the request's error when it failed or was cancelled.
  * Aborting `signal` stops watching; the request goes on.
  */
-export async function watchRemote(address: string, args: WatchArgs, progress: Progress, signal: AbortSignal, log: Logger): Promise<WatchOutcome> {
+export async function watchRemote(
+  addresses: readonly string[],
+  args: WatchArgs,
+  progress: Progress,
+  signal: AbortSignal,
+  log: Logger,
+): Promise<WatchOutcome> {
   const started = Date.now();
   // Only the folder can be checked now: the file's format depends on the result's frames.
   if (args.output !== undefined) await checkOutputFolder(args.output);
-  return withClient(address, async (client) => {
+  return withClient(addresses, log, async (client) => {
     // An unknown id fails here, before anything is shown.
-    const { model } = await unary<SchedulerGetResponse__Output>((o, cb) => client.Get({ reqId: args.reqId }, o, cb));
-    // Cancelling the Watch call stops watching; the request goes on.
-    const outputs = await followCall(client.Watch({ reqId: args.reqId }), progress, signal);
+    const { model } = await client.get(args.reqId, { timeoutMs: UNARY_TIMEOUT_MS, signal });
+    const outputs = await followEvents(client.watch(args.reqId, { signal }), progress);
     if (args.output === undefined) return { reqId: args.reqId, ms: Date.now() - started };
     const pixels = outputs.pixels;
     const out = await planOutput(args.output, pixels.shape[0] ?? 1, args.ffmpegPath);
     const fps = args.fps ?? (await defaultFps(client, model));
-    const store = new InlineTensorStore(new RemoteTensorStore({ address: '', nodeId: `client-${process.pid}`, log, sameNodeReads: false }));
+    const store = resultStore(log);
     try {
       const file = await writeResult(store, pixels, out, fps, args.ffmpegPath, signal);
       return { reqId: args.reqId, file, ms: Date.now() - started };
@@ -127,7 +110,7 @@ export async function watchRemote(address: string, args: WatchArgs, progress: Pr
 
 /** The fps a model uses by default (8 when the scheduler does not say). */
 async function defaultFps(client: SchedulerClient, model: string): Promise<number> {
-  const models = await listModels(client).catch(() => undefined);
+  const models = await client.listModels({ timeoutMs: UNARY_TIMEOUT_MS }).catch(() => undefined);
   return models?.models.find((m) => m.name === model && !m.pattern)?.defaults?.fps || 8;
 }
 

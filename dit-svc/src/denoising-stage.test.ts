@@ -1,20 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultModelsRoot } from '@diffmesh/models';
-import {
-  ModelCatalog,
-  SessionCache,
-  createTensorStore,
-  float32View,
-  resolveParams,
-  loadPlanRegistry,
-  silentLogger,
-  toBytes,
-  type GenerationParams,
-  type ObjectRef,
-  type StageProgress,
-  type StageTask,
-  type TensorStore,
-} from '@diffmesh/runtime';
+import { ModelCatalog, SessionCache } from '@diffmesh/stage-host';
+import { createTensorStore, float32View, toBytes, type TensorStore } from '@diffmesh/tensor-client';
+import { silentLogger, type GenerationParams, type ObjectRef, type StageProgress, type StageTask } from '@diffmesh/core';
 import { DenoisingStage } from './denoising-stage.js';
 
 const MODEL = 'diffmesh/tiny-shapes';
@@ -28,8 +16,18 @@ beforeAll(async () => {
   store = createTensorStore({ backend: 'memory' });
   sessions = new SessionCache({ intraOpThreads: 1, interOpThreads: 1 });
   catalog = new ModelCatalog([defaultModelsRoot()]);
-  const registry = await loadPlanRegistry();
-  params = resolveParams(registry.lookup(MODEL), { prompt: 'a red circle', width: 64, height: 64, numInferenceSteps: 6, seed: '5' });
+  const { defaults } = (await catalog.get(MODEL)).manifest;
+  params = {
+    prompt: 'a red circle',
+    negativePrompt: '',
+    width: 64,
+    height: 64,
+    numFrames: 1,
+    numInferenceSteps: 6,
+    guidanceScale: defaults.guidanceScale,
+    seed: '5',
+    fps: defaults.fps,
+  };
 });
 afterAll(async () => {
   await sessions.close();
@@ -49,7 +47,10 @@ async function embeds(reqId: string): Promise<Record<string, ObjectRef>> {
   cond[D * 2 + 22] = 1; // …and shape feature 0 (circle)
   const put = (name: string, data: Float32Array) =>
     store.put({ requestId: reqId, name, data: toBytes(data), shape: [1, L, D], dtype: 'float32' });
-  return { prompt_embeds: await put('prompt_embeds', cond), negative_prompt_embeds: await put('negative_prompt_embeds', new Float32Array(L * D)) };
+  return {
+    prompt_embeds: await put('prompt_embeds', cond),
+    negative_prompt_embeds: await put('negative_prompt_embeds', new Float32Array(L * D)),
+  };
 }
 
 async function task(reqId: string, p: Partial<GenerationParams> = {}): Promise<StageTask> {
@@ -73,7 +74,11 @@ async function latents(ref: ObjectRef): Promise<Float32Array> {
 describe('DenoisingStage', () => {
   it('batches concurrent requests into shared runs with the same results as one at a time', async () => {
     const s = stage(8);
-    const ctx = (progress: StageProgress[] = []) => ({ signal: new AbortController().signal, onProgress: (p: StageProgress) => progress.push(p), log: silentLogger() });
+    const ctx = (progress: StageProgress[] = []) => ({
+      signal: new AbortController().signal,
+      onProgress: (p: StageProgress) => progress.push(p),
+      log: silentLogger(),
+    });
     const alone = await s.execute(await task('alone'), ctx());
     batches.length = 0;
     const seeds = ['5', '6', '7'];
@@ -118,7 +123,9 @@ describe('DenoisingStage', () => {
   });
 
   it('rejects a size the model cannot make, naming the field', async () => {
-    await expect(stage(8).execute(await task('bad', { width: 60 }), { signal: new AbortController().signal, onProgress() {}, log: silentLogger() })).rejects.toMatchObject({
+    await expect(
+      stage(8).execute(await task('bad', { width: 60 }), { signal: new AbortController().signal, onProgress() {}, log: silentLogger() }),
+    ).rejects.toMatchObject({
       code: 3,
       metadata: { field: 'width' },
     });

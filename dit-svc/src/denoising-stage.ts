@@ -1,27 +1,31 @@
 import {
   ATTR,
-  MicroBatcher,
+  DEFAULT_STRENGTH,
   SPAN,
-  NoiseRng,
-  OnnxStage,
-  float32View,
   invalidParameter,
-  latentFrames,
-  ort,
-  toBytes,
   type StageContext,
   type StageResult,
   type StageTask,
-  type OnnxStageDeps,
   withSpan,
-} from '@diffmesh/runtime';
-import { applyGuidance, samplerFor } from './samplers.js';
+} from '@diffmesh/core';
+import { MicroBatcher } from './batching.js';
+import { NoiseRng } from './rng.js';
+import { OnnxStage, latentFrames, ort, type OnnxStageDeps } from '@diffmesh/stage-host';
+import { float32View, toBytes } from '@diffmesh/tensor-client';
+import { applyGuidance, FlowEulerSampler, samplerFor, type Sampler } from './samplers.js';
+import { DirectoryDenoiser } from './directory-denoiser.js';
+import { Checkpointer, runFingerprint } from './checkpoint.js';
 
 export interface DenoisingStageOptions extends OnnxStageDeps {
   /** Most latents in one denoiser run (a CFG request counts two). */
   maxBatch: number;
   /** Called after every denoiser run with its batch size (for metrics). */
   onBatch?: (size: number, ms: number) => void;
+  /**
+   * Store a checkpoint (latent, noise and sampler state) every this many steps, so a retried
+   * task resumes on another instance instead of starting over; 0 = never. Default 0.
+   */
+  checkpointEvery?: number;
 }
 
 /** What one item gets back from a denoiser run. */
@@ -52,37 +56,58 @@ export class DenoisingStage extends OnnxStage {
   readonly stage = 'denoising' as const;
   protected readonly modelFile = 'denoiser' as const;
   private readonly batcher: MicroBatcher<StepItem, StepOutput>;
+  private readonly directories: DirectoryDenoiser;
+  private readonly checkpoints: Checkpointer;
   private runs = 0;
 
   constructor(private readonly opts: DenoisingStageOptions) {
     super(opts);
     this.batcher = new MicroBatcher((_key, items) => this.runBatch(items), opts.maxBatch);
+    this.checkpoints = new Checkpointer({ store: opts.store, every: opts.checkpointEvery ?? 0 });
+    this.directories = new DirectoryDenoiser({
+      sessions: opts.sessions,
+      store: opts.store,
+      maxBatch: opts.maxBatch,
+      checkpoints: this.checkpoints,
+      ...(opts.metrics ? { metrics: opts.metrics } : {}),
+      ...(opts.onBatch ? { onBatch: opts.onBatch } : {}),
+    });
+  }
+
+  override async warm(model: string): Promise<void> {
+    await super.warm(model);
+    const m = await this.opts.catalog.resolve(model);
+    if (m.kind === 'directory') this.directories.checkScheduler(m.directory);
   }
 
   async execute(task: StageTask, ctx: StageContext): Promise<StageResult> {
-    const { manifest, file } = await this.opts.catalog.get(task.model);
+    const resolved = await this.opts.catalog.resolve(task.model);
+    if (resolved.kind === 'directory') return this.directories.run(task, ctx, resolved.directory);
+    const { manifest, file } = resolved.manifest;
     const p = task.params;
     const f = manifest.latent.spatialFactor;
     if (p.width % f !== 0) throw invalidParameter('width', `must be a multiple of ${f}`);
     if (p.height % f !== 0) throw invalidParameter('height', `must be a multiple of ${f}`);
-    const shape = [
-      1,
-      manifest.latent.channels,
-      latentFrames(p.numFrames, manifest.latent.temporalFactor),
-      p.height / f,
-      p.width / f,
-    ];
+    const shape = [1, manifest.latent.channels, latentFrames(p.numFrames, manifest.latent.temporalFactor), p.height / f, p.width / f];
     const cond = await this.embeds(task, 'prompt_embeds');
     const guided = p.guidanceScale !== 1;
     const uncond = guided ? await this.embeds(task, 'negative_prompt_embeds') : undefined;
 
-    const x = new NoiseRng(p.seed).normals(shape.reduce((a, b) => a * b, 1));
+    const rng = new NoiseRng(p.seed);
+    const x = rng.normals(shape.reduce((a, b) => a * b, 1));
     const sampler = samplerFor(manifest, p.numInferenceSteps);
+    const image = await this.imageConditioning(task, shape, sampler, x);
     const denoiser = file('denoiser');
     const key = `${denoiser}|${shape.join('x')}|${cond.shape.join('x')}`;
     const total = sampler.timesteps.length;
-    for (let i = 0; i < total; i += 1) {
+    const start = image?.start ?? 0;
+    // A retried task goes on from its last checkpoint (the built-in samplers keep no state).
+    const fingerprint = runFingerprint(task, { image: image !== undefined });
+    const resumed = await this.checkpoints.resume(task, ctx, fingerprint, total, x.length);
+    if (resumed) x.set(resumed.latent);
+    for (let i = resumed?.step ?? start; i < total; i += 1) {
       ctx.signal.throwIfAborted();
+      image?.hold();
       const item = (text: { data: Float32Array; shape: number[] }): StepItem => ({
         file: denoiser,
         sample: x,
@@ -108,8 +133,14 @@ export class DenoisingStage extends OnnxStage {
           sampler.step(x, out, i);
         },
       );
-      ctx.onProgress({ step: i + 1, totalSteps: total });
+      const progress = { step: i + 1 - start, totalSteps: total - start };
+      if (this.checkpoints.due(i + 1, total)) {
+        await this.checkpoints.save(task, ctx, { step: i + 1, totalSteps: total, fingerprint, latent: x, rng: rng.getState() }, progress);
+      } else {
+        ctx.onProgress(progress);
+      }
     }
+    image?.hold();
     const latents = await this.opts.store.put({
       requestId: task.reqId,
       name: 'latents',
@@ -118,6 +149,54 @@ export class DenoisingStage extends OnnxStage {
       dtype: 'float32',
     });
     return { outputs: { latents } };
+  }
+
+  /**
+   * Image-to-video for built-in flow models: the first latent frame is the input image's latent
+   * `z` (`image_latents` from the image_encoding stage, [1, C, 1, h, w]), held clean at every
+   * step, the way I2V models take the clean first-frame latent as conditioning. The denoiser's
+   * posterior over the whole clip sees that frame, so the frames after it follow the image
+   * (shape, colours, place) as far as the prompt leaves them open; the clip opens on the image.
+   * `strength` (default 0.8) is read as in img2img: every frame starts from `z` noised to the
+   * step it picks, `(1 − σ)·z + σ·ε` (1 = from pure noise). Returns the first step and the
+   * function that sets the first frame (before every step and after the last), or undefined
+   * without an input image.
+   */
+  private async imageConditioning(
+    task: StageTask,
+    shape: number[],
+    sampler: Sampler,
+    x: Float32Array,
+  ): Promise<{ start: number; hold(): void } | undefined> {
+    const ref = task.inputs.image_latents;
+    if (!ref) return undefined;
+    if (!(sampler instanceof FlowEulerSampler)) {
+      throw invalidParameter('input_image', `model "${task.model}" cannot be conditioned on an image (its sampler is not flow matching)`);
+    }
+    const [, C, F, h, w] = shape;
+    if (ref.shape.join('x') !== [1, C, 1, h, w].join('x')) {
+      throw invalidParameter('image_latents', `expected [1, ${C}, 1, ${h}, ${w}], got [${ref.shape.join(', ')}]`);
+    }
+    const z = float32View((await this.opts.store.get(ref)).data);
+    const steps = sampler.timesteps.length;
+    const strength = task.params.strength ?? DEFAULT_STRENGTH;
+    // As the flow-matching img2img pipelines: t_start = int(max(steps − steps·strength, 0)).
+    const start = Math.trunc(Math.max(steps - Math.min(steps * strength, steps), 0));
+    if (start >= steps) throw invalidParameter('strength', `${strength} with ${steps} steps leaves no denoising step`);
+    const plane = h * w;
+    const s0 = sampler.sigmas[start];
+    for (let c = 0; c < C; c += 1) {
+      for (let f = 0; f < F; f += 1) {
+        const at = (c * F + f) * plane;
+        for (let k = 0; k < plane; k += 1) x[at + k] = (1 - s0) * z[c * plane + k] + s0 * x[at + k];
+      }
+    }
+    return {
+      start,
+      hold: () => {
+        for (let c = 0; c < C; c += 1) x.set(z.subarray(c * plane, (c + 1) * plane), c * F * plane);
+      },
+    };
   }
 
   private async embeds(task: StageTask, name: string): Promise<{ data: Float32Array; shape: number[] }> {

@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // dit-svc: the shared stage-service main with the DenoisingStage handler.
-import { runStageServiceMain } from '@diffmesh/runtime';
+import { runStageServiceMain } from '@diffmesh/stage-host';
 import { DenoisingStage } from './denoising-stage.js';
 
 await runStageServiceMain({
   name: 'dit-svc',
   envPrefix: 'DIFFMESH_DIT_',
   moduleUrl: import.meta.url,
-  createHandler: (deps, config) => new DenoisingStage({ ...deps, maxBatch: config.maxBatch }),
+  createHandler: (deps, config) => new DenoisingStage({ ...deps, maxBatch: config.maxBatch, checkpointEvery: config.checkpointEvery }),
 });

@@ -10,7 +10,7 @@ describe('FlowEulerSampler', () => {
     expect(s.sigmas[4]).toBe(0);
     // shift 3 at sigma 0.5: 1.5 / 2 = 0.75
     expect(s.sigmas[2]).toBeCloseTo(0.75, 12);
-    expect(Array.from(s.timesteps)).toEqual([1000, Math.fround((3 * 0.75) / 2.5 * 1000), 750, Math.fround((0.75 / 1.5) * 1000)]);
+    expect(Array.from(s.timesteps)).toEqual([1000, Math.fround(((3 * 0.75) / 2.5) * 1000), 750, Math.fround((0.75 / 1.5) * 1000)]);
   });
 
   it.each([1, 7, 50])('lands exactly on a single data point with its exact velocity (%i steps)', (steps) => {

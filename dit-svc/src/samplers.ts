@@ -1,4 +1,4 @@
-import type { ModelManifest } from '@diffmesh/runtime';
+import type { ModelManifest } from '@diffmesh/stage-host';
 
 /**
  * A sampler turns a model's prediction at step `i` into the latent for step `i + 1`.

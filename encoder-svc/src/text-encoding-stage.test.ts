@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultModelsRoot } from '@diffmesh/models';
-import { ModelCatalog, SessionCache, createTensorStore, float32View, silentLogger, type TensorStore } from '@diffmesh/runtime';
+import { ModelCatalog, SessionCache } from '@diffmesh/stage-host';
+import { createTensorStore, float32View, type TensorStore } from '@diffmesh/tensor-client';
+import { silentLogger } from '@diffmesh/core';
 import { TextEncodingStage } from './text-encoding-stage.js';
 
 const MODEL = 'diffmesh/tiny-shapes';
@@ -53,7 +55,17 @@ describe('TextEncodingStage', () => {
         stage: 'text_encoding',
         attempt: 1,
         model: MODEL,
-        params: { prompt: 'a blue square on a red background', negativePrompt: '', width: 64, height: 64, numFrames: 1, numInferenceSteps: 4, guidanceScale: 3, seed: '1', fps: 8 },
+        params: {
+          prompt: 'a blue square on a red background',
+          negativePrompt: '',
+          width: 64,
+          height: 64,
+          numFrames: 1,
+          numInferenceSteps: 4,
+          guidanceScale: 3,
+          seed: '1',
+          fps: 8,
+        },
         inputs: {},
         deadline: 0,
         traceContext: {},

@@ -1,31 +1,48 @@
 import { readFile } from 'node:fs/promises';
 import { Tokenizer } from '@huggingface/tokenizers';
-import {
-  ATTR,
-  OnnxStage,
-  ort,
-  toBytes,
-  type LoadedManifest,
-  type StageContext,
-  type StageResult,
-  type StageTask,
-  type OnnxStageDeps,
-} from '@diffmesh/runtime';
+import { ATTR, Code, DiffmeshError, type StageContext, type StageResult, type StageTask } from '@diffmesh/core';
+import { OnnxStage, ort, type LoadedManifest, type OnnxStageDeps } from '@diffmesh/stage-host';
+import { toBytes } from '@diffmesh/tensor-client';
+import { encodeWithDirectory } from './directory-text-encoder.js';
+import { loadTokenizer, type PromptTokenizer } from './tokenizers/index.js';
 
-export type TextEncodingStageOptions = OnnxStageDeps;
+export interface TextEncodingStageOptions extends OnnxStageDeps {
+  /**
+   * The stage this instance serves: `text_encoding` (default; the built-in models' encoder and
+   * a directory's first text encoders) or `text_encoding_2` (a directory's second encoder:
+   * SDXL's CLIP-G, FLUX's and SD3's T5).
+   */
+  stage?: 'text_encoding' | 'text_encoding_2';
+}
 
 /**
- * The `text_encoding` stage: tokenises the prompt and the negative prompt (padded or cut to
- * the model's text length) and runs the text encoder once for both. Outputs
- * `prompt_embeds` and `negative_prompt_embeds`, each [1, L, D].
+ * The `text_encoding` (and `text_encoding_2`) stage. Built-in models: tokenises the prompt and
+ * the negative prompt (padded or cut to the model's text length) and runs the text encoder once
+ * for both; outputs `prompt_embeds` and `negative_prompt_embeds`, each [1, L, D]. Model
+ * directories: the encoders the diffusers pipeline runs in this stage (see
+ * `encodeWithDirectory`), with truncation reported in the result's warnings.
  */
 export class TextEncodingStage extends OnnxStage {
-  readonly stage = 'text_encoding' as const;
+  readonly stage: 'text_encoding' | 'text_encoding_2';
   protected readonly modelFile = 'textEncoder' as const;
   private readonly tokenizers = new Map<string, Promise<Tokenizer>>();
+  private readonly dirTokenizers = new Map<string, Promise<PromptTokenizer>>();
+
+  constructor(opts: TextEncodingStageOptions) {
+    super(opts);
+    this.stage = opts.stage ?? 'text_encoding';
+  }
 
   override async warm(model: string): Promise<void> {
-    await Promise.all([super.warm(model), this.deps.catalog.get(model).then((m) => this.tokenizer(m))]);
+    const m = await this.deps.catalog.resolve(model);
+    if (m.kind === 'directory') {
+      const layout = m.directory.layout;
+      const specs = layout.textEncoders.filter((t) => t.stage === this.stage);
+      await Promise.all([super.warm(model), ...specs.map((t) => this.dirTokenizer(layout.tokenizers[t.tokenizer] as string))]);
+      return;
+    }
+    this.requireDefaultStage(model);
+    await Promise.all([super.warm(model), this.tokenizer(m.manifest)]);
   }
 
   /** Token ids of `text`, padded with the model's pad id or cut to its text length. */
@@ -40,7 +57,24 @@ export class TextEncodingStage extends OnnxStage {
   }
 
   async execute(task: StageTask, ctx: StageContext): Promise<StageResult> {
-    const m = await this.deps.catalog.get(task.model);
+    const resolved = await this.deps.catalog.resolve(task.model);
+    if (resolved.kind === 'directory') {
+      const result = await encodeWithDirectory(
+        {
+          sessions: this.deps.sessions,
+          store: this.deps.store,
+          tokenizer: (dir) => this.dirTokenizer(dir),
+          runModel: (attributes, run) => this.runModel(attributes, run),
+        },
+        resolved.directory,
+        task,
+        ctx.signal,
+      );
+      ctx.onProgress({ step: 1, totalSteps: 1 });
+      return result;
+    }
+    this.requireDefaultStage(task.model);
+    const m = resolved.manifest;
     const L = m.manifest.text.maxLength;
     const ids = new BigInt64Array(2 * L);
     ids.set(await this.tokenize(task.model, task.params.prompt), 0);
@@ -62,6 +96,25 @@ export class TextEncodingStage extends OnnxStage {
     ]);
     ctx.onProgress({ step: 1, totalSteps: 1 });
     return { outputs: { prompt_embeds: prompt, negative_prompt_embeds: negative } };
+  }
+
+  /** Built-in models have one text encoder: only `text_encoding` serves them. */
+  private requireDefaultStage(model: string): void {
+    if (this.stage !== 'text_encoding') {
+      throw new DiffmeshError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `stage: model "${model}" has no ${this.stage} stage`, {
+        metadata: { field: 'stage' },
+      });
+    }
+  }
+
+  private dirTokenizer(dir: string): Promise<PromptTokenizer> {
+    let t = this.dirTokenizers.get(dir);
+    if (!t) {
+      t = loadTokenizer(dir);
+      t.catch(() => this.dirTokenizers.delete(dir));
+      this.dirTokenizers.set(dir, t);
+    }
+    return t;
   }
 
   private tokenizer(m: LoadedManifest): Promise<Tokenizer> {

@@ -1,10 +1,12 @@
 /**
- * Security at the edge: bearer API keys, per-key token-bucket rate limits, and a limit on
- * failed authentication attempts per client address.
+ * Security at the edge: bearer API keys, per-key token-bucket rate limits, a limit on failed
+ * authentication attempts per client address, and the auth step ({@link Gatekeeper}) that
+ * applies them to a request.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { Code } from '@diffmesh/runtime';
+import { Code, type Logger } from '@diffmesh/core';
+import type { GatewayConfig } from './config.js';
 import { gatewayError } from './errors.js';
 import { header } from './http-util.js';
 
@@ -113,3 +115,82 @@ export class RateLimiter {
   }
 }
 
+/** The settings {@link Gatekeeper} reads. */
+export type GatekeeperConfig = Pick<GatewayConfig, 'apiKeys' | 'rateLimitPerMinute' | 'rateLimitBurst' | 'authFailuresPerMinute'>;
+
+/**
+ * The auth step of every request to a route that is not open: the API key (or the client
+ * address when authentication is off) is the request's identity, and each identity has a
+ * rate limit. Failed attempts cost tokens of the client address, so keys cannot be guessed
+ * at full speed.
+ */
+export class Gatekeeper {
+  private readonly keys: ApiKeys;
+  private readonly limiter: RateLimiter;
+  private readonly authFailures: RateLimiter;
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(
+    config: GatekeeperConfig,
+    private readonly log: Logger,
+  ) {
+    this.keys = new ApiKeys(config.apiKeys);
+    this.limiter = new RateLimiter(config.rateLimitPerMinute, config.rateLimitBurst, {
+      message: `rate limit exceeded for this ${this.keys.enabled ? 'API key' : 'client address'}; retry later`,
+    });
+    this.authFailures = new RateLimiter(this.keys.enabled ? config.authFailuresPerMinute : 0, 0, {
+      message: 'too many failed authentication attempts from this client address; retry later',
+    });
+    this.sweeper = setInterval(() => {
+      this.limiter.sweep();
+      this.authFailures.sweep();
+    }, 60_000);
+    this.sweeper.unref();
+  }
+
+  /** Whether API keys are required. */
+  get authenticated(): boolean {
+    return this.keys.enabled;
+  }
+
+  /**
+   * Authenticates `req` and takes a token of its identity's rate limit (throws 401 or 429).
+   * Returns the API key identity when authentication is on (video jobs are scoped to it).
+   */
+  admit(req: IncomingMessage, route: string): string | undefined {
+    const identity = this.authenticate(req);
+    try {
+      this.limiter.take(identity);
+    } catch (err) {
+      this.log.info({ identity, route }, 'rate limited');
+      throw err;
+    }
+    return this.keys.enabled ? identity : undefined;
+  }
+
+  /** Stops forgetting full buckets. */
+  close(): void {
+    clearInterval(this.sweeper);
+  }
+
+  /**
+   * The request's identity (API key, or client address when authentication is off). An
+   * address that has used up its failed attempts is refused (429) before its key is even
+   * looked at, so a guess that happens to be right is refused too.
+   */
+  private authenticate(req: IncomingMessage): string {
+    const address = clientAddress(req);
+    try {
+      this.authFailures.check(address);
+    } catch (err) {
+      this.log.info({ address }, 'too many failed authentication attempts');
+      throw err;
+    }
+    try {
+      return this.keys.authenticate(req);
+    } catch (err) {
+      this.authFailures.take(address); // check() left at least one token
+      throw err;
+    }
+  }
+}

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { LogConfigSchema, MAX_PROMPT_LENGTH, TlsConfigSchema, defineConfig, tlsConfigMappings } from '@diffmesh/runtime';
+import { LogConfigSchema, MAX_PROMPT_LENGTH, TlsConfigSchema, defineConfig, tlsConfigMappings } from '@diffmesh/core';
+import { MAX_INPUT_IMAGE_BYTES } from '@diffmesh/media';
 
 const HOST_PORT = /^(\[[0-9a-fA-F:.]+\]|[^\s:/]+):\d{1,5}$/;
 
@@ -19,7 +20,10 @@ export const GatewayConfigSchema = z.object({
     .default('')
     .describe('base URL clients reach the gateway at, used in result URLs (empty = from the Host header)'),
   nodeId: z.string().min(1).default(hostname()).describe('node the gateway runs on (same-node tensor reads use shared memory)'),
-  natsUrl: z.string().default('').describe('NATS server(s) for discovery of schedulers and tensor services (empty = static addresses only)'),
+  natsUrl: z
+    .string()
+    .default('')
+    .describe('NATS server(s) for discovery of schedulers and tensor services (empty = static addresses only)'),
   schedulerAddresses: z
     .array(hostPort('a scheduler'))
     .default([])
@@ -28,23 +32,58 @@ export const GatewayConfigSchema = z.object({
     .array(hostPort('a tensor service'))
     .default([])
     .describe('tensor-svc gRPC addresses for the /api/v1/objects routes, besides the discovered ones'),
-  apiKeys: z.array(z.string().min(1, 'an API key cannot be empty')).default([]).describe('accepted bearer API keys (empty = authentication off)'),
-  rateLimitPerMinute: z.number().int().nonnegative().default(0).describe('requests per minute per API key (per client address when auth is off); 0 = no limit'),
+  apiKeys: z
+    .array(z.string().min(1, 'an API key cannot be empty'))
+    .default([])
+    .describe('accepted bearer API keys (empty = authentication off)'),
+  rateLimitPerMinute: z
+    .number()
+    .int()
+    .nonnegative()
+    .default(0)
+    .describe('requests per minute per API key (per client address when auth is off); 0 = no limit'),
   rateLimitBurst: z.number().int().nonnegative().default(0).describe('bucket size of the rate limit (0 = rateLimitPerMinute)'),
   authFailuresPerMinute: z
     .number()
     .int()
     .nonnegative()
     .default(10)
-    .describe('failed authentication attempts allowed per client address a minute (as many saved); beyond them every request from the address is a 429 until one is earned back; 0 = no limit'),
-  maxBodyBytes: z.number().int().positive().default(4 * 1024 * 1024).describe('largest request body accepted (413 above it)'),
-  maxPromptChars: z.number().int().positive().default(MAX_PROMPT_LENGTH).describe('longest prompt or negative prompt accepted, in characters (Unicode code points)'),
+    .describe(
+      'failed authentication attempts allowed per client address a minute (as many saved); beyond them every request from the address is a 429 until one is earned back; 0 = no limit',
+    ),
+  maxBodyBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(4 * 1024 * 1024)
+    .describe('largest request body accepted (413 above it)'),
+  maxPromptChars: z
+    .number()
+    .int()
+    .positive()
+    .default(MAX_PROMPT_LENGTH)
+    .describe('longest prompt or negative prompt accepted, in characters (Unicode code points)'),
+  maxImageBytes: z
+    .number()
+    .int()
+    .positive()
+    .max(MAX_INPUT_IMAGE_BYTES, `at most ${MAX_INPUT_IMAGE_BYTES} (15 MiB): a request carries its image in one gRPC message`)
+    .default(MAX_INPUT_IMAGE_BYTES)
+    .describe(
+      'largest input image accepted (an upload to /v1/images/edits or /v1/videos, a data URL, or input_image.data on /api/v1); it comes on top of maxBodyBytes; larger is a 400 naming the field',
+    ),
   corsOrigins: z
     .array(z.string().regex(/^(\*|https?:\/\/[^\s/]+)$/, 'expected "*" or an origin such as https://app.example.com'))
     .default([])
     .describe('origins allowed by CORS ("*" = any); empty = CORS off'),
   ffmpegPath: z.string().min(1).default('ffmpeg').describe('ffmpeg binary for MP4 video results (animated GIF when it does not run)'),
-  resultTtlMs: z.number().int().positive().max(0xffffffff).default(3_600_000).describe('how long image results (url format) and video jobs stay fetchable'),
+  resultTtlMs: z
+    .number()
+    .int()
+    .positive()
+    .max(0xffffffff)
+    .default(3_600_000)
+    .describe('how long image results (url format) and video jobs stay fetchable'),
   upstreamTimeoutMs: z.number().int().positive().default(30_000).describe('deadline of unary calls to schedulers and tensor services'),
   maxVideoJobs: z.number().int().positive().default(1000).describe('most video jobs kept at once (oldest finished ones are dropped first)'),
   maxImageResults: z
@@ -54,7 +93,7 @@ export const GatewayConfigSchema = z.object({
     .default(1000)
     .describe('most image results (url format) kept at once; a new one evicts the oldest, whose URL stops working'),
   drainGraceMs: z.number().int().nonnegative().default(10_000).describe('time open requests get to finish after SIGTERM'),
-  tls: TlsConfigSchema.prefault({}).describe('TLS of the gateway\'s calls to schedulers and tensor services (service-to-service)'),
+  tls: TlsConfigSchema.prefault({}).describe("TLS of the gateway's calls to schedulers and tensor services (service-to-service)"),
   log: LogConfigSchema.default({ level: 'info', pretty: false }),
 });
 export type GatewayConfig = z.output<typeof GatewayConfigSchema>;
@@ -86,6 +125,7 @@ export const gatewayConfig = defineConfig({
     AUTH_FAILURES_PER_MINUTE: 'authFailuresPerMinute',
     MAX_BODY_BYTES: 'maxBodyBytes',
     MAX_PROMPT_CHARS: 'maxPromptChars',
+    MAX_IMAGE_BYTES: 'maxImageBytes',
     CORS_ORIGINS: 'corsOrigins',
     FFMPEG_PATH: 'ffmpegPath',
     RESULT_TTL_MS: 'resultTtlMs',
@@ -110,6 +150,7 @@ export const gatewayConfig = defineConfig({
     'auth-failures-per-minute': 'authFailuresPerMinute',
     'max-body-bytes': 'maxBodyBytes',
     'max-prompt-chars': 'maxPromptChars',
+    'max-image-bytes': 'maxImageBytes',
     'cors-origins': 'corsOrigins',
     ffmpeg: 'ffmpegPath',
     'result-ttl-ms': 'resultTtlMs',

@@ -3,7 +3,7 @@
  * writes: the Google API style on the proto-derived routes and the OpenAI style on `/v1/`.
  */
 import { Metadata } from '@grpc/grpc-js';
-import { Code, DiffmeshError, STATUS_DETAILS_KEY, codeName, fromWire, toWire } from '@diffmesh/runtime';
+import { Code, DiffmeshError, STATUS_DETAILS_KEY, codeName, fromWire, toWire } from '@diffmesh/core';
 import { decodeObject, messageToJson, protoRoot } from './proto-json.js';
 
 /** HTTP status of a gRPC status code (grpc-gateway's `HTTPStatusFromCode`). */
@@ -87,7 +87,8 @@ function statusDetails(metadata: unknown): unknown[] {
  */
 export function describeError(err: unknown): HttpError {
   const e = fromWire(err);
-  const metadata = err instanceof DiffmeshError || !(err && typeof err === 'object' && 'metadata' in err) ? toWire(e).metadata : (err as { metadata: unknown }).metadata;
+  const metadata =
+    err instanceof DiffmeshError || !(err && typeof err === 'object' && 'metadata' in err) ? toWire(e).metadata : err.metadata;
   const out: HttpError = {
     httpStatus: httpStatusOf(e.code),
     code: e.code,
@@ -167,7 +168,12 @@ export function openAiErrorBody(e: HttpError, paramOf: (field: string) => string
 }
 
 /** An error raised by the gateway itself (bad input, auth, limits), on any route style. */
-export function gatewayError(code: Code, reason: DiffmeshError['reason'], message: string, opts: { field?: string; retryAfterMs?: number } = {}): DiffmeshError {
+export function gatewayError(
+  code: Code,
+  reason: DiffmeshError['reason'],
+  message: string,
+  opts: { field?: string; retryAfterMs?: number } = {},
+): DiffmeshError {
   return new DiffmeshError(code, reason, opts.field && !message.startsWith(`${opts.field}:`) ? `${opts.field}: ${message}` : message, {
     metadata: opts.field ? { field: opts.field } : {},
     ...(opts.retryAfterMs !== undefined ? { retryAfterMs: opts.retryAfterMs } : {}),
@@ -188,8 +194,22 @@ export class HttpStatusError extends Error {
   }
 
   describe(): HttpError {
-    return { httpStatus: this.httpStatus, code: Code.INVALID_ARGUMENT, status: this.status, message: this.message, reason: this.reason, details: [] };
+    return {
+      httpStatus: this.httpStatus,
+      code: Code.INVALID_ARGUMENT,
+      status: this.status,
+      message: this.message,
+      reason: this.reason,
+      details: [],
+    };
   }
+}
+
+/** The 413 of a body over `maxBytes` (the connection is closed after it). */
+export function bodyTooLarge(maxBytes: number): HttpStatusError {
+  return new HttpStatusError(413, 'PAYLOAD_TOO_LARGE', `request body is larger than the limit of ${maxBytes} bytes`, 'INVALID_PARAMETER', {
+    connection: 'close',
+  });
 }
 
 /** Describes any error, HTTP-only statuses included. */

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Code } from '@diffmesh/runtime';
-import { HttpStatusError, gatewayError } from './errors.js';
+import { Code } from '@diffmesh/core';
+import { HttpStatusError, bodyTooLarge, gatewayError } from './errors.js';
+import { readMultipart } from './multipart.js';
 import { previewName } from './proto-json.js';
 
 /**
@@ -9,7 +10,7 @@ import { previewName } from './proto-json.js';
  */
 export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > maxBytes) return Promise.reject(tooLarge(maxBytes));
+  if (Number.isFinite(declared) && declared > maxBytes) return Promise.reject(bodyTooLarge(maxBytes));
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let total = 0;
@@ -21,7 +22,7 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer
         // Stop keeping the bytes but let the socket drain: the 413 must still reach the client.
         failed = true;
         chunks.length = 0;
-        reject(tooLarge(maxBytes));
+        reject(bodyTooLarge(maxBytes));
         return;
       }
       chunks.push(chunk);
@@ -40,12 +41,6 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer
       if (!failed) reject(err);
       failed = true;
     });
-  });
-}
-
-function tooLarge(maxBytes: number): HttpStatusError {
-  return new HttpStatusError(413, 'PAYLOAD_TOO_LARGE', `request body is larger than the limit of ${maxBytes} bytes`, 'INVALID_PARAMETER', {
-    connection: 'close',
   });
 }
 
@@ -77,7 +72,11 @@ export function parseJsonObject(body: Buffer, contentType: string | undefined): 
     throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `request body is not valid JSON: ${(err as Error).message}`);
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `request body must be a JSON object, got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}`);
+    throw gatewayError(
+      Code.INVALID_ARGUMENT,
+      'INVALID_PARAMETER',
+      `request body must be a JSON object, got ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}`,
+    );
   }
   return value as Record<string, unknown>;
 }
@@ -91,31 +90,70 @@ function looksLikeJsonObject(body: Buffer): boolean {
   return false;
 }
 
+/** Body limits of an OpenAI-style POST. */
+export interface BodyLimits {
+  /** Largest body without its files (a JSON body, or a form's text values together). */
+  maxBodyBytes: number;
+  /**
+   * Form fields that take a file (an image), and the largest file. The files' bytes come on
+   * top of `maxBodyBytes`; a JSON body may carry one such image as a base64 data URL.
+   */
+  files?: { fields: readonly string[]; maxFileBytes: number };
+}
+
+/** Most text fields an OpenAI-style form may hold. */
+const MAX_FORM_FIELDS = 64;
+
+/** Length of the base64 form of `bytes` bytes, plus room for a data URL's header. */
+export function base64Length(bytes: number): number {
+  return Math.ceil(bytes / 3) * 4 + 256;
+}
+
 /**
  * Reads the body of an OpenAI-style POST: JSON, or form data — `multipart/form-data` (what the
- * openai SDK sends for videos) or `application/x-www-form-urlencoded`. A urlencoded body that
- * starts with `{` is JSON: `curl -d '{…}'` labels JSON that way.
+ * openai SDK sends for uploads and for videos; read with busboy, files within their limits) or
+ * `application/x-www-form-urlencoded`. A urlencoded body that starts with `{` is JSON:
+ * `curl -d '{…}'` labels JSON that way. Form values are strings, and files {@link UploadedFile}s.
  */
-export async function readJsonOrForm(req: IncomingMessage, maxBytes: number): Promise<Record<string, unknown>> {
+export async function readJsonOrForm(req: IncomingMessage, limits: BodyLimits): Promise<Record<string, unknown>> {
   const contentType = header(req, 'content-type');
-  const body = await readBody(req, maxBytes);
   const base = (contentType ?? '').split(';')[0].trim().toLowerCase();
-  const isForm = base === 'multipart/form-data' || (base === 'application/x-www-form-urlencoded' && !looksLikeJsonObject(body));
-  if (!isForm) return parseJsonObject(body, contentType);
-  let form: FormData;
-  try {
-    form = await new Request('http://gateway/', { method: 'POST', headers: { 'content-type': contentType! }, body }).formData();
-  } catch (err) {
-    throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `request body is not valid form data: ${(err as Error).message}`);
+  const files = limits.files;
+  if (base === 'multipart/form-data') {
+    return readMultipart(req, {
+      maxBodyBytes: limits.maxBodyBytes + (files ? files.fields.length * files.maxFileBytes : 0),
+      fileFields: files?.fields ?? [],
+      maxFileBytes: files?.maxFileBytes ?? 0,
+      maxFieldBytes: limits.maxBodyBytes,
+      maxFields: MAX_FORM_FIELDS,
+    });
   }
-  const entries: [string, unknown][] = [];
-  const seen = new Set<string>();
-  for (const [k, v] of form) {
-    if (seen.has(k)) throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'is given more than once', { field: previewName(k) });
-    seen.add(k);
-    entries.push([k, typeof v === 'string' ? v : { file: v.name }]);
+  const body = await readBody(req, limits.maxBodyBytes + (files ? base64Length(files.maxFileBytes) : 0));
+  const isForm = base === 'application/x-www-form-urlencoded' && !looksLikeJsonObject(body);
+  let out: Record<string, unknown>;
+  if (!isForm) out = parseJsonObject(body, contentType);
+  else {
+    const entries: [string, unknown][] = [];
+    const seen = new Set<string>();
+    for (const [k, v] of new URLSearchParams(body.toString('utf8'))) {
+      if (seen.has(k)) throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'is given more than once', { field: previewName(k) });
+      seen.add(k);
+      entries.push([k, v]);
+    }
+    out = Object.fromEntries(entries); // own properties, `__proto__` included
   }
-  return Object.fromEntries(entries); // own properties, `__proto__` included
+  // The allowance is for an image's data URL only: the rest of the body keeps the plain limit.
+  if (body.length > limits.maxBodyBytes && body.length - dataUrlLength(out) > limits.maxBodyBytes) throw bodyTooLarge(limits.maxBodyBytes);
+  return out;
+}
+
+/** Characters of the longest `data:` URL in a parsed body (a few levels down), or 0. */
+function dataUrlLength(value: unknown, depth = 0): number {
+  if (typeof value === 'string') return value.startsWith('data:') ? value.length : 0;
+  if (depth > 3 || typeof value !== 'object' || value === null) return 0;
+  let longest = 0;
+  for (const v of Object.values(value)) longest = Math.max(longest, dataUrlLength(v, depth + 1));
+  return longest;
 }
 
 /** Writes a JSON response (unless the response has already started). */
@@ -189,7 +227,9 @@ export function parseQuery(raw: string): URLSearchParams {
     const name = eq === -1 ? part : part.slice(0, eq);
     const decodedName = percentDecode(name.replace(/\+/g, ' '));
     if (decodedName === undefined || (eq !== -1 && percentDecode(part.slice(eq + 1).replace(/\+/g, ' ')) === undefined)) {
-      throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'malformed percent-encoding in the query string', { field: previewName(decodedName ?? name) });
+      throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'malformed percent-encoding in the query string', {
+        field: previewName(decodedName ?? name),
+      });
     }
   }
   return new URLSearchParams(raw);

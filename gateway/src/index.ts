@@ -5,8 +5,6 @@ export { startGateway } from './server.js';
 export type { RunningGateway, StartGatewayOptions } from './server.js';
 export { RouteTable, matchTemplate, parseTemplate } from './routes.js';
 export type { PathTemplate, ProtoRoute, RouteMatch } from './routes.js';
-export { UpstreamPool } from './upstream.js';
-export type { UpstreamCallOptions, UpstreamPoolOptions } from './upstream.js';
 export { describeError, googleErrorBody, httpStatusOf, openAiErrorBody } from './errors.js';
 export type { HttpError } from './errors.js';
 export { formatTimestamp, jsonName, jsonToObject, messageToJson, protoRoot } from './proto-json.js';

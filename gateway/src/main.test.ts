@@ -15,8 +15,8 @@ function run(args: string[], env: Record<string, string> = {}) {
   children.push(child);
   let stdout = '';
   let stderr = '';
-  child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const line = (prefix: string) =>
     new Promise<string>((resolve, reject) => {
@@ -24,7 +24,7 @@ function run(args: string[], env: Record<string, string> = {}) {
         const l = stdout.split('\n').find((x) => x.startsWith(prefix));
         if (l) resolve(l.slice(prefix.length).trim());
       };
-      child.stdout!.on('data', check);
+      child.stdout.on('data', check);
       check(); // it may have been printed already
       void exited.then((code) => reject(new Error(`exited ${code}: ${stderr}`)));
     });

@@ -1,4 +1,5 @@
-import { Code, DiffmeshError, type ObjectRef, type TensorStore } from '@diffmesh/runtime';
+import { Code, DiffmeshError, type ObjectRef } from '@diffmesh/core';
+import { type TensorStore } from '@diffmesh/tensor-client';
 
 /** RGB frames of a pixels tensor (`[frames, height, width, 3]` uint8). */
 export interface PixelFrames {

@@ -26,7 +26,11 @@ export class GatewayMetrics {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
       registers,
     });
-    this.inFlight = new Gauge({ name: 'diffmesh_gateway_http_requests_in_flight', help: 'Requests being answered (open streams included)', registers });
+    this.inFlight = new Gauge({
+      name: 'diffmesh_gateway_http_requests_in_flight',
+      help: 'Requests being answered (open streams included)',
+      registers,
+    });
     this.rateLimited = new Counter({ name: 'diffmesh_gateway_rate_limited_total', help: 'Requests refused by the rate limit', registers });
     this.failovers = new Counter({
       name: 'diffmesh_gateway_upstream_failovers_total',
@@ -34,8 +38,18 @@ export class GatewayMetrics {
       labelNames: ['pool'],
       registers,
     });
-    this.images = new Counter({ name: 'diffmesh_gateway_images_total', help: 'Images generated through /v1/images/generations', labelNames: ['model'], registers });
-    this.videos = new Counter({ name: 'diffmesh_gateway_video_jobs_total', help: 'Video jobs created through /v1/videos', labelNames: ['model'], registers });
+    this.images = new Counter({
+      name: 'diffmesh_gateway_images_total',
+      help: 'Images generated through /v1/images/generations',
+      labelNames: ['model'],
+      registers,
+    });
+    this.videos = new Counter({
+      name: 'diffmesh_gateway_video_jobs_total',
+      help: 'Video jobs created through /v1/videos',
+      labelNames: ['model'],
+      registers,
+    });
     new Gauge({
       name: 'diffmesh_gateway_upstream_instances',
       help: 'Instances the gateway can call, by pool',

@@ -17,7 +17,6 @@ import {
   DiffmeshError,
   MAX_SEED,
   cancelled,
-  encodePng,
   errorDetailFromWire,
   globToRegExp,
   objectRefFromWire,
@@ -25,24 +24,27 @@ import {
   randomSeed,
   unknownModel,
   type GenerationParams,
+  type InputImageSource,
   type Logger,
   type ObjectRef,
-  type TensorStore,
-} from '@diffmesh/runtime';
+} from '@diffmesh/core';
+import { encodeImage } from '@diffmesh/media';
+import { type TensorStore } from '@diffmesh/tensor-client';
 import { HttpStatusError, gatewayError } from './errors.js';
 import { header, sendBytes, sendJson } from './http-util.js';
+import { inputImageParam } from './input-images.js';
 import { checkPromptLength } from './limits.js';
 import { fetchFrames } from './media.js';
 import { describeValue, preview, previewName, smallBigInt } from './proto-json.js';
 import type { GatewayMetrics } from './metrics.js';
 import type { ResultStore } from './results.js';
-import type { SchedulerApi } from './scheduler-api.js';
-import type { UpstreamPool } from './upstream.js';
+import type { SchedulerClient } from '@diffmesh/client';
+import type { UpstreamPool } from '@diffmesh/client';
 import type { VideoJobs, VideoSpec } from './videos.js';
 
 /** What the OpenAI endpoints need. */
 export interface OpenAiDeps {
-  api: SchedulerApi;
+  api: SchedulerClient;
   store: TensorStore;
   results: ResultStore;
   /** Tensor services, to find an object by id. */
@@ -52,6 +54,8 @@ export interface OpenAiDeps {
   metrics: GatewayMetrics;
   maxBodyBytes: number;
   maxPromptChars: number;
+  /** Largest input image (an upload or a data URL's bytes). */
+  maxImageBytes: number;
   /** Base URL for result URLs; '' = from the request's Host header. */
   publicUrl: string;
   log: Logger;
@@ -60,20 +64,20 @@ export interface OpenAiDeps {
 /** Per-request hook: maps a mesh field name in an error to the OpenAI parameter the client sent. */
 export type ParamMapper = (field: string) => string;
 
-type Modality = 'MODALITY_TEXT_TO_IMAGE' | 'MODALITY_TEXT_TO_VIDEO';
+type Modality = 'MODALITY_TEXT_TO_IMAGE' | 'MODALITY_TEXT_TO_VIDEO' | 'MODALITY_IMAGE_TO_IMAGE' | 'MODALITY_IMAGE_TO_VIDEO';
 
 /** The models the schedulers serve, cached briefly. */
 export class ModelDirectory {
   private cached?: { at: number; models: ModelInfo__Output[] };
 
   constructor(
-    private readonly api: SchedulerApi,
+    private readonly api: SchedulerClient,
     private readonly ttlMs = 5000,
   ) {}
 
   async list(signal?: AbortSignal): Promise<ModelInfo__Output[]> {
     if (this.cached && Date.now() - this.cached.at < this.ttlMs) return this.cached.models;
-    const res = await this.api.listModels(signal);
+    const res = await this.api.listModels(signal ? { signal } : {});
     this.cached = { at: Date.now(), models: res.models };
     return res.models;
   }
@@ -84,16 +88,30 @@ export class ModelDirectory {
     if (name === undefined) {
       const first = models.find((m) => !m.pattern && m.modalities.includes(modality));
       if (!first) {
-        throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `no model for ${modality.replace('MODALITY_', '').toLowerCase().replace(/_/g, '-')}; name one`, { field: 'model' });
+        throw gatewayError(
+          Code.INVALID_ARGUMENT,
+          'INVALID_PARAMETER',
+          `no model for ${modality.replace('MODALITY_', '').toLowerCase().replace(/_/g, '-')}; name one`,
+          { field: 'model' },
+        );
       }
       return { name: first.name, info: first };
     }
     const info = models.find((m) => !m.pattern && m.name === name) ?? models.find((m) => m.pattern && globToRegExp(m.name).test(name));
-    if (!info) throw unknownModel(preview(name), models.filter((m) => !m.pattern).map((m) => m.name));
+    if (!info)
+      throw unknownModel(
+        preview(name),
+        models.filter((m) => !m.pattern).map((m) => m.name),
+      );
     if (!info.modalities.includes(modality)) {
-      throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `"${preview(name)}" does not do ${modality.replace('MODALITY_', '').toLowerCase().replace(/_/g, '-')}`, {
-        field: 'model',
-      });
+      throw gatewayError(
+        Code.INVALID_ARGUMENT,
+        'INVALID_PARAMETER',
+        `"${preview(name)}" does not do ${modality.replace('MODALITY_', '').toLowerCase().replace(/_/g, '-')}`,
+        {
+          field: 'model',
+        },
+      );
     }
     return { name, info };
   }
@@ -129,7 +147,11 @@ function prompt(body: Record<string, unknown>, name: string, maxChars: number, r
   return v;
 }
 
-function optNumber(body: Record<string, unknown>, name: string, opts: { integer?: boolean; min?: number; max?: number } = {}): number | undefined {
+function optNumber(
+  body: Record<string, unknown>,
+  name: string,
+  opts: { integer?: boolean; min?: number; max?: number } = {},
+): number | undefined {
   const raw = body[name];
   if (raw === undefined || raw === null || raw === '') return undefined;
   const v = typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : raw;
@@ -149,7 +171,8 @@ function optSeed(body: Record<string, unknown>): bigint | undefined {
   let n: bigint | undefined;
   if (typeof raw === 'number' && Number.isSafeInteger(raw)) n = BigInt(raw);
   else if (typeof raw === 'string' && /^\d+$/.test(raw.trim())) n = smallBigInt(raw.trim());
-  if (n === undefined || n < 0n || n > MAX_SEED) throw invalid('seed', `must be an integer from 0 to ${MAX_SEED}, got ${describeValue(raw)}`);
+  if (n === undefined || n < 0n || n > MAX_SEED)
+    throw invalid('seed', `must be an integer from 0 to ${MAX_SEED}, got ${describeValue(raw)}`);
   return n;
 }
 
@@ -172,7 +195,8 @@ function mapper(extra: Record<string, string> = {}): ParamMapper {
 
 /** The error a request's final event carries (or undefined for Completed). */
 function endError(e: RequestEvent__Output): DiffmeshError | undefined {
-  if (e.failed) return e.failed.error ? errorDetailFromWire(e.failed.error) : new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'generation failed');
+  if (e.failed)
+    return e.failed.error ? errorDetailFromWire(e.failed.error) : new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'generation failed');
   if (e.cancelled) return cancelled('generation cancelled');
   return undefined;
 }
@@ -207,8 +231,15 @@ const IMAGE_FIELDS = [
 ] as const;
 
 /** Runs one Generate to its end and returns the pixels' ref. */
-async function generateOne(api: SchedulerApi, model: string, params: Partial<GenerationParams> & { prompt: string }, priority: number, signal: AbortSignal): Promise<ObjectRef> {
-  for await (const e of api.generate({ model, params: paramsToWire(params), priority }, signal)) {
+async function generateOne(
+  api: SchedulerClient,
+  model: string,
+  params: Partial<GenerationParams> & { prompt: string },
+  priority: number,
+  signal: AbortSignal,
+  image?: InputImageSource,
+): Promise<ObjectRef> {
+  for await (const e of api.generate({ model, params: paramsToWire(params, image), priority }, { signal })) {
     if (e.completed) {
       const ref = e.completed.results.find((r) => r.name === 'pixels') ?? e.completed.results[0];
       if (!ref) throw new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'generation finished without pixels');
@@ -220,23 +251,62 @@ async function generateOne(api: SchedulerApi, model: string, params: Partial<Gen
   throw new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', 'the scheduler ended the request without a result', { retryAfterMs: 1000 });
 }
 
-export async function createImages(deps: OpenAiDeps, req: IncomingMessage, res: ServerResponse, body: Record<string, unknown>, signal: AbortSignal, setMapper: (m: ParamMapper) => void): Promise<void> {
-  setMapper(mapper());
-  rejectUnknown(body, IMAGE_FIELDS);
+/** The parameters `/v1/images/generations` and `/v1/images/edits` share, checked. */
+function imageOptions(deps: OpenAiDeps, body: Record<string, unknown>) {
   const text = prompt(body, 'prompt', deps.maxPromptChars, true)!;
   const negative = prompt(body, 'negative_prompt', deps.maxPromptChars, false);
   const n = optNumber(body, 'n', { integer: true, min: 1, max: 4 }) ?? 1;
   const size = optSize(body);
   const format = optString(body, 'response_format') ?? 'b64_json';
-  if (format !== 'b64_json' && format !== 'url') throw invalid('response_format', `must be "b64_json" or "url", got ${describeValue(format)}`);
+  if (format !== 'b64_json' && format !== 'url')
+    throw invalid('response_format', `must be "b64_json" or "url", got ${describeValue(format)}`);
   const outputFormat = optString(body, 'output_format');
   if (outputFormat !== undefined && outputFormat !== 'png') throw invalid('output_format', 'only "png" is supported');
   const steps = optNumber(body, 'num_inference_steps', { integer: true, min: 1, max: UINT32_MAX });
   const guidance = optNumber(body, 'guidance_scale', { min: 0 });
   const priority = optNumber(body, 'priority', { integer: true, min: -(2 ** 31), max: 2 ** 31 - 1 }) ?? 0;
   const seed = optSeed(body) ?? BigInt(randomSeed());
-  const model = await deps.models.resolve(optString(body, 'model'), 'MODALITY_TEXT_TO_IMAGE', signal);
+  const params: Partial<GenerationParams> & { prompt: string } = {
+    prompt: text,
+    ...(negative !== undefined ? { negativePrompt: negative } : {}),
+    ...(size ?? {}),
+    numFrames: 1,
+    ...(steps !== undefined ? { numInferenceSteps: steps } : {}),
+    ...(guidance !== undefined ? { guidanceScale: guidance } : {}),
+  };
+  return { params, n, format, priority, seed };
+}
 
+export async function createImages(
+  deps: OpenAiDeps,
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: Record<string, unknown>,
+  signal: AbortSignal,
+  setMapper: (m: ParamMapper) => void,
+): Promise<void> {
+  setMapper(mapper());
+  rejectUnknown(body, IMAGE_FIELDS);
+  const options = imageOptions(deps, body);
+  const model = await deps.models.resolve(optString(body, 'model'), 'MODALITY_TEXT_TO_IMAGE', signal);
+  await runImages(deps, req, res, model.name, options, signal);
+}
+
+/**
+ * Runs `n` generations (an image each) in parallel with seeds seed, seed+1, … and answers with
+ * the images, OpenAI style. The first failure cancels the others.
+ */
+async function runImages(
+  deps: OpenAiDeps,
+  req: IncomingMessage,
+  res: ServerResponse,
+  modelName: string,
+  options: ReturnType<typeof imageOptions>,
+  signal: AbortSignal,
+  image?: InputImageSource,
+): Promise<void> {
+  const { params, n, format, priority, seed } = options;
+  const model = { name: modelName };
   // n requests with consecutive seeds; the first failure cancels the others.
   const group = new AbortController();
   const onAbort = (): void => group.abort();
@@ -245,25 +315,22 @@ export async function createImages(deps: OpenAiDeps, req: IncomingMessage, res: 
     generateOne(
       deps.api,
       model.name,
-      {
-        prompt: text,
-        ...(negative !== undefined ? { negativePrompt: negative } : {}),
-        ...(size ?? {}),
-        numFrames: 1,
-        ...(steps !== undefined ? { numInferenceSteps: steps } : {}),
-        ...(guidance !== undefined ? { guidanceScale: guidance } : {}),
-        seed: ((seed + BigInt(i)) % (MAX_SEED + 1n)).toString(),
-      },
+      { ...params, seed: ((seed + BigInt(i)) % (MAX_SEED + 1n)).toString() },
       priority,
       group.signal,
+      image,
     ),
   );
   let refs: ObjectRef[];
   try {
-    refs = await Promise.all(runs.map((p) => p.catch((err: unknown) => {
-      group.abort();
-      throw err;
-    })));
+    refs = await Promise.all(
+      runs.map((p) =>
+        p.catch((err: unknown) => {
+          group.abort();
+          throw err;
+        }),
+      ),
+    );
   } catch (err) {
     const done = await Promise.allSettled(runs);
     for (const r of done) if (r.status === 'fulfilled') void deps.store.delete(r.value).catch(() => undefined);
@@ -277,7 +344,7 @@ export async function createImages(deps: OpenAiDeps, req: IncomingMessage, res: 
     for (const ref of refs) {
       if (format === 'b64_json') {
         const { width, height, frames } = await fetchFrames(deps.store, ref);
-        data.push({ b64_json: Buffer.from(encodePng(frames[0], width, height)).toString('base64') });
+        data.push({ b64_json: (await encodeImage({ width, height, data: frames[0] }, 'png')).toString('base64') });
       } else {
         const { id } = await deps.results.put(ref);
         data.push({ url: `${baseUrl(deps, req)}/v1/images/results/${id}.png` });
@@ -296,12 +363,80 @@ export async function createImages(deps: OpenAiDeps, req: IncomingMessage, res: 
   });
 }
 
+// ---------------------------------------------------------------------------------------
+// POST /v1/images/edits
+
+/** Form fields of `/v1/images/edits` that take a file. */
+export const EDIT_FILE_FIELDS = ['image', 'image[]', 'mask'] as const;
+
+const EDIT_FIELDS = [
+  ...IMAGE_FIELDS,
+  'image',
+  'image[]',
+  // JSON bodies: `images: [{ image_url: "data:…" }]`.
+  'images',
+  'mask',
+  // diffmesh's extension: img2img strength in (0, 1].
+  'strength',
+  // Accepted for compatibility; they change nothing here.
+  'input_fidelity',
+  'output_compression',
+  'partial_images',
+  'stream',
+] as const;
+
+/** The one input image of an edit: `image` (or the SDK's `image[]`), or a JSON body's `images[0]`. */
+function editImageValue(body: Record<string, unknown>): { value: unknown; param: string } {
+  const given = (['image', 'image[]', 'images'] as const).filter((k) => body[k] !== undefined && body[k] !== null);
+  if (given.length === 0) throw invalid('image', 'is required: the image to edit (a PNG, JPEG or WebP file)');
+  if (given.length > 1) throw invalid(given[1], `give one of ${given.join(', ')}, not both`);
+  const param = given[0];
+  const value = body[param];
+  if (param !== 'images') return { value, param };
+  if (!Array.isArray(value)) throw invalid('images', `expected an array of { "image_url": … }, got ${describeValue(value)}`);
+  if (value.length !== 1) throw invalid('images', `one input image is supported, got ${value.length}`);
+  return { value: value[0], param: 'images' };
+}
+
+/**
+ * POST /v1/images/edits (OpenAI's image edit; img2img here): `image` (a PNG, JPEG or WebP
+ * file), `prompt`, and the parameters of `/v1/images/generations`, plus `strength` in (0, 1].
+ * Runs on a model that takes an input image (default: the first `image-to-image` model).
+ */
+export async function createImageEdit(
+  deps: OpenAiDeps,
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: Record<string, unknown>,
+  signal: AbortSignal,
+  setMapper: (m: ParamMapper) => void,
+): Promise<void> {
+  rejectUnknown(body, EDIT_FIELDS);
+  const { value, param } = editImageValue(body);
+  setMapper(mapper({ input_image: param }));
+  if (body.mask !== undefined) throw invalid('mask', 'masks (inpainting) are not supported: the whole image is edited');
+  const stream = optString(body, 'stream');
+  if (stream !== undefined && stream !== 'false') throw invalid('stream', 'streaming is not supported; leave stream unset or false');
+  const options = imageOptions(deps, body);
+  const strength = optNumber(body, 'strength', { min: 0, max: 1 });
+  const image = await inputImageParam(value, param, deps.maxImageBytes);
+  const model = await deps.models.resolve(optString(body, 'model'), 'MODALITY_IMAGE_TO_IMAGE', signal);
+  const withStrength = { ...options, params: { ...options.params, ...(strength !== undefined ? { strength } : {}) } };
+  await runImages(deps, req, res, model.name, withStrength, signal, image);
+}
+
 /** GET /v1/images/results/{id}: the PNG behind a `url` result, encoded as it is sent. */
 export async function sendImageResult(deps: OpenAiDeps, res: ServerResponse, id: string): Promise<void> {
   const ref = deps.results.get(id);
-  if (!ref) throw new DiffmeshError(Code.NOT_FOUND, 'OBJECT_NOT_FOUND', 'no such image result (it may have expired)', { metadata: { field: 'result_id' } });
+  if (!ref)
+    throw new DiffmeshError(Code.NOT_FOUND, 'OBJECT_NOT_FOUND', 'no such image result (it may have expired)', {
+      metadata: { field: 'result_id' },
+    });
   const { width, height, frames } = await fetchFrames(deps.store, ref);
-  await sendBytes(res, encodePng(frames[0], width, height), { 'content-type': 'image/png', 'cache-control': 'private, max-age=300' });
+  await sendBytes(res, await encodeImage({ width, height, data: frames[0] }, 'png'), {
+    'content-type': 'image/png',
+    'cache-control': 'private, max-age=300',
+  });
 }
 
 /**
@@ -312,15 +447,22 @@ export async function sendImageResult(deps: OpenAiDeps, res: ServerResponse, id:
 export async function sendObjectImage(deps: OpenAiDeps, res: ServerResponse, objectId: string, signal: AbortSignal): Promise<void> {
   const statReq = messageCodec<StatRequest>('diffmesh.tensor.v1.StatRequest');
   const statRes = messageCodec<object, StatResponse__Output>('diffmesh.tensor.v1.StatResponse');
-  const bytes = await deps.tensors.unary(`/${SERVICE_NAMES.tensor}/Stat`, Buffer.from(statReq.encode({ objectId })), { affinityKey: objectId, signal });
+  const bytes = await deps.tensors.unary(`/${SERVICE_NAMES.tensor}/Stat`, Buffer.from(statReq.encode({ objectId })), {
+    affinityKey: objectId,
+    signal,
+  });
   const wire = statRes.decode(bytes).ref;
-  if (!wire) throw new DiffmeshError(Code.NOT_FOUND, 'OBJECT_NOT_FOUND', `object "${objectId}" not found`, { metadata: { field: 'object_id' } });
+  if (!wire)
+    throw new DiffmeshError(Code.NOT_FOUND, 'OBJECT_NOT_FOUND', `object "${objectId}" not found`, { metadata: { field: 'object_id' } });
   const ref = objectRefFromWire(wire);
   if (ref.dtype !== 'uint8' || ref.shape.length !== 4 || ref.shape[3] !== 3) {
     throw invalid('object_id', `object "${objectId}" is ${ref.dtype}[${ref.shape.join(', ')}], not RGB pixels [frames, height, width, 3]`);
   }
   const { width, height, frames } = await fetchFrames(deps.store, ref);
-  await sendBytes(res, encodePng(frames[0], width, height), { 'content-type': 'image/png', 'cache-control': 'private, max-age=300' });
+  await sendBytes(res, await encodeImage({ width, height, data: frames[0] }, 'png'), {
+    'content-type': 'image/png',
+    'cache-control': 'private, max-age=300',
+  });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -333,6 +475,9 @@ function modelObject(m: ModelInfo__Output): Record<string, unknown> {
     created: 0,
     owned_by: m.name.includes('/') ? m.name.slice(0, m.name.indexOf('/')) : 'diffmesh',
     modalities: m.modalities.map((x) => x.replace('MODALITY_', '').toLowerCase().replace(/_/g, '-')),
+    // Whether the mesh can serve it now; a registered plan without instances is not ready.
+    ready: m.ready,
+    ...(m.ready ? {} : { unavailable_pools: m.unavailablePools }),
   };
 }
 
@@ -344,7 +489,11 @@ export async function listModels(deps: OpenAiDeps, res: ServerResponse, signal: 
 export async function retrieveModel(deps: OpenAiDeps, res: ServerResponse, id: string, signal: AbortSignal): Promise<void> {
   const models = await deps.models.list(signal);
   const m = models.find((x) => !x.pattern && x.name === id);
-  if (!m) throw unknownModel(id, models.filter((x) => !x.pattern).map((x) => x.name));
+  if (!m)
+    throw unknownModel(
+      id,
+      models.filter((x) => !x.pattern).map((x) => x.name),
+    );
   sendJson(res, 200, modelObject(m));
 }
 
@@ -363,29 +512,50 @@ const VIDEO_FIELDS = [
   'num_inference_steps',
   'guidance_scale',
   'priority',
+  // The image to start from (image-to-video): a file, a data URL, or { image_url } in JSON.
   'input_reference',
+  // The openai SDK's form of { image_url } / { file_id }.
+  'input_reference[image_url]',
+  'input_reference[file_id]',
 ] as const;
 
-export async function createVideo(deps: OpenAiDeps, res: ServerResponse, body: Record<string, unknown>, owner: string | undefined, signal: AbortSignal, setMapper: (m: ParamMapper) => void): Promise<void> {
+/** Form fields of `/v1/videos` that take a file. */
+export const VIDEO_FILE_FIELDS = ['input_reference'] as const;
+
+export async function createVideo(
+  deps: OpenAiDeps,
+  res: ServerResponse,
+  body: Record<string, unknown>,
+  owner: string | undefined,
+  signal: AbortSignal,
+  setMapper: (m: ParamMapper) => void,
+): Promise<void> {
   rejectUnknown(body, VIDEO_FIELDS);
-  if (body.input_reference !== undefined) throw invalid('input_reference', 'image-to-video through /v1/videos is not supported yet');
+  const reference = videoReference(body);
   const text = prompt(body, 'prompt', deps.maxPromptChars, true)!;
   const negative = prompt(body, 'negative_prompt', deps.maxPromptChars, false);
   const size = optSize(body);
   const secs = optNumber(body, 'seconds', { min: 0 });
   const frames = optNumber(body, 'num_frames', { integer: true, min: 1, max: UINT32_MAX });
-  setMapper(mapper({ num_frames: frames === undefined && secs !== undefined ? 'seconds' : 'num_frames' }));
+  setMapper(
+    mapper({
+      num_frames: frames === undefined && secs !== undefined ? 'seconds' : 'num_frames',
+      ...(reference ? { input_image: reference.param } : {}),
+    }),
+  );
   const fpsIn = optNumber(body, 'fps', { min: 1, max: 60 });
   const steps = optNumber(body, 'num_inference_steps', { integer: true, min: 1, max: UINT32_MAX });
   const guidance = optNumber(body, 'guidance_scale', { min: 0 });
   const priority = optNumber(body, 'priority', { integer: true, min: -(2 ** 31), max: 2 ** 31 - 1 }) ?? 0;
   const seed = optSeed(body);
-  const model = await deps.models.resolve(optString(body, 'model'), 'MODALITY_TEXT_TO_VIDEO', signal);
+  const image = reference ? await inputImageParam(reference.value, reference.param, deps.maxImageBytes) : undefined;
+  const model = await deps.models.resolve(optString(body, 'model'), image ? 'MODALITY_IMAGE_TO_VIDEO' : 'MODALITY_TEXT_TO_VIDEO', signal);
   const d = model.info.defaults;
   const fps = fpsIn ?? (d?.fps || 8);
   // Without a length, a model's own clip length, or four seconds for a model whose default is a still.
   const modelFrames = d?.numFrames ?? 0;
-  const numFrames = frames ?? (secs !== undefined ? Math.max(1, Math.round(secs * fps)) : modelFrames > 1 ? modelFrames : Math.round(4 * fps));
+  const numFrames =
+    frames ?? (secs !== undefined ? Math.max(1, Math.round(secs * fps)) : modelFrames > 1 ? modelFrames : Math.round(4 * fps));
   if (numFrames > UINT32_MAX) throw invalid('seconds', `${secs} seconds at ${fps} fps is ${numFrames} frames; at most ${UINT32_MAX}`);
   const width = size?.width ?? d?.width ?? 0;
   const height = size?.height ?? d?.height ?? 0;
@@ -406,16 +576,33 @@ export async function createVideo(deps: OpenAiDeps, res: ServerResponse, body: R
     height,
     numFrames,
     fps,
-    stages: (model.info.plan?.stages ?? []).map((s) => s.name.replace('STAGE_NAME_', '').toLowerCase()),
-    request: { model: model.name, params: paramsToWire(params), priority },
+    // The stages the request runs: one that requires the image runs only with one.
+    stages: (model.info.plan?.stages ?? [])
+      .filter((s) => !s.requires || (s.requires === 'input_image' && image !== undefined))
+      .map((s) => s.name.replace('STAGE_NAME_', '').toLowerCase()),
+    request: { model: model.name, params: paramsToWire(params, image), priority },
   };
   const job = await deps.videos.create(spec, owner, signal);
   deps.metrics.videos.inc({ model: model.name });
   sendJson(res, 200, job);
 }
 
+/** The image a video starts from, if the body gives one: `input_reference` (a file, a data URL or `{ image_url }`). */
+function videoReference(body: Record<string, unknown>): { value: unknown; param: string } | undefined {
+  const fileId = body['input_reference[file_id]'];
+  if (fileId !== undefined) throw invalid('input_reference', 'file_id references are not supported; upload the file or give image_url');
+  const url = body['input_reference[image_url]'];
+  const direct = body.input_reference;
+  if (url !== undefined && direct !== undefined) throw invalid('input_reference', 'give input_reference once');
+  if (url !== undefined) return { value: url, param: 'input_reference' };
+  if (direct === undefined || direct === null) return undefined;
+  return { value: direct, param: 'input_reference' };
+}
+
 function videoNotFound(id: string): DiffmeshError {
-  return new DiffmeshError(Code.NOT_FOUND, 'REQUEST_NOT_FOUND', `no video job "${id}" (it may have expired)`, { metadata: { field: 'video_id' } });
+  return new DiffmeshError(Code.NOT_FOUND, 'REQUEST_NOT_FOUND', `no video job "${id}" (it may have expired)`, {
+    metadata: { field: 'video_id' },
+  });
 }
 
 export function getVideo(deps: OpenAiDeps, res: ServerResponse, id: string, owner: string | undefined): void {
@@ -440,7 +627,13 @@ export function listVideos(deps: OpenAiDeps, res: ServerResponse, query: URLSear
     data = data.slice(i + 1);
   }
   const page = limit === undefined ? data : data.slice(0, limit);
-  sendJson(res, 200, { object: 'list', data: page, has_more: page.length < data.length, first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null });
+  sendJson(res, 200, {
+    object: 'list',
+    data: page,
+    has_more: page.length < data.length,
+    first_id: page[0]?.id ?? null,
+    last_id: page.at(-1)?.id ?? null,
+  });
 }
 
 export async function deleteVideo(deps: OpenAiDeps, res: ServerResponse, id: string, owner: string | undefined): Promise<void> {
@@ -449,7 +642,13 @@ export async function deleteVideo(deps: OpenAiDeps, res: ServerResponse, id: str
   sendJson(res, 200, out);
 }
 
-export async function sendVideoContent(deps: OpenAiDeps, res: ServerResponse, id: string, variant: string, owner: string | undefined): Promise<void> {
+export async function sendVideoContent(
+  deps: OpenAiDeps,
+  res: ServerResponse,
+  id: string,
+  variant: string,
+  owner: string | undefined,
+): Promise<void> {
   const content = await deps.videos.content(id, variant, owner);
   if (!content) throw videoNotFound(id);
   const ext = content.format === 'mp4' ? 'mp4' : content.format;

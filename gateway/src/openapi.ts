@@ -56,7 +56,7 @@ class Components {
   }
 
   field(f: protobuf.Field): Schema {
-    const base: Schema = f.resolvedType ? this.ref(f.resolvedType as protobuf.Type | protobuf.Enum) : { ...(SCALARS[f.type] ?? { type: 'string' }) };
+    const base: Schema = f.resolvedType ? this.ref(f.resolvedType) : { ...(SCALARS[f.type] ?? { type: 'string' }) };
     let s: Schema = base;
     if (f.map) s = { type: 'object', additionalProperties: base };
     else if (f.repeated) s = { type: 'array', items: base };
@@ -111,7 +111,12 @@ const OPENAI_ERROR: Schema = {
   properties: {
     error: {
       type: 'object',
-      properties: { message: { type: 'string' }, type: { type: 'string' }, param: { type: 'string', nullable: true }, code: { type: 'string' } },
+      properties: {
+        message: { type: 'string' },
+        type: { type: 'string' },
+        param: { type: 'string', nullable: true },
+        code: { type: 'string' },
+      },
     },
   },
 };
@@ -119,6 +124,56 @@ const OPENAI_ERROR: Schema = {
 function jsonBody(schema: Schema): Schema {
   return { content: { 'application/json': { schema } } };
 }
+
+/** A body taken as JSON or as form data (multipart/form-data with files, or urlencoded without). */
+function formOrJsonBody(schema: Schema, multipart: Schema = schema): Schema {
+  return {
+    content: {
+      'multipart/form-data': { schema: multipart },
+      'application/x-www-form-urlencoded': { schema },
+      'application/json': { schema },
+    },
+  };
+}
+
+const IMAGE_PARAMS: Record<string, Schema> = {
+  prompt: { type: 'string' },
+  model: { type: 'string' },
+  n: { type: 'integer', minimum: 1, maximum: 4, default: 1 },
+  size: { type: 'string', example: '256x256' },
+  response_format: { type: 'string', enum: ['b64_json', 'url'], default: 'b64_json' },
+  negative_prompt: { type: 'string' },
+  num_inference_steps: { type: 'integer', minimum: 1, maximum: 4294967295 },
+  guidance_scale: { type: 'number' },
+  seed: { type: 'integer' },
+  priority: { type: 'integer' },
+};
+
+const IMAGES_RESPONSE: Schema = {
+  description: 'The images',
+  ...jsonBody({
+    type: 'object',
+    properties: {
+      created: { type: 'integer' },
+      data: {
+        type: 'array',
+        items: {
+          type: 'object',
+          properties: { b64_json: { type: 'string' }, url: { type: 'string' }, revised_prompt: { type: 'string' } },
+        },
+      },
+      output_format: { type: 'string', enum: ['png'] },
+      size: { type: 'string' },
+    },
+  }),
+};
+
+const INPUT_IMAGE_LIMITS = 'PNG, JPEG or WebP, one frame, at most maxImageBytes (15 MiB by default) and 8192×8192 pixels';
+const DATA_URL: Schema = {
+  type: 'string',
+  description: 'a base64 data URL, e.g. data:image/png;base64,…',
+  example: 'data:image/png;base64,iVBORw0KGgo…',
+};
 
 function openAiPaths(): Record<string, Schema> {
   const err = { default: { description: 'Error', ...jsonBody({ $ref: '#/components/schemas/OpenAIError' }) } };
@@ -132,36 +187,58 @@ function openAiPaths(): Record<string, Schema> {
         summary: 'Generates images from a prompt (n requests with seeds seed, seed+1, …).',
         requestBody: {
           required: true,
-          ...jsonBody({
-            type: 'object',
-            required: ['prompt'],
-            properties: {
-              prompt: { type: 'string' },
-              model: { type: 'string' },
-              n: { type: 'integer', minimum: 1, maximum: 4, default: 1 },
-              size: { type: 'string', example: '256x256' },
-              response_format: { type: 'string', enum: ['b64_json', 'url'], default: 'b64_json' },
-              negative_prompt: { type: 'string' },
-              num_inference_steps: { type: 'integer', minimum: 1, maximum: 4294967295 },
-              guidance_scale: { type: 'number' },
-              seed: { type: 'integer' },
-              priority: { type: 'integer' },
-            },
-          }),
+          ...formOrJsonBody({ type: 'object', required: ['prompt'], properties: IMAGE_PARAMS }),
         },
-        responses: {
-          '200': {
-            description: 'The images',
-            ...jsonBody({
-              type: 'object',
-              properties: {
-                created: { type: 'integer' },
-                data: { type: 'array', items: { type: 'object', properties: { b64_json: { type: 'string' }, url: { type: 'string' }, revised_prompt: { type: 'string' } } } },
+        responses: { '200': IMAGES_RESPONSE, ...err },
+      },
+    },
+    '/v1/images/edits': {
+      post: {
+        operationId: 'createImageEdit',
+        tags: ['OpenAI compatible'],
+        summary: 'Edits an image from a prompt (img2img) on a model that takes an input image (default: the first image-to-image model).',
+        description:
+          `The image: ${INPUT_IMAGE_LIMITS}. A corrupt, oversized or foreign image is a 400 naming \`image\`; a model that takes ` +
+          'no input image is a 400 naming `model`. `strength` (a diffmesh extension) says how much of the image is noised away.',
+        requestBody: {
+          required: true,
+          content: {
+            'multipart/form-data': {
+              schema: {
+                type: 'object',
+                required: ['image', 'prompt'],
+                properties: {
+                  image: {
+                    type: 'string',
+                    format: 'binary',
+                    description: `the image to edit (\`image[]\` with one file also works): ${INPUT_IMAGE_LIMITS}`,
+                  },
+                  ...IMAGE_PARAMS,
+                  strength: {
+                    type: 'number',
+                    minimum: 0,
+                    exclusiveMinimum: true,
+                    maximum: 1,
+                    description: "img2img strength (default: the model's, 0.8)",
+                  },
+                },
               },
-            }),
+              encoding: { image: { contentType: 'image/png, image/jpeg, image/webp' } },
+            },
+            'application/json': {
+              schema: {
+                type: 'object',
+                required: ['images', 'prompt'],
+                properties: {
+                  images: { type: 'array', minItems: 1, maxItems: 1, items: { type: 'object', properties: { image_url: DATA_URL } } },
+                  ...IMAGE_PARAMS,
+                  strength: { type: 'number', minimum: 0, exclusiveMinimum: true, maximum: 1 },
+                },
+              },
+            },
           },
-          ...err,
         },
+        responses: { '200': IMAGES_RESPONSE, ...err },
       },
     },
     '/v1/images/results/{result_id}': {
@@ -178,8 +255,16 @@ function openAiPaths(): Record<string, Schema> {
       get: {
         operationId: 'getObjectImage',
         tags: ['OpenAI compatible'],
-        summary: 'The first frame of a pixels object (a Completed event\'s result) as PNG; a diffmesh extension.',
-        parameters: [{ name: 'object_id', in: 'path', required: true, description: 'percent-encoded (object ids contain ":")', schema: { type: 'string' } }],
+        summary: "The first frame of a pixels object (a Completed event's result) as PNG; a diffmesh extension.",
+        parameters: [
+          {
+            name: 'object_id',
+            in: 'path',
+            required: true,
+            description: 'percent-encoded (object ids contain ":")',
+            schema: { type: 'string' },
+          },
+        ],
         responses: { '200': { description: 'PNG', content: { 'image/png': { schema: { type: 'string', format: 'binary' } } } }, ...err },
       },
     },
@@ -190,7 +275,10 @@ function openAiPaths(): Record<string, Schema> {
         responses: {
           '200': {
             description: 'Models',
-            ...jsonBody({ type: 'object', properties: { object: { type: 'string' }, data: { type: 'array', items: { $ref: '#/components/schemas/Model' } } } }),
+            ...jsonBody({
+              type: 'object',
+              properties: { object: { type: 'string' }, data: { type: 'array', items: { $ref: '#/components/schemas/Model' } } },
+            }),
           },
           ...err,
         },
@@ -208,26 +296,33 @@ function openAiPaths(): Record<string, Schema> {
       post: {
         operationId: 'createVideo',
         tags: ['OpenAI compatible'],
-        summary: 'Starts a video job (JSON or form data).',
+        summary: 'Starts a video job (JSON or form data); with input_reference, image-to-video from that first frame.',
+        description:
+          `\`input_reference\` (${INPUT_IMAGE_LIMITS}) makes the job image-to-video, on a model that takes an input image ` +
+          '(default: the first image-to-video model); a corrupt, oversized or foreign image is a 400 naming `input_reference`.',
         requestBody: {
           required: true,
-          ...jsonBody({
-            type: 'object',
-            required: ['prompt'],
-            properties: {
-              prompt: { type: 'string' },
-              model: { type: 'string' },
-              size: { type: 'string', example: '256x256' },
-              seconds: { type: 'string', example: '2' },
-              num_frames: { type: 'integer', minimum: 1, maximum: 4294967295 },
-              fps: { type: 'number' },
-              seed: { type: 'integer' },
-              negative_prompt: { type: 'string' },
-              num_inference_steps: { type: 'integer', minimum: 1, maximum: 4294967295 },
-              guidance_scale: { type: 'number' },
-              priority: { type: 'integer' },
+          ...formOrJsonBody(
+            {
+              type: 'object',
+              required: ['prompt'],
+              properties: {
+                ...VIDEO_PARAMS,
+                input_reference: {
+                  oneOf: [DATA_URL, { type: 'object', properties: { image_url: DATA_URL } }],
+                  description: 'the first frame, as a data URL or { image_url } (form data: input_reference[image_url])',
+                },
+              },
             },
-          }),
+            {
+              type: 'object',
+              required: ['prompt'],
+              properties: {
+                ...VIDEO_PARAMS,
+                input_reference: { type: 'string', format: 'binary', description: `the first frame: ${INPUT_IMAGE_LIMITS}` },
+              },
+            },
+          ),
         },
         responses: { '200': { description: 'The job', ...jsonBody(video) }, ...err },
       },
@@ -237,7 +332,12 @@ function openAiPaths(): Record<string, Schema> {
         summary: "The caller's jobs (with API keys, those its key created), newest first unless order=asc.",
         parameters: [
           { name: 'after', in: 'query', description: 'a job id: list the jobs after it', schema: { type: 'string' } },
-          { name: 'limit', in: 'query', description: 'most jobs in the page (default: all)', schema: { type: 'integer', minimum: 1, maximum: 100 } },
+          {
+            name: 'limit',
+            in: 'query',
+            description: 'most jobs in the page (default: all)',
+            schema: { type: 'integer', minimum: 1, maximum: 100 },
+          },
           { name: 'order', in: 'query', schema: { type: 'string', enum: ['asc', 'desc'], default: 'desc' } },
         ],
         responses: {
@@ -245,7 +345,12 @@ function openAiPaths(): Record<string, Schema> {
             description: 'Jobs',
             ...jsonBody({
               type: 'object',
-              properties: { data: { type: 'array', items: video }, has_more: { type: 'boolean' }, first_id: { type: 'string' }, last_id: { type: 'string' } },
+              properties: {
+                data: { type: 'array', items: video },
+                has_more: { type: 'boolean' },
+                first_id: { type: 'string' },
+                last_id: { type: 'string' },
+              },
             }),
           },
           ...err,
@@ -253,7 +358,12 @@ function openAiPaths(): Record<string, Schema> {
       },
     },
     '/v1/videos/{video_id}': {
-      get: { operationId: 'getVideo', tags: ['OpenAI compatible'], parameters: [idParam], responses: { '200': { description: 'The job', ...jsonBody(video) }, ...err } },
+      get: {
+        operationId: 'getVideo',
+        tags: ['OpenAI compatible'],
+        parameters: [idParam],
+        responses: { '200': { description: 'The job', ...jsonBody(video) }, ...err },
+      },
       delete: {
         operationId: 'deleteVideo',
         tags: ['OpenAI compatible'],
@@ -284,11 +394,35 @@ function openAiPaths(): Record<string, Schema> {
   };
 }
 
+const VIDEO_PARAMS: Record<string, Schema> = {
+  prompt: { type: 'string' },
+  model: { type: 'string' },
+  size: { type: 'string', example: '256x256' },
+  seconds: { type: 'string', example: '2' },
+  num_frames: { type: 'integer', minimum: 1, maximum: 4294967295 },
+  fps: { type: 'number' },
+  seed: { type: 'integer' },
+  negative_prompt: { type: 'string' },
+  num_inference_steps: { type: 'integer', minimum: 1, maximum: 4294967295 },
+  guidance_scale: { type: 'number' },
+  priority: { type: 'integer' },
+};
+
 const OPENAI_SCHEMAS: Record<string, Schema> = {
   OpenAIError: OPENAI_ERROR,
   Model: {
     type: 'object',
-    properties: { id: { type: 'string' }, object: { type: 'string' }, created: { type: 'integer' }, owned_by: { type: 'string' } },
+    properties: {
+      id: { type: 'string' },
+      object: { type: 'string' },
+      created: { type: 'integer' },
+      owned_by: { type: 'string' },
+      modalities: {
+        type: 'array',
+        description: 'what the model generates; image-to-image and image-to-video models take an input image',
+        items: { type: 'string', enum: ['text-to-image', 'text-to-video', 'image-to-video', 'image-to-image'] },
+      },
+    },
   },
   Video: {
     type: 'object',
@@ -325,13 +459,19 @@ export function openApiDocument(routes: readonly ProtoRoute[], opts: { version: 
         parameters.push({ name, in: 'query', required: false, schema: s, ...(field.comment ? { description: field.comment } : {}) });
       }
     }
-    const responseSchema = b.responseBody ? components.field(route.responseType.fields[b.responseBody]) : components.ref(route.responseType);
+    const responseSchema = b.responseBody
+      ? components.field(route.responseType.fields[b.responseBody])
+      : components.ref(route.responseType);
     const ok: Schema = b.responseStream
       ? {
-          description: 'A stream of messages: newline-delimited JSON ({"result": message} per line, {"error": …} on failure), or server-sent events with Accept: text/event-stream.',
+          description:
+            'A stream of messages: newline-delimited JSON ({"result": message} per line, {"error": …} on failure), or server-sent events with Accept: text/event-stream.',
           content: {
             'application/x-ndjson': {
-              schema: { type: 'object', properties: { result: responseSchema, error: { $ref: '#/components/schemas/Error/properties/error' } } },
+              schema: {
+                type: 'object',
+                properties: { result: responseSchema, error: { $ref: '#/components/schemas/Error/properties/error' } },
+              },
             },
             'text/event-stream': { schema: { type: 'string', description: 'data: <message JSON> per event; event: error, event: end' } },
           },
@@ -359,7 +499,8 @@ export function openApiDocument(routes: readonly ProtoRoute[], opts: { version: 
       description:
         'HTTP/JSON API of diffmesh. The /api/v1 routes are derived from the google.api.http annotations of the protos ' +
         '(proto3 JSON mapping: lowerCamelCase names, original proto names accepted too, 64-bit integers as strings, ' +
-        'enums by name, timestamps in RFC 3339). The /v1 routes are OpenAI compatible.',
+        'enums by name, timestamps in RFC 3339, bytes in base64: an input image goes in params.input_image.data as ' +
+        'base64 PNG, JPEG or WebP, allowed on top of the body limit). The /v1 routes are OpenAI compatible.',
     },
     paths: { ...paths, ...openAiPaths() },
     components: {

@@ -6,20 +6,35 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import * as grpc from '@grpc/grpc-js';
-import { Code, DiffmeshError } from '@diffmesh/runtime';
+import { Code, DiffmeshError } from '@diffmesh/core';
 import protobuf from 'protobufjs';
-import { describeAny, googleErrorBody, type HttpError } from './errors.js';
+import { bodyTooLarge, describeAny, googleErrorBody, type HttpError } from './errors.js';
 import { checkPromptLength } from './limits.js';
-import { header, parseJsonObject, readBody, sendJson, wantsEventStream, writeChunk } from './http-util.js';
-import { badField, previewName, decodeObject, encodeObject, jsonName, jsonToObject, messageToJson, setFieldPath, stringFields } from './proto-json.js';
+import { base64Length, header, parseJsonObject, readBody, sendJson, wantsEventStream, writeChunk } from './http-util.js';
+import {
+  badField,
+  previewName,
+  decodeObject,
+  encodeObject,
+  jsonName,
+  jsonToObject,
+  messageToJson,
+  setFieldPath,
+  stringFields,
+} from './proto-json.js';
 import type { ProtoRoute } from './routes.js';
-import type { UpstreamPool } from './upstream.js';
+import type { UpstreamPool } from '@diffmesh/client';
 
 /** What a proto route needs from the gateway. */
 export interface ProtoRouteDeps {
   /** Upstream pool by fully qualified service name. */
   upstreams: ReadonlyMap<string, UpstreamPool>;
   maxBodyBytes: number;
+  /**
+   * Largest input image: a request message that can carry one (`input_image.data`, base64 in
+   * JSON) may be this much (base64) larger than `maxBodyBytes`. 0 = no allowance.
+   */
+  maxImageBytes?: number;
   maxPromptChars: number;
   /** How long a stream may stay silent before its 200 headers are sent anyway. */
   streamHeaderWaitMs?: number;
@@ -40,12 +55,18 @@ export async function buildRequest(
   params: Record<string, string>,
   req: IncomingMessage,
   query: URLSearchParams,
-  deps: Pick<ProtoRouteDeps, 'maxBodyBytes' | 'maxPromptChars'>,
+  deps: Pick<ProtoRouteDeps, 'maxBodyBytes' | 'maxPromptChars' | 'maxImageBytes'>,
 ): Promise<Record<string, unknown>> {
   const { binding, requestType } = route;
   let obj: Record<string, unknown> = {};
   if (binding.body) {
-    const json = parseJsonObject(await readBody(req, deps.maxBodyBytes), header(req, 'content-type'));
+    // An input image (base64 in JSON) has its own allowance on top of the body limit.
+    const imageRoom = deps.maxImageBytes && carriesInputImage(requestType) ? base64Length(deps.maxImageBytes) : 0;
+    const body = await readBody(req, deps.maxBodyBytes + imageRoom);
+    const json = parseJsonObject(body, header(req, 'content-type'));
+    if (body.length > deps.maxBodyBytes && body.length - inputImageDataLength(requestType, json) > deps.maxBodyBytes) {
+      throw bodyTooLarge(deps.maxBodyBytes);
+    }
     if (binding.body === '*') {
       obj = jsonToObject(requestType, json);
     } else {
@@ -78,6 +99,41 @@ export async function buildRequest(
     if (PROMPT_FIELDS.has(s.field.name)) checkPromptLength(s.path, s.value, deps.maxPromptChars);
   }
   return obj;
+}
+
+const INPUT_IMAGE_TYPE = '.diffmesh.common.v1.InputImage';
+const imageCarriers = new WeakMap<protobuf.Type, boolean>();
+
+/** Whether a request message can carry an input image (a field of type InputImage, a few levels down). */
+function carriesInputImage(type: protobuf.Type, depth = 0): boolean {
+  const known = imageCarriers.get(type);
+  if (known !== undefined) return known;
+  const found =
+    depth < 3 &&
+    type.fieldsArray.some(
+      (f) =>
+        f.resolvedType instanceof protobuf.Type &&
+        (f.resolvedType.fullName === INPUT_IMAGE_TYPE || carriesInputImage(f.resolvedType, depth + 1)),
+    );
+  if (depth === 0) imageCarriers.set(type, found);
+  return found;
+}
+
+/** Length of the base64 `data` of the input image a JSON request carries (either spelling of the names), or 0. */
+function inputImageDataLength(type: protobuf.Type, json: Record<string, unknown>, depth = 0): number {
+  if (depth > 3) return 0;
+  for (const f of type.fieldsArray) {
+    if (!(f.resolvedType instanceof protobuf.Type)) continue;
+    const v = json[f.name] ?? json[jsonName(f)];
+    if (!v || typeof v !== 'object' || Array.isArray(v)) continue;
+    if (f.resolvedType.fullName === INPUT_IMAGE_TYPE) {
+      const data = (v as Record<string, unknown>).data;
+      return typeof data === 'string' ? data.length : 0;
+    }
+    const inner = inputImageDataLength(f.resolvedType, v as Record<string, unknown>, depth + 1);
+    if (inner > 0) return inner;
+  }
+  return 0;
 }
 
 /** What gRPC metadata may carry in a text value: printable ASCII. */
@@ -113,7 +169,7 @@ function learnedKey(type: protobuf.Type, obj: Record<string, unknown>): string |
 
 function selectResponseBody(route: ProtoRoute, json: Record<string, unknown>): unknown {
   const field = route.binding.responseBody ? route.responseType.fields[route.binding.responseBody] : undefined;
-  return field ? json[jsonName(field)] ?? null : json;
+  return field ? (json[jsonName(field)] ?? null) : json;
 }
 
 /** Writes an error on a route that has not started its response. */
@@ -157,7 +213,52 @@ export async function handleProtoRoute(
     sendJson(res, 200, selectResponseBody(route, messageToJson(route.responseType, decoded) as Record<string, unknown>));
     return;
   }
-  await streamResponse(deps, route, pool, pool.stream(route.binding.grpcPath, request, callOpts), req, res, signal, () => served);
+  const messages = pool.stream(route.binding.grpcPath, request, callOpts);
+  if (route.responseType.fullName === FILE_RESPONSE_TYPE) {
+    await fileResponse(route, messages, res, signal);
+    return;
+  }
+  await streamResponse(deps, route, pool, messages, req, res, signal, () => served);
+}
+
+/** Streamed files (GetResult): a header message, then the bytes in chunks. */
+const FILE_RESPONSE_TYPE = '.diffmesh.scheduler.v1.GetResultResponse';
+
+/**
+ * Answers a file stream with the file itself: its media type and length from the header
+ * message, then the chunks as the body. A failure before the header is an HTTP error with a
+ * JSON body, as on any route; one after it cuts the response short (its length tells).
+ */
+async function fileResponse(route: ProtoRoute, messages: AsyncGenerator<Buffer>, res: ServerResponse, signal: AbortSignal): Promise<void> {
+  const it = messages[Symbol.asyncIterator]();
+  // Bytes stay bytes (not base64) and the size a number.
+  const decode = (b: Buffer): { header?: Record<string, unknown>; chunk?: Uint8Array } =>
+    route.responseType.toObject(route.responseType.decode(b), { longs: Number });
+  try {
+    const first = await it.next();
+    const header = first.done ? undefined : decode(first.value).header;
+    if (!header) throw new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'the result stream did not start with its header');
+    const name = typeof header.file_name === 'string' ? header.file_name.replace(/[^\w.-]/g, '_') : 'result';
+    res.writeHead(200, {
+      'content-type': typeof header.media_type === 'string' ? header.media_type : 'application/octet-stream',
+      'content-length': String(Number(header.size_bytes ?? 0)),
+      'content-disposition': `inline; filename="${name}"`,
+      'cache-control': 'private, max-age=300',
+    });
+    for (;;) {
+      const step = await it.next();
+      if (step.done) break;
+      const { chunk } = decode(step.value);
+      if (chunk instanceof Uint8Array && !(await writeChunk(res, chunk))) return;
+    }
+    res.end();
+  } catch (err) {
+    if (signal.aborted) return;
+    if (!res.headersSent) sendGoogleError(res, describeAny(err));
+    else res.destroy();
+  } finally {
+    it.return?.(undefined)?.catch(() => undefined);
+  }
 }
 
 async function streamResponse(

@@ -8,7 +8,7 @@
  * (Timestamp as RFC 3339, Duration as `1.5s`, Any with `@type`).
  */
 import { loadDiffmeshPackageDefinition, newDiffmeshRoot } from '@diffmesh/protos';
-import { Code, DiffmeshError } from '@diffmesh/runtime';
+import { Code, DiffmeshError } from '@diffmesh/core';
 import protobuf from 'protobufjs';
 
 /** Options of `toObject` matching the proto3 JSON mapping. */
@@ -42,7 +42,7 @@ export function protoRoot(): protobuf.Root {
 
 /** The proto3 JSON name of a field: lowerCamelCase of its proto name, unless `json_name` is set. */
 export function jsonName(field: protobuf.Field): string {
-  const explicit = (field.options as Record<string, unknown> | undefined)?.json_name;
+  const explicit = field.options?.json_name;
   if (typeof explicit === 'string') return explicit;
   return field.name.replace(/_+([a-zA-Z0-9])/g, (_m, c: string) => c.toUpperCase());
 }
@@ -78,7 +78,8 @@ export function describeValue(value: unknown): string {
   if (Array.isArray(value)) return 'an array';
   if (typeof value === 'string') return JSON.stringify(preview(value));
   if (typeof value === 'object') return 'an object';
-  return String(value);
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint' || value === undefined) return String(value);
+  return typeof value;
 }
 
 /** Finds a field by its JSON name or its proto name. */
@@ -176,7 +177,8 @@ const RFC3339 = /^(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz
 function parseTimestamp(value: unknown, path: string): { seconds: string; nanos: number } {
   const m = typeof value === 'string' ? RFC3339.exec(value) : null;
   const ms = m ? Date.parse(`${m[1]}T${m[2]}${m[4].toUpperCase()}`) : NaN;
-  if (!m || Number.isNaN(ms)) throw badField(path, `expected an RFC 3339 timestamp such as 2024-05-01T12:00:00Z, got ${describeValue(value)}`);
+  if (!m || Number.isNaN(ms))
+    throw badField(path, `expected an RFC 3339 timestamp such as 2024-05-01T12:00:00Z, got ${describeValue(value)}`);
   const nanos = m[3] ? Number(m[3].padEnd(9, '0')) : 0;
   return { seconds: String(Math.floor(ms / 1000)), nanos };
 }
@@ -221,7 +223,8 @@ function message(type: protobuf.Type, value: unknown, path: string, opts: FromJs
 }
 
 function anyFromJson(value: unknown, path: string, opts: FromJsonOptions): unknown {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw badField(path, `expected an object, got ${describeValue(value)}`);
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw badField(path, `expected an object, got ${describeValue(value)}`);
   const { '@type': url, ...rest } = value as Record<string, unknown>;
   if (typeof url !== 'string') throw badField(join2(path, '@type'), 'is required in an Any');
   let inner: protobuf.Type;
@@ -369,7 +372,13 @@ export function setFieldPath(type: protobuf.Type, obj: Record<string, unknown>, 
     const p = parts.slice(0, i + 1).join('.');
     if (!field) throw badField(label, `unknown field "${p}"`);
     if (i === parts.length - 1) {
-      if (field.map || (field.resolvedType instanceof protobuf.Type && field.resolvedType.fullName !== TIMESTAMP && field.resolvedType.fullName !== DURATION && !WRAPPERS.has(field.resolvedType.fullName))) {
+      if (
+        field.map ||
+        (field.resolvedType instanceof protobuf.Type &&
+          field.resolvedType.fullName !== TIMESTAMP &&
+          field.resolvedType.fullName !== DURATION &&
+          !WRAPPERS.has(field.resolvedType.fullName))
+      ) {
         throw badField(label, 'cannot be set from the URL (not a scalar field)');
       }
       const value = fieldValue(field, raw, label, { fromUrl: true });
@@ -395,7 +404,11 @@ export function setFieldPath(type: protobuf.Type, obj: Record<string, unknown>, 
 }
 
 /** Walks a plain object (proto names) and yields every string value with its JSON path. */
-export function* stringFields(type: protobuf.Type, obj: Record<string, unknown>, path = ''): Generator<{ field: protobuf.Field; path: string; value: string }> {
+export function* stringFields(
+  type: protobuf.Type,
+  obj: Record<string, unknown>,
+  path = '',
+): Generator<{ field: protobuf.Field; path: string; value: string }> {
   for (const field of type.fieldsArray) {
     const value = obj[field.name];
     if (value === undefined || value === null) continue;
@@ -404,7 +417,8 @@ export function* stringFields(type: protobuf.Type, obj: Record<string, unknown>,
     else if (field.resolvedType instanceof protobuf.Type && !field.map) {
       const items = field.repeated ? (value as unknown[]) : [value];
       for (const [i, v] of items.entries()) {
-        if (v && typeof v === 'object') yield* stringFields(field.resolvedType, v as Record<string, unknown>, field.repeated ? join2(p, i) : p);
+        if (v && typeof v === 'object')
+          yield* stringFields(field.resolvedType, v as Record<string, unknown>, field.repeated ? join2(p, i) : p);
       }
     }
   }

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { Logger, ObjectRef, TensorStore } from '@diffmesh/runtime';
+import type { Logger, ObjectRef } from '@diffmesh/core';
+import type { TensorStore } from '@diffmesh/tensor-client';
 
 interface Entry {
   ref: ObjectRef;
@@ -52,7 +53,9 @@ export class ResultStore {
     if (!e) return;
     clearTimeout(e.timer);
     this.entries.delete(id);
-    this.store.delete(e.ref).catch((err: unknown) => this.log.debug({ err, objectId: e.ref.objectId }, 'could not delete an expired result'));
+    this.store
+      .delete(e.ref)
+      .catch((err: unknown) => this.log.debug({ err, objectId: e.ref.objectId }, 'could not delete an expired result'));
   }
 
   /** Forgets every entry (the tensor TTLs reap the bytes). */

@@ -1,5 +1,5 @@
 import { httpBindings } from '@diffmesh/protos';
-import { Code, DiffmeshError, toWire } from '@diffmesh/runtime';
+import { Code, DiffmeshError, toWire } from '@diffmesh/core';
 import { describe, expect, it } from 'vitest';
 import { RateLimiter } from './auth.js';
 import { describeError, httpStatusOf } from './errors.js';
@@ -76,11 +76,23 @@ describe('proto3 JSON mapping', () => {
   const getResponse = protoRoot().lookupType('diffmesh.scheduler.v1.GetResponse');
 
   it('accepts JSON names and original proto names, 64-bit integers as strings or numbers', () => {
-    const a = jsonToObject(submit, { model: 'm', params: { prompt: 'p', numInferenceSteps: 4, seed: '18446744073709551615' }, timeoutMs: 5 });
-    const b = jsonToObject(submit, { model: 'm', params: { prompt: 'p', num_inference_steps: 4, seed: '18446744073709551615' }, timeout_ms: 5 });
+    const a = jsonToObject(submit, {
+      model: 'm',
+      params: { prompt: 'p', numInferenceSteps: 4, seed: '18446744073709551615' },
+      timeoutMs: 5,
+    });
+    const b = jsonToObject(submit, {
+      model: 'm',
+      params: { prompt: 'p', num_inference_steps: 4, seed: '18446744073709551615' },
+      timeout_ms: 5,
+    });
     expect(a).toEqual(b);
     const round = decodeObject(submit, encodeObject(submit, a));
-    expect(messageToJson(submit, round)).toMatchObject({ model: 'm', timeoutMs: 5, params: { numInferenceSteps: 4, seed: '18446744073709551615' } });
+    expect(messageToJson(submit, round)).toMatchObject({
+      model: 'm',
+      timeoutMs: 5,
+      params: { numInferenceSteps: 4, seed: '18446744073709551615' },
+    });
   });
 
   it('names the field of a bad value, an unknown field or a duplicate', () => {
@@ -138,7 +150,11 @@ describe('gRPC status → HTTP', () => {
   });
 
   it('carries reason, field, retry delay and the status details', () => {
-    const e = describeError(toWire(new DiffmeshError(Code.RESOURCE_EXHAUSTED, 'QUEUE_FULL', 'queue is full', { retryAfterMs: 1500, metadata: { field: 'model' } })));
+    const e = describeError(
+      toWire(
+        new DiffmeshError(Code.RESOURCE_EXHAUSTED, 'QUEUE_FULL', 'queue is full', { retryAfterMs: 1500, metadata: { field: 'model' } }),
+      ),
+    );
     expect(e).toMatchObject({ httpStatus: 429, status: 'RESOURCE_EXHAUSTED', reason: 'QUEUE_FULL', field: 'model', retryAfterSeconds: 2 });
     expect(e.details).toContainEqual({ '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '1.500s' });
     expect(describeError(new Error('secret /etc/passwd'))).toMatchObject({ httpStatus: 500, message: 'internal error' });

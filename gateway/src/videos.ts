@@ -5,22 +5,12 @@
  * until it expires.
  */
 import type { RequestEvent__Output, SubmitRequest } from '@diffmesh/protos';
-import {
-  Code,
-  DiffmeshError,
-  encodePng,
-  encodeVideo,
-  errorDetailFromWire,
-  ffmpegAvailable,
-  fromWire,
-  objectRefFromWire,
-  type Logger,
-  type ObjectRef,
-  type TensorStore,
-} from '@diffmesh/runtime';
+import { Code, DiffmeshError, errorDetailFromWire, fromWire, objectRefFromWire, type Logger, type ObjectRef } from '@diffmesh/core';
+import { encodeImage, encodeVideo, ffmpegAvailable } from '@diffmesh/media';
+import { type TensorStore } from '@diffmesh/tensor-client';
 import { gatewayError } from './errors.js';
 import { fetchFrames } from './media.js';
-import type { SchedulerApi } from './scheduler-api.js';
+import type { SchedulerClient } from '@diffmesh/client';
 
 export type VideoStatus = 'queued' | 'in_progress' | 'completed' | 'failed' | 'cancelled';
 
@@ -42,7 +32,8 @@ interface VideoJob {
   reqId: string;
   /** Identity of the API key that created it; undefined when authentication was off. */
   owner?: string;
-  spec: VideoSpec;
+  /** What it was asked for, without the request itself (which may carry an input image's bytes). */
+  spec: Omit<VideoSpec, 'request'>;
   status: VideoStatus;
   progress: number;
   createdAt: number;
@@ -63,7 +54,7 @@ const TERMINAL = new Set<VideoStatus>(['completed', 'failed', 'cancelled']);
 const STAGE_WEIGHT: Record<string, number> = { denoising: 8 };
 
 export interface VideoJobsOptions {
-  api: SchedulerApi;
+  api: SchedulerClient;
   store: TensorStore;
   ttlMs: number;
   maxJobs: number;
@@ -85,17 +76,18 @@ export class VideoJobs {
     // The slot is taken before the await, so concurrent creations cannot all pass the cap.
     this.makeRoom();
     this.reserved += 1;
-    let res: Awaited<ReturnType<SchedulerApi['submit']>>;
+    let res: Awaited<ReturnType<SchedulerClient['submit']>>;
     try {
-      res = await this.opts.api.submit(spec.request, signal);
+      res = await this.opts.api.submit(spec.request, signal ? { signal } : {});
     } finally {
       this.reserved -= 1;
     }
+    const { request: _submitted, ...kept } = spec;
     const job: VideoJob = {
       id: `video_${res.reqId}`,
       reqId: res.reqId,
       ...(owner !== undefined ? { owner } : {}),
-      spec,
+      spec: kept,
       status: 'queued',
       progress: 0,
       createdAt: Date.now(),
@@ -110,9 +102,14 @@ export class VideoJobs {
     if (this.jobs.size + this.reserved < this.opts.maxJobs) return;
     const oldest = [...this.jobs.values()].filter((j) => TERMINAL.has(j.status)).sort((a, b) => a.createdAt - b.createdAt)[0];
     if (!oldest) {
-      throw gatewayError(Code.RESOURCE_EXHAUSTED, 'TOO_MANY_REQUESTS', `the gateway already follows ${this.opts.maxJobs} video jobs; retry later`, {
-        retryAfterMs: 5000,
-      });
+      throw gatewayError(
+        Code.RESOURCE_EXHAUSTED,
+        'TOO_MANY_REQUESTS',
+        `the gateway already follows ${this.opts.maxJobs} video jobs; retry later`,
+        {
+          retryAfterMs: 5000,
+        },
+      );
     }
     this.drop(oldest);
   }
@@ -158,21 +155,32 @@ export class VideoJobs {
   }
 
   /** The clip (or its first frame as PNG for `thumbnail`), once the job completed. */
-  async content(id: string, variant: string, owner: string | undefined): Promise<{ bytes: Uint8Array; mimeType: string; format: string } | undefined> {
+  async content(
+    id: string,
+    variant: string,
+    owner: string | undefined,
+  ): Promise<{ bytes: Uint8Array; mimeType: string; format: string } | undefined> {
     const job = this.find(id, owner);
     if (!job) return undefined;
     if (job.status !== 'completed' || !job.pixels) {
-      throw new DiffmeshError(Code.FAILED_PRECONDITION, 'INVALID_PARAMETER', `video ${id} is ${job.status}; its content is available once it is completed`, {
-        metadata: { field: 'video_id' },
-      });
+      throw new DiffmeshError(
+        Code.FAILED_PRECONDITION,
+        'INVALID_PARAMETER',
+        `video ${id} is ${job.status}; its content is available once it is completed`,
+        {
+          metadata: { field: 'video_id' },
+        },
+      );
     }
     const pixels = job.pixels;
     if (variant === 'thumbnail') {
       const { width, height, frames } = await fetchFrames(this.opts.store, pixels);
-      return { bytes: encodePng(frames[0], width, height), mimeType: 'image/png', format: 'png' };
+      return { bytes: await encodeImage({ width, height, data: frames[0] }, 'png'), mimeType: 'image/png', format: 'png' };
     }
     if (variant !== 'video') {
-      throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `unsupported variant "${variant}" (use video or thumbnail)`, { field: 'variant' });
+      throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `unsupported variant "${variant}" (use video or thumbnail)`, {
+        field: 'variant',
+      });
     }
     job.content ??= (async () => {
       const { width, height, frames } = await fetchFrames(this.opts.store, pixels);
@@ -197,7 +205,7 @@ export class VideoJobs {
       return Math.min(99, Math.floor((100 * done) / total));
     };
     try {
-      for await (const e of this.opts.api.watch(job.reqId, job.follow.signal)) {
+      for await (const e of this.opts.api.watch(job.reqId, { signal: job.follow.signal })) {
         if (TERMINAL.has(job.status)) break;
         this.apply(job, e, {
           stage: (i) => (stageIndex = i),
@@ -210,8 +218,10 @@ export class VideoJobs {
         // The stream ended without a final event: ask for the request's state.
         const state = await this.opts.api.get(job.reqId);
         if (state.status === 'REQUEST_STATUS_CANCELLED') this.finish(job, 'cancelled');
-        else if (state.status === 'REQUEST_STATUS_COMPLETED' && state.results[0]) this.complete(job, objectRefFromWire(state.results.find((r) => r.name === 'pixels') ?? state.results[0]));
-        else if (state.status === 'REQUEST_STATUS_FAILED') this.fail(job, state.error ? errorDetailFromWire(state.error) : new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'request failed'));
+        else if (state.status === 'REQUEST_STATUS_COMPLETED' && state.results[0])
+          this.complete(job, objectRefFromWire(state.results.find((r) => r.name === 'pixels') ?? state.results[0]));
+        else if (state.status === 'REQUEST_STATUS_FAILED')
+          this.fail(job, state.error ? errorDetailFromWire(state.error) : new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'request failed'));
       }
     } catch (err) {
       if (job.follow.signal.aborted) return;
@@ -253,7 +263,9 @@ export class VideoJobs {
     job.progress = 100;
     this.finish(job, 'completed');
     // The tensor service must keep the pixels as long as the job is downloadable.
-    this.opts.store.touch(pixels, this.opts.ttlMs).catch((err: unknown) => this.opts.log.warn({ err, job: job.id }, 'could not extend the TTL of a video result'));
+    this.opts.store
+      .touch(pixels, this.opts.ttlMs)
+      .catch((err: unknown) => this.opts.log.warn({ err, job: job.id }, 'could not extend the TTL of a video result'));
   }
 
   private fail(job: VideoJob, err: DiffmeshError): void {
@@ -275,7 +287,9 @@ export class VideoJobs {
     job.follow.abort();
     if (job.timer) clearTimeout(job.timer);
     if (job.pixels) {
-      this.opts.store.delete(job.pixels).catch((err: unknown) => this.opts.log.debug({ err, job: job.id }, 'could not delete a video result'));
+      this.opts.store
+        .delete(job.pixels)
+        .catch((err: unknown) => this.opts.log.debug({ err, job: job.id }, 'could not delete a video result'));
     }
   }
 

@@ -18,6 +18,7 @@ const PROVISIONING_ENV = ['PROMETHEUS_URL', 'TEMPO_URL', 'LOKI_URL'];
 /** Panel types that carry no query. */
 const QUERYLESS_PANELS = new Set(['row', 'text']);
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- dashboard JSON of any shape, walked by key
 type Obj = Record<string, any>;
 
 interface Dashboard {
@@ -33,7 +34,10 @@ interface Panel {
 const dashboardFiles = readdirSync(DASHBOARDS_DIR)
   .filter((f) => f.endsWith('.json'))
   .sort();
-const dashboards: Dashboard[] = dashboardFiles.map((file) => ({ file, json: JSON.parse(readFileSync(`${DASHBOARDS_DIR}${file}`, 'utf8')) as Obj }));
+const dashboards: Dashboard[] = dashboardFiles.map((file) => ({
+  file,
+  json: JSON.parse(readFileSync(`${DASHBOARDS_DIR}${file}`, 'utf8')) as Obj,
+}));
 
 function variables(d: Obj): Obj[] {
   return (d.templating?.list ?? []) as Obj[];
@@ -63,7 +67,7 @@ const panels: Panel[] = dashboards.flatMap((d) => allPanels(d.json).map((panel) 
 /** The variable a datasource reference names (`${name}`), or undefined for anything else. */
 function datasourceRefVariable(ref: unknown): string | undefined {
   const uid = typeof ref === 'string' ? ref : typeof ref === 'object' && ref !== null ? (ref as Obj).uid : undefined;
-  const m = typeof uid === 'string' ? /^\$\{(\w+)\}$/.exec(uid) ?? /^\$(\w+)$/.exec(uid) : null;
+  const m = typeof uid === 'string' ? (/^\$\{(\w+)\}$/.exec(uid) ?? /^\$(\w+)$/.exec(uid)) : null;
   return m?.[1];
 }
 
@@ -94,7 +98,21 @@ function variableRefs(s: string): string[] {
   return out;
 }
 
-const PROMQL_KEYWORDS = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'bool', 'and', 'or', 'unless', 'offset', 'inf', 'nan']);
+const PROMQL_KEYWORDS = new Set([
+  'by',
+  'without',
+  'on',
+  'ignoring',
+  'group_left',
+  'group_right',
+  'bool',
+  'and',
+  'or',
+  'unless',
+  'offset',
+  'inf',
+  'nan',
+]);
 
 /** Metric names a PromQL expression (or a `label_values(...)` variable query) reads. */
 function promqlMetricNames(expr: string): string[] {
@@ -110,7 +128,13 @@ function promqlMetricNames(expr: string): string[] {
   const out: string[] = [];
   for (const m of s.matchAll(/[a-zA-Z_:][a-zA-Z0-9_:]*/g)) {
     if (PROMQL_KEYWORDS.has(m[0].toLowerCase())) continue;
-    if (s.slice(m.index + m[0].length).trimStart().startsWith('(')) continue; // a function
+    if (
+      s
+        .slice(m.index + m[0].length)
+        .trimStart()
+        .startsWith('(')
+    )
+      continue; // a function
     out.push(m[0]);
   }
   return out;
@@ -137,7 +161,9 @@ function documentedMetrics(): Set<string> {
 
 /** Grafana's expansion of environment variables in a provisioning value (`$$` is a literal `$`). */
 function expandEnv(value: string, env: Record<string, string>): string {
-  return value.replace(/\$\$|\$\{(\w+)\}|\$(\w+)/g, (all, a: string | undefined, b: string | undefined) => (all === '$$' ? '$' : (env[a ?? b ?? ''] ?? '')));
+  return value.replace(/\$\$|\$\{(\w+)\}|\$(\w+)/g, (all, a: string | undefined, b: string | undefined) =>
+    all === '$$' ? '$' : (env[a ?? b ?? ''] ?? ''),
+  );
 }
 
 const datasourcesYaml = parse(readFileSync(`${GRAFANA}provisioning/datasources/diffmesh.yaml`, 'utf8')) as Obj;
@@ -181,7 +207,10 @@ describe('Grafana dashboards (deploy/grafana/dashboards)', () => {
         const g = p.gridPos as Obj | undefined;
         expect(g, `${where}: gridPos`).toBeDefined();
         for (const k of ['x', 'y', 'w', 'h']) expect(Number.isInteger(g?.[k]), `${where}: gridPos.${k} is an integer`).toBe(true);
-        expect(g!.x >= 0 && g!.y >= 0 && g!.w >= 1 && g!.h >= 1 && g!.x + g!.w <= 24, `${where}: gridPos ${JSON.stringify(g)} inside 24 columns`).toBe(true);
+        expect(
+          g!.x >= 0 && g!.y >= 0 && g!.w >= 1 && g!.h >= 1 && g!.x + g!.w <= 24,
+          `${where}: gridPos ${JSON.stringify(g)} inside 24 columns`,
+        ).toBe(true);
       }
       for (const p of json.panels as Obj[]) {
         const g = p.gridPos as Obj;
@@ -245,12 +274,13 @@ describe('Grafana dashboards (deploy/grafana/dashboards)', () => {
     for (const { file, json } of dashboards) {
       const declared = new Set(variables(json).map((v) => v.name as string));
       const used = new Set(strings(json.panels).flatMap(variableRefs));
-      for (const v of variables(json)) if (v.type === 'query') for (const s of strings(v.query)) for (const r of variableRefs(s)) used.add(r);
+      for (const v of variables(json))
+        if (v.type === 'query') for (const s of strings(v.query)) for (const r of variableRefs(s)) used.add(r);
       for (const name of used) expect(declared.has(name), `${file}: variable $${name} is declared`).toBe(true);
     }
   });
 
-  it('request tracing: a TraceQL search by service and request id, a trace view and the trace\'s logs by traceId', () => {
+  it("request tracing: a TraceQL search by service and request id, a trace view and the trace's logs by traceId", () => {
     const d = dashboards.find((x) => x.file === 'request-tracing.json')!.json;
     const names = variables(d).map((v) => v.name);
     expect(names).toEqual(expect.arrayContaining(['tempo', 'loki', 'service', 'request_id', 'traceId']));
@@ -279,7 +309,7 @@ describe('Grafana provisioning (deploy/grafana/provisioning)', () => {
     expect(provisioned.map((d) => d.type).sort()).toEqual(['loki', 'prometheus', 'tempo']);
   });
 
-  it('data source uids equal the dashboards\' data source variable defaults', () => {
+  it("data source uids equal the dashboards' data source variable defaults", () => {
     const fromDashboards = new Set<string>();
     for (const { json } of dashboards) for (const { type, uid } of datasourceVariables(json).values()) fromDashboards.add(`${type}:${uid}`);
     const fromProvisioning = new Set(provisioned.map((d) => `${d.type}:${d.uid}`));
@@ -303,14 +333,22 @@ describe('Grafana provisioning (deploy/grafana/provisioning)', () => {
     expect(t2l?.filterByTraceID).toBe(true);
   });
 
-  it('Loki links a diffmesh JSON log line\'s traceId to Tempo', () => {
+  it("Loki links a diffmesh JSON log line's traceId to Tempo", () => {
     const tempo = provisionedByType('tempo');
     const loki = provisionedByType('loki');
     const fields = (loki.jsonData?.derivedFields ?? []) as Obj[];
     const link = fields.find((f) => f.datasourceUid === tempo.uid);
     expect(link, 'a derived field linking to Tempo').toBeDefined();
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
-    const line = JSON.stringify({ level: 'info', time: '2025-01-01T00:00:00.000Z', name: 'scheduler', reqId: 'r-1', traceId, spanId: '00f067aa0ba902b7', msg: 'stage finished' });
+    const line = JSON.stringify({
+      level: 'info',
+      time: '2025-01-01T00:00:00.000Z',
+      name: 'scheduler',
+      reqId: 'r-1',
+      traceId,
+      spanId: '00f067aa0ba902b7',
+      msg: 'stage finished',
+    });
     const m = new RegExp(link!.matcherRegex as string).exec(line);
     expect(m?.[1]).toBe(traceId);
     expect(expandEnv(link!.url as string, {})).toBe('${__value.raw}');
@@ -338,7 +376,9 @@ describe('metrics the dashboards query', () => {
   const used = new Set(dashboards.flatMap((d) => promqlExpressions(d.json).flatMap(promqlMetricNames)));
 
   it('finds the metric names in PromQL', () => {
-    expect(promqlMetricNames('sum by (pool) (rate(diffmesh_x_total{pool=~"$pool"}[$__rate_interval])) / clamp_min(diffmesh_y, 1e-9)')).toEqual(['diffmesh_x_total', 'diffmesh_y']);
+    expect(
+      promqlMetricNames('sum by (pool) (rate(diffmesh_x_total{pool=~"$pool"}[$__rate_interval])) / clamp_min(diffmesh_y, 1e-9)'),
+    ).toEqual(['diffmesh_x_total', 'diffmesh_y']);
     expect(promqlMetricNames('label_values(diffmesh_queue_size, pool)')).toEqual(['diffmesh_queue_size']);
     expect(promqlMetricNames('count(diffmesh_breaker_state == 2) or vector(0)')).toEqual(['diffmesh_breaker_state']);
     expect(used.size).toBeGreaterThan(10);

@@ -6,24 +6,17 @@ import type {
   SubmitResponse__Output,
 } from '@diffmesh/protos';
 import { defaultModelsRoot } from '@diffmesh/models';
-import { startLocalMesh, schedulerClient, type LocalMesh, type LocalMeshOptions, type SchedulerClient } from '@diffmesh/cli';
-import {
-  DiffmeshError,
-  InlineTensorStore,
-  RemoteTensorStore,
-  fromWire,
-  loadTlsFiles,
-  paramsToWire,
-  silentLogger,
-  type GenerationParams,
-  type TensorStore,
-} from '@diffmesh/runtime';
-import { eventFromWire, type RequestEvent } from '@diffmesh/scheduler';
+import { startLocalMesh, type LocalMesh, type LocalMeshOptions } from '@diffmesh/cli';
+import { schedulerStub, type SchedulerStub } from '@diffmesh/client';
+import { DiffmeshError, fromWire, loadTlsFiles, paramsToWire, silentLogger, type GenerationParams } from '@diffmesh/core';
+import { InlineTensorStore, RemoteTensorStore, type TensorStore } from '@diffmesh/tensor-client';
+import { eventFromWire } from '@diffmesh/client';
+import { type RequestEvent } from '@diffmesh/core';
 
 /** A mesh started for a test, with a scheduler client and a tensor reader. */
 export interface TestMesh {
   mesh: LocalMesh;
-  client: SchedulerClient;
+  client: SchedulerStub;
   store: TensorStore;
   stop(): Promise<void>;
 }
@@ -38,7 +31,7 @@ export async function startTestMesh(opts: Partial<LocalMeshOptions> = {}): Promi
     ...opts,
   });
   const tls = opts.tls ? loadTlsFiles({ ...opts.tls, requireClientCert: false }) : undefined;
-  const client = schedulerClient(mesh.schedulerAddress, tls);
+  const client = schedulerStub(mesh.schedulerAddress, tls);
   const store = new InlineTensorStore(
     new RemoteTensorStore({
       address: mesh.tensorAddress,
@@ -88,21 +81,21 @@ function wireRequest(spec: RequestSpec) {
 
 type Unary<Res> = (req: unknown, options: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: Res) => void) => unknown;
 
-function call<Res>(client: SchedulerClient, method: string, req: unknown, timeoutMs = 30_000): Promise<Res> {
+function call<Res>(client: SchedulerStub, method: string, req: unknown, timeoutMs = 30_000): Promise<Res> {
   const fn = client[method] as Unary<Res>;
   return new Promise((resolve, reject) => {
     fn.call(client, req, { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(fromWire(err)) : resolve(res as Res)));
   });
 }
 
-export const submit = (c: SchedulerClient, spec: RequestSpec, timeoutMs?: number) =>
+export const submit = (c: SchedulerStub, spec: RequestSpec, timeoutMs?: number) =>
   call<SubmitResponse__Output>(c, 'Submit', wireRequest(spec), timeoutMs);
-export const get = (c: SchedulerClient, reqId: string) => call<SchedulerGetResponse__Output>(c, 'Get', { reqId });
-export const cancel = (c: SchedulerClient, reqId: string) => call<CancelResponse__Output>(c, 'Cancel', { reqId });
+export const get = (c: SchedulerStub, reqId: string) => call<SchedulerGetResponse__Output>(c, 'Get', { reqId });
+export const cancel = (c: SchedulerStub, reqId: string) => call<CancelResponse__Output>(c, 'Cancel', { reqId });
 
 /** Runs Generate to the end; `onEvent` may act on each event (e.g. cancel). Rejects with the call's error. */
 export async function generate(
-  c: SchedulerClient,
+  c: SchedulerStub,
   spec: RequestSpec,
   onEvent?: (e: RequestEvent, call: grpc.ClientReadableStream<GenerateResponse__Output>) => void,
 ): Promise<RequestEvent[]> {
@@ -126,7 +119,7 @@ export async function generate(
 }
 
 /** Follows an existing request with Watch until it ends. */
-export async function watch(c: SchedulerClient, reqId: string): Promise<RequestEvent[]> {
+export async function watch(c: SchedulerStub, reqId: string): Promise<RequestEvent[]> {
   const stream = (c.Watch as (req: { reqId: string }) => grpc.ClientReadableStream<GenerateResponse__Output>).call(c, { reqId });
   const events: RequestEvent[] = [];
   try {

@@ -1,10 +1,12 @@
 import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultModelsRoot } from '@diffmesh/models';
 import { startEmbedded } from '@diffmesh/cli';
-import { Code, silentLogger, toBytes } from '@diffmesh/runtime';
-import type { RequestEvent } from '@diffmesh/scheduler';
+import { Code, silentLogger } from '@diffmesh/core';
+import { toBytes } from '@diffmesh/tensor-client';
+import type { RequestEvent } from '@diffmesh/core';
 import { cancel, generate, get, last, rejection, startTestMesh, submit, watch, type TestMesh } from './harness.js';
 
 // One mesh — nats-server, tensor-svc, scheduler, encoder-svc, dit-svc, vae-svc, each its own
@@ -43,7 +45,7 @@ describe('a mesh of separate processes', () => {
 
     const embedded = await startEmbedded({ modelRoots: [defaultModelsRoot()], intraOpThreads: 1, maxBatch: 8, log: silentLogger() });
     try {
-      const { context } = embedded.scheduler.submit({ model: 'diffmesh/tiny-shapes', params });
+      const { context } = await embedded.scheduler.submit({ model: 'diffmesh/tiny-shapes', params });
       const local: RequestEvent[] = [];
       for await (const e of embedded.scheduler.watch(context.reqId)) local.push(e);
       const localBytes = (await embedded.store.get(outputsOf(local).pixels)).data;
@@ -54,7 +56,9 @@ describe('a mesh of separate processes', () => {
   });
 
   it('generates a video end to end', async () => {
-    const events = await generate(t.client, { params: { prompt: 'a green square on a black background', width: 64, height: 64, numFrames: 8, numInferenceSteps: 8 } });
+    const events = await generate(t.client, {
+      params: { prompt: 'a green square on a black background', width: 64, height: 64, numFrames: 8, numInferenceSteps: 8 },
+    });
     expect(outputsOf(events).pixels.shape).toEqual([8, 64, 64, 3]);
   });
 
@@ -75,23 +79,27 @@ describe('a mesh of separate processes', () => {
     let cancelSentAt = 0;
     let reqId = '';
     // 512×512 makes a step long enough that the cancel reaches the DiT within a step or two.
-    const events = await generate(t.client, { params: { prompt: 'a blue circle', width: 512, height: 512, numInferenceSteps: 200 } }, (e) => {
-      reqId = e.reqId;
-      if (e.type === 'progress' && e.stage === 'denoising' && e.step >= 3 && cancelSentAt === 0) {
-        cancelSentAt = Date.now();
-        void cancel(t.client, e.reqId);
-      }
-    });
+    const events = await generate(
+      t.client,
+      { params: { prompt: 'a blue circle', width: 512, height: 512, numInferenceSteps: 200 } },
+      (e) => {
+        reqId = e.reqId;
+        if (e.type === 'progress' && e.stage === 'denoising' && e.step >= 3 && cancelSentAt === 0) {
+          cancelSentAt = Date.now();
+          void cancel(t.client, e.reqId);
+        }
+      },
+    );
     expect(last(events).type).toBe('cancelled');
     const progress = events.flatMap((e) => (e.type === 'progress' && e.stage === 'denoising' ? [e] : []));
     const steps = progress.map((e) => e.step);
     // Events come batched, so steps after the one that triggered the cancel may already have
     // run. Those done before Cancel was sent (same clock: one machine) set the bar; the step
-    // running when the cancellation arrives is the last (one more may have started while the
-    // Cancel call was in flight).
+    // running when the cancellation arrives is the last (one or two more may have started while
+    // the Cancel call was in flight on a loaded machine).
     const doneBeforeCancel = Math.max(...progress.filter((e) => e.at <= cancelSentAt).map((e) => e.step));
     expect(doneBeforeCancel).toBeGreaterThanOrEqual(3);
-    expect(Math.max(...steps)).toBeLessThanOrEqual(doneBeforeCancel + 2);
+    expect(Math.max(...steps)).toBeLessThanOrEqual(doneBeforeCancel + 3);
     expect(Math.max(...steps)).toBeLessThan(20);
     const state = await get(t.client, reqId);
     expect(state.status).toBe('REQUEST_STATUS_CANCELLED');
@@ -170,11 +178,7 @@ describe('a mesh of separate processes', () => {
 
   it('lists every registered service with `diffmesh status`', async () => {
     const bin = fileURLToPath(import.meta.resolve('@diffmesh/cli/bin'));
-    const out = await new Promise<string>((resolve, reject) => {
-      execFile(process.execPath, [bin, 'status', '--nats', t.mesh.natsUrl], { timeout: 30_000 }, (err, stdout) =>
-        err ? reject(err) : resolve(stdout),
-      );
-    });
+    const { stdout: out } = await promisify(execFile)(process.execPath, [bin, 'status', '--nats', t.mesh.natsUrl], { timeout: 30_000 });
     for (const name of ['scheduler', 'encoder-svc', 'dit-svc', 'vae-svc']) expect(out).toMatch(new RegExp(`^${name}\\s+0\\.1\\.0`, 'm'));
     expect(out).toMatch(new RegExp(`dit-svc\\s+0\\.1\\.0\\s+dit-tiny\\s+denoising\\s+${t.mesh.nodeId}\\s+127\\.0\\.0\\.1:\\d+\\s+0/4`));
   });

@@ -130,7 +130,11 @@ export class OtlpReceiver {
       const timer = setTimeout(() => {
         cleanup();
         const seen = [...new Set(this.spans.map((s) => `${s.serviceName}/${s.name}`))].sort().join(', ');
-        reject(new Error(`expected spans did not arrive within ${timeoutMs} ms; got ${this.spans.length}: ${seen}; rejected: ${this.rejected.join('; ')}`));
+        reject(
+          new Error(
+            `expected spans did not arrive within ${timeoutMs} ms; got ${this.spans.length}: ${seen}; rejected: ${this.rejected.join('; ')}`,
+          ),
+        );
       }, timeoutMs);
       const cleanup = (): void => {
         clearTimeout(timer);

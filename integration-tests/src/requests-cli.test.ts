@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodePng } from '@diffmesh/runtime';
+import { decodePng } from '@diffmesh/media';
 import { get, startTestMesh, type TestMesh } from './harness.js';
 
 // `diffmesh submit`, `watch` and `cancel`, each run as its own process against a mesh of
@@ -25,9 +25,14 @@ afterAll(async () => {
 
 function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args, '--remote', t.mesh.schedulerAddress], { cwd: dir, timeout: 60_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [BIN, ...args, '--remote', t.mesh.schedulerAddress],
+      { cwd: dir, timeout: 60_000 },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -44,7 +49,15 @@ describe('diffmesh submit, watch and cancel', () => {
     expect(watched.stdout).toContain('completed; wrote watched.png (256×256, png)');
     expect((await get(t.client, reqId)).status).toBe('REQUEST_STATUS_COMPLETED');
 
-    const generated = await cli('generate', 'a green square on a yellow background', '--seed', '11', '-o', 'generated.png', '--no-progress');
+    const generated = await cli(
+      'generate',
+      'a green square on a yellow background',
+      '--seed',
+      '11',
+      '-o',
+      'generated.png',
+      '--no-progress',
+    );
     expect(generated.code).toBe(0);
     const [a, b] = await Promise.all([readFile(path.join(dir, 'watched.png')), readFile(path.join(dir, 'generated.png'))]);
     expect(a.equals(b)).toBe(true);
@@ -69,7 +82,9 @@ describe('diffmesh submit, watch and cancel', () => {
     const submitted = await cli('submit', 'a purple circle', '--steps', '200', '--width', '512', '--height', '512', '--frames', '9');
     expect(submitted.code).toBe(0);
     const reqId = submitted.stdout.trim();
-    await expect.poll(async () => (await get(t.client, reqId)).currentStage, { timeout: 30_000, interval: 20 }).toBe('STAGE_NAME_DENOISING');
+    await expect
+      .poll(async () => (await get(t.client, reqId)).currentStage, { timeout: 30_000, interval: 20 })
+      .toBe('STAGE_NAME_DENOISING');
 
     const cancelled = await cli('cancel', reqId);
     expect(cancelled).toMatchObject({ code: 0, stdout: 'cancelled\n' });
@@ -89,7 +104,10 @@ describe('diffmesh submit, watch and cancel', () => {
   });
 
   it('names an unknown request id or a bad flag and exits 2', async () => {
-    for (const args of [['watch', 'no-such-request'], ['cancel', 'no-such-request']]) {
+    for (const args of [
+      ['watch', 'no-such-request'],
+      ['cancel', 'no-such-request'],
+    ]) {
       const r = await cli(...args);
       expect(r.code).toBe(2);
       expect(r.stderr).toContain('no-such-request');

@@ -3,8 +3,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defaultModelsRoot } from '@diffmesh/models';
-import { Code, DEFAULT_PLANS_FILE } from '@diffmesh/runtime';
-import type { RequestEvent } from '@diffmesh/scheduler';
+import { Code } from '@diffmesh/core';
+import { DEFAULT_PLANS_FILE } from '@diffmesh/scheduler';
+import type { RequestEvent } from '@diffmesh/core';
 import { cancel, generate, get, last, rejection, startTestMesh, submit, watch, type TestMesh } from './harness.js';
 
 // Each test starts its own mesh of separate processes, shaped for what it checks.
@@ -81,11 +82,45 @@ describe('scheduling across processes', () => {
     expect(attempts).toEqual([1, 2]);
   });
 
+  it('resumes the task of a DiT killed with SIGKILL from its checkpoint, ending with the pixels of an uninterrupted run', async () => {
+    t = await startTestMesh({ capacities: { 'dit-svc': 1 }, stageArgs: ['--checkpoint-every', '5'] });
+    await t.mesh.addStage({ service: 'dit-svc', pool: 'dit-tiny', models: ['diffmesh/tiny-shapes'], capacity: 1 });
+    const mesh = t.mesh;
+    const spec = { params: { prompt: 'a cyan triangle top left', ...small, numInferenceSteps: 60, seed: '99' } };
+    const pixels = async (events: RequestEvent[]): Promise<Buffer> => {
+      const end = last(events);
+      if (end.type !== 'completed') throw new Error(`request ended ${end.type}`);
+      return Buffer.from((await t!.store.get(end.outputs.pixels)).data);
+    };
+    const whole = await pixels(await generate(t.client, spec));
+
+    let running = '';
+    let killed = '';
+    const events = await generate(t.client, spec, (e) => {
+      if (e.type === 'stage_started' && e.stage === 'denoising') running = e.instanceId;
+      // After the checkpoint at step 10 (one every 5 steps), in the middle of the run.
+      if (e.type === 'progress' && e.stage === 'denoising' && e.step >= 12 && !killed) {
+        killed = running;
+        mesh.supervisor.get(running)?.child.kill('SIGKILL');
+      }
+    });
+    expect(killed).not.toBe('');
+    expect(denoiseInstance(events)).toEqual([killed, expect.not.stringMatching(killed)]);
+    // The second try went on from a checkpoint: its first step is past the first try's tenth.
+    const retried = events.findIndex((e) => e.type === 'stage_started' && e.stage === 'denoising' && e.attempt === 2);
+    const firstStepAfter = events.slice(retried).find((e) => e.type === 'progress' && e.stage === 'denoising');
+    expect(firstStepAfter).toMatchObject({ type: 'progress' });
+    expect((firstStepAfter as { step: number }).step).toBeGreaterThan(10);
+    expect((await pixels(events)).equals(whole)).toBe(true);
+  });
+
   it('answers RESOURCE_EXHAUSTED with a retry hint when a queue is full, and loses nothing accepted', async () => {
     t = await startTestMesh({ capacities: { 'encoder-svc': 1, 'dit-svc': 1 }, schedulerArgs: ['--max-queue-length', '2'] });
     // 16 submissions at once against a queue of 2 in front of a one-slot encoder.
     const results = await Promise.allSettled(
-      Array.from({ length: 16 }, (_, i) => submit(t!.client, { params: { prompt: `a blue square ${i}`, ...small, numInferenceSteps: 30 } })),
+      Array.from({ length: 16 }, (_, i) =>
+        submit(t!.client, { params: { prompt: `a blue square ${i}`, ...small, numInferenceSteps: 30 } }),
+      ),
     );
     const accepted = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value.reqId] : []));
     const rejected = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
@@ -135,7 +170,10 @@ describe('scheduling across processes', () => {
       const file = path.join(plans, 'plans.yaml');
       await writeFile(file, pinned);
       t = await startTestMesh({ schedulerArgs: ['--plans', file] });
-      await t.mesh.addStage({ service: 'dit-svc', pool: 'dit-tiny', models: ['diffmesh/tiny-shapes'], capacity: 4, args: ['--version', '2.1.0'] }, 'dit-v2');
+      await t.mesh.addStage(
+        { service: 'dit-svc', pool: 'dit-tiny', models: ['diffmesh/tiny-shapes'], capacity: 4, args: ['--version', '2.1.0'] },
+        'dit-v2',
+      );
       for (let i = 0; i < 5; i += 1) {
         const events = await generate(t.client, { params: { prompt: `a cyan triangle ${i}`, ...small, numInferenceSteps: 2 } });
         expect(last(events).type).toBe('completed');

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodePng } from '@diffmesh/runtime';
+import { decodePng } from '@diffmesh/media';
 import { startTestMesh, type TestMesh } from './harness.js';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -20,7 +20,10 @@ const SEED = 9;
 const SCREENSHOT = path.join(tmpdir(), 'diffmesh-status-page.png');
 
 /** Shares of red and of blue pixels in a region of an RGB image. */
-function colourShares(png: { width: number; height: number; rgb: Uint8Array }, box: { x: number; y: number; width: number; height: number }) {
+function colourShares(
+  png: { width: number; height: number; rgb: Uint8Array },
+  box: { x: number; y: number; width: number; height: number },
+) {
   let red = 0;
   let blue = 0;
   let total = 0;
@@ -51,7 +54,15 @@ describe('gateway status page', () => {
     gateway = t.mesh.gatewayUrl!;
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--no-first-run',
+        '--disable-sync',
+      ],
     });
     page = await browser.newPage({ viewport: { width: 1280, height: 1000 }, deviceScaleFactor: 1 });
     // Script errors and CSP violations fail the test (refused API calls are expected, and shown in the page).
@@ -82,7 +93,10 @@ describe('gateway status page', () => {
     expect((await fetch(`${gateway}/api/v1/status`)).status).toBe(401);
     const res = await fetch(`${gateway}/api/v1/status`, { headers: { authorization: `Bearer ${KEY}` } });
     expect(res.status).toBe(200);
-    const status = (await res.json()) as { schedulerId: string; pools: Array<{ pool: string; stage: string; instances: Array<{ breaker: string; version: string }> }> };
+    const status = (await res.json()) as {
+      schedulerId: string;
+      pools: Array<{ pool: string; stage: string; instances: Array<{ breaker: string; version: string }> }>;
+    };
     expect(status.schedulerId).toMatch(/^scheduler-/);
     const dit = status.pools.find((p) => p.pool === 'dit-tiny');
     expect(dit).toMatchObject({ stage: 'STAGE_NAME_DENOISING', instances: [{ breaker: 'BREAKER_STATE_CLOSED' }] });
@@ -128,15 +142,21 @@ describe('gateway status page', () => {
     const image = page.locator('#result-image');
     // (Polled from here: the page's CSP forbids the string evaluation waitForFunction would use.)
     await expect
-      .poll(() => image.evaluate((img: { complete: boolean; naturalWidth: number; naturalHeight: number }) => (img.complete ? [img.naturalWidth, img.naturalHeight] : [])), {
-        timeout: 60_000,
-      })
+      .poll(
+        () =>
+          image.evaluate((img: { complete: boolean; naturalWidth: number; naturalHeight: number }) =>
+            img.complete ? [img.naturalWidth, img.naturalHeight] : [],
+          ),
+        {
+          timeout: 60_000,
+        },
+      )
       .toEqual([256, 256]);
     await page.locator('#result').waitFor();
     expect(await page.locator('#generate-error').isHidden()).toBe(true);
     const bar = await page.locator('#progress').evaluate((p: { value: number; max: number }) => [p.value, p.max]);
     expect(bar).toEqual([STEPS, STEPS]);
-    const seen = (await page.evaluate('window.__progress')) as string[];
+    const seen = await page.evaluate<string[]>('window.__progress');
     expect(seen.at(-1)).toBe(`step ${STEPS}/${STEPS}`);
     const steps = seen.map((s) => Number(/^step (\d+)\//.exec(s)?.[1]));
     expect(steps.length).toBeGreaterThan(1); // live: several steps, not only the end
@@ -148,14 +168,14 @@ describe('gateway status page', () => {
     const caption = await page.locator('#result-caption').textContent();
     const reqId = await req.getAttribute('data-req-id');
     expect(caption).toContain(reqId!);
-    expect(await req.locator('.wf-row').evaluateAll((rows: Array<{ getAttribute(n: string): string | null }>) => rows.map((r) => r.getAttribute('data-stage')))).toEqual([
-      'text encoding',
-      'denoising',
-      'vae decoding',
-    ]);
-    const widths = await req.locator('.wf-track .bar.running').evaluateAll((bars: Array<{ getBoundingClientRect(): { width: number } }>) =>
-      bars.map((b) => b.getBoundingClientRect().width),
-    );
+    expect(
+      await req
+        .locator('.wf-row')
+        .evaluateAll((rows: Array<{ getAttribute(n: string): string | null }>) => rows.map((r) => r.getAttribute('data-stage'))),
+    ).toEqual(['text encoding', 'denoising', 'vae decoding']);
+    const widths = await req
+      .locator('.wf-track .bar.running')
+      .evaluateAll((bars: Array<{ getBoundingClientRect(): { width: number } }>) => bars.map((b) => b.getBoundingClientRect().width));
     expect(widths).toHaveLength(3);
     for (const w of widths) expect(w).toBeGreaterThan(0);
     // Scaled to the request's total: the bars fit in the track, and denoising takes the most room.

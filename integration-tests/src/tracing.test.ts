@@ -108,11 +108,19 @@ describe('distributed tracing across the mesh', () => {
     const pools: Record<string, string> = { text_encoding: 'encoder-tiny', denoising: 'dit-tiny', vae_decoding: 'vae-tiny' };
     const services: Record<string, string> = { text_encoding: 'encoder-svc', denoising: 'dit-svc', vae_decoding: 'vae-svc' };
     for (const [stage, pool] of Object.entries(pools)) {
-      const wait = one(spans, (s) => s.name === 'diffmesh.queue_wait' && s.attributes['diffmesh.stage'] === stage, `queue wait of ${stage}`);
+      const wait = one(
+        spans,
+        (s) => s.name === 'diffmesh.queue_wait' && s.attributes['diffmesh.stage'] === stage,
+        `queue wait of ${stage}`,
+      );
       expect(parentOf(wait)).toBe(request);
       expect(wait.attributes).toMatchObject({ 'diffmesh.pool': pool, 'diffmesh.request_id': reqId, 'diffmesh.outcome': 'ok' });
 
-      const dispatch = one(spans, (s) => s.name === 'diffmesh.dispatch' && s.attributes['diffmesh.stage'] === stage, `dispatch of ${stage}`);
+      const dispatch = one(
+        spans,
+        (s) => s.name === 'diffmesh.dispatch' && s.attributes['diffmesh.stage'] === stage,
+        `dispatch of ${stage}`,
+      );
       expect(parentOf(dispatch)).toBe(request);
       expect(dispatch.attributes).toMatchObject({
         'diffmesh.pool': pool,
@@ -123,7 +131,11 @@ describe('distributed tracing across the mesh', () => {
       });
 
       // The stage service continues from the dispatch span.
-      const execute = one(spans, (s) => s.name === 'diffmesh.stage.execute' && s.attributes['diffmesh.stage'] === stage, `execute of ${stage}`);
+      const execute = one(
+        spans,
+        (s) => s.name === 'diffmesh.stage.execute' && s.attributes['diffmesh.stage'] === stage,
+        `execute of ${stage}`,
+      );
       expect(execute.serviceName).toBe(services[stage]);
       expect(parentOf(execute)).toBe(dispatch);
       expect(execute.attributes).toMatchObject({
@@ -172,8 +184,16 @@ describe('distributed tracing across the mesh', () => {
   // Submit is a call of its own; an OpenAI image request travels as a message on the
   // gateway's Session stream, with the trace context in the message.
   it.each([
-    ['/api/v1/requests (a Submit call)', '/api/v1/requests', { model: 'diffmesh/tiny-shapes', params: { prompt: 'a white circle', width: 64, height: 64, num_inference_steps: 2 } }],
-    ['/v1/images/generations (a Session message)', '/v1/images/generations', { model: 'diffmesh/tiny-shapes', prompt: 'a white circle', size: '64x64', num_inference_steps: 2 }],
+    [
+      '/api/v1/requests (a Submit call)',
+      '/api/v1/requests',
+      { model: 'diffmesh/tiny-shapes', params: { prompt: 'a white circle', width: 64, height: 64, num_inference_steps: 2 } },
+    ],
+    [
+      '/v1/images/generations (a Session message)',
+      '/v1/images/generations',
+      { model: 'diffmesh/tiny-shapes', prompt: 'a white circle', size: '64x64', num_inference_steps: 2 },
+    ],
   ])('starts the trace at the gateway for an HTTP request and carries it to the scheduler: %s', async (_label, route, body) => {
     const traceId = randomBytes(16).toString('hex');
     const clientSpanId = randomBytes(8).toString('hex');

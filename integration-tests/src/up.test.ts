@@ -5,7 +5,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { decodePng } from '@diffmesh/runtime';
+import { decodePng } from '@diffmesh/media';
 import { generate, last, startTestMesh, type TestMesh } from './harness.js';
 
 const BIN = fileURLToPath(import.meta.resolve('@diffmesh/cli/bin'));
@@ -38,7 +38,7 @@ describe('diffmesh up', () => {
     try {
       const lines: string[] = [];
       await new Promise<void>((resolve, reject) => {
-        const rl = createInterface({ input: up.stdout! });
+        const rl = createInterface({ input: up.stdout });
         rl.on('line', (line) => {
           lines.push(line);
           if (line.startsWith('mesh ready')) resolve();
@@ -47,14 +47,22 @@ describe('diffmesh up', () => {
       });
       const nats = lines.find((l) => l.startsWith('nats '))?.split(' ')[1] ?? '';
       expect(nats).toMatch(/^nats:\/\/127\.0\.0\.1:\d+$/);
-      const scheduler = lines.find((l) => l.startsWith('scheduler'))?.split(' ').at(-1) ?? '';
+      const scheduler =
+        lines
+          .find((l) => l.startsWith('scheduler'))
+          ?.split(' ')
+          .at(-1) ?? '';
       expect(scheduler).toMatch(/^127\.0\.0\.1:\d+$/);
 
       // generate --remote ADDR, and --remote local (found through the state file)
       const a = await run(['generate', 'a red circle on a blue background', '--remote', scheduler, '--seed', '9', '-o', 'a.png'], env, dir);
       expect(a.stderr).not.toMatch(/diffmesh:/);
       expect(a.code).toBe(0);
-      const b = await run(['generate', 'a red circle on a blue background', '--remote', 'local', '--seed', '9', '-o', 'b.png', '--no-progress'], env, dir);
+      const b = await run(
+        ['generate', 'a red circle on a blue background', '--remote', 'local', '--seed', '9', '-o', 'b.png', '--no-progress'],
+        env,
+        dir,
+      );
       expect(b.code).toBe(0);
       const [pa, pb] = await Promise.all([readFile(path.join(dir, 'a.png')), readFile(path.join(dir, 'b.png'))]);
       expect(pa.equals(pb)).toBe(true);
@@ -68,8 +76,18 @@ describe('diffmesh up', () => {
       const gateway = lines.find((l) => l.startsWith('gateway '))?.split(' ')[1] ?? '';
       expect(gateway).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
       expect(lines).toContain('API key test-key-123 (from DIFFMESH_API_KEY)');
-      const body = JSON.stringify({ model: 'diffmesh/tiny-shapes', prompt: 'a red circle on a blue background', size: '256x256', response_format: 'b64_json', seed: 9 });
-      const denied = await fetch(`${gateway}/v1/images/generations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      const body = JSON.stringify({
+        model: 'diffmesh/tiny-shapes',
+        prompt: 'a red circle on a blue background',
+        size: '256x256',
+        response_format: 'b64_json',
+        seed: 9,
+      });
+      const denied = await fetch(`${gateway}/v1/images/generations`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+      });
       expect(denied.status).toBe(401);
       const res = await fetch(`${gateway}/v1/images/generations`, {
         method: 'POST',
@@ -130,13 +148,17 @@ describe('graceful drain', () => {
     t = await startTestMesh({ capacities: { 'dit-svc': 1 } });
     const mesh = t.mesh;
     let terminated: Promise<number | NodeJS.Signals> | undefined;
-    const events = await generate(t.client, { params: { prompt: 'a purple square', width: 64, height: 64, numInferenceSteps: 60 } }, (e) => {
-      if (e.type === 'progress' && e.stage === 'denoising' && e.step >= 3 && !terminated) {
-        const dit = mesh.supervisor.get('dit-svc-1');
-        dit?.child.kill('SIGTERM');
-        terminated = dit?.exited;
-      }
-    });
+    const events = await generate(
+      t.client,
+      { params: { prompt: 'a purple square', width: 64, height: 64, numInferenceSteps: 60 } },
+      (e) => {
+        if (e.type === 'progress' && e.stage === 'denoising' && e.step >= 3 && !terminated) {
+          const dit = mesh.supervisor.get('dit-svc-1');
+          dit?.child.kill('SIGTERM');
+          terminated = dit?.exited;
+        }
+      },
+    );
     expect(last(events).type).toBe('completed');
     // The instance finished the task it had (one attempt, all steps) before leaving.
     const starts = events.filter((e) => e.type === 'stage_started' && e.stage === 'denoising');
@@ -145,4 +167,82 @@ describe('graceful drain', () => {
     expect(steps.at(-1)).toBe(60);
     expect(await terminated).toBe(0);
   });
+});
+
+describe('one Ctrl-C in a terminal stops `diffmesh up`', () => {
+  const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+  const script = path.join(repo, 'integration-tests/scripts/pty-interrupt.py');
+
+  /** Runs `up` in a pseudo-terminal, types Ctrl-C once it is ready, and reports. */
+  function interrupt(command: string[], stateFile: string): Promise<PtyReport> {
+    return new Promise((resolve, reject) => {
+      execFile(
+        'python3',
+        [script, stateFile, 'mesh ready', '120', '--', ...command],
+        { cwd: repo, env: { ...process.env, DIFFMESH_STATE_FILE: stateFile }, timeout: 180_000, maxBuffer: 1 << 20 },
+        (err, stdout, stderr) => {
+          if (err) reject(new Error(`pty-interrupt.py failed: ${err.message}\n${stderr}`));
+          else resolve(JSON.parse(stdout) as PtyReport);
+        },
+      );
+    });
+  }
+
+  interface PtyReport {
+    ready: boolean;
+    exit_code: number | null;
+    exit_signal: number | null;
+    seconds_to_exit: number;
+    pids: number[];
+    left: number[];
+    output: string;
+  }
+
+  /** The log folder `up` named in its ready line; every service drained once (no "second signal"). */
+  async function drainedOnce(output: string): Promise<void> {
+    const logDir = /logs in (\S+);/.exec(output)?.[1] ?? '';
+    expect(logDir).not.toBe('');
+    const { readdir } = await import('node:fs/promises');
+    for (const file of await readdir(logDir)) {
+      if (!file.endsWith('.log')) continue;
+      const text = await readFile(path.join(logDir, file), 'utf8');
+      expect(text, file).not.toMatch(/second signal/);
+    }
+    await rm(logDir, { recursive: true, force: true });
+  }
+
+  it('as node_modules/.bin/diffmesh up: exit status 0 within 10 s, no process of the mesh left', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-pty-'));
+    try {
+      const r = await interrupt(
+        [path.join(repo, 'node_modules/.bin/diffmesh'), 'up', '--gateway-listen', '127.0.0.1:0'],
+        path.join(dir, 'mesh.json'),
+      );
+      expect(r.ready, r.output).toBe(true);
+      expect(r.pids.length).toBeGreaterThanOrEqual(8); // up, nats-server, tensor-svc, scheduler, 3 stages, gateway
+      expect(r.exit_code, r.output).toBe(0);
+      expect(r.seconds_to_exit).toBeLessThan(10);
+      expect(r.left).toEqual([]);
+      expect(r.output).toMatch(/stopping the mesh/);
+      await drainedOnce(r.output);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 200_000);
+
+  it('as npx diffmesh up: the prompt is back (npm ends with the signal) and no process of the mesh is left', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-pty-'));
+    try {
+      const r = await interrupt(['npx', 'diffmesh', 'up', '--gateway-listen', '127.0.0.1:0'], path.join(dir, 'mesh.json'));
+      expect(r.ready, r.output).toBe(true);
+      expect(r.pids.length).toBeGreaterThanOrEqual(8);
+      // npm ends itself with SIGINT: the shell shows status 130.
+      expect(r.exit_code === 130 || r.exit_signal === 2 || r.exit_code === 0).toBe(true);
+      expect(r.seconds_to_exit).toBeLessThan(10);
+      expect(r.left).toEqual([]);
+      await drainedOnce(r.output);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 200_000);
 });

@@ -3,14 +3,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import {
-  BUILD_HASH_FILE,
-  BUILTIN_MODELS,
-  buildModels,
-  builderHash,
-  builtinModelDir,
-  defaultModelsRoot,
-} from './build.js';
+import { BUILD_HASH_FILE, BUILTIN_MODELS, buildModels, builderHash, builtinModelDir, defaultModelsRoot } from './build.js';
 import { main } from './cli.js';
 import * as models from './index.js';
 
@@ -82,9 +75,7 @@ describe('buildModels', () => {
   });
 
   it('rejects unknown names before building anything', async () => {
-    await expect(buildModels({ outRoot: root, only: [IMAGE, 'diffmesh/nope'] })).rejects.toThrow(
-      /unknown built-in model "diffmesh\/nope"/,
-    );
+    await expect(buildModels({ outRoot: root, only: [IMAGE, 'diffmesh/nope'] })).rejects.toThrow(/unknown built-in model "diffmesh\/nope"/);
     expect(await readdir(root)).toEqual([]);
   });
 });

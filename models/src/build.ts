@@ -3,11 +3,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  buildSyntheticDitImage,
-  buildSyntheticDitVideo,
-  SYNTHETIC_DIT_BUILDER_VERSION,
-} from './builders/synthetic-dit.js';
+import { buildSyntheticDitImage, buildSyntheticDitVideo, SYNTHETIC_DIT_BUILDER_VERSION } from './builders/synthetic-dit.js';
 import { buildTinyShapes, TINY_SHAPES_BUILDER_VERSION } from './builders/tiny-shapes.js';
 
 /** Writes one model's files into an (empty, existing or not) directory. */
@@ -118,8 +114,7 @@ export class BuildModelsError extends Error {
   constructor(readonly results: BuildResult[]) {
     const failed = results.filter((r) => r.status === 'failed');
     super(
-      `failed to build ${failed.length} model(s):\n` +
-        failed.map((r) => `  ${r.name}: ${r.error?.message ?? 'unknown error'}`).join('\n'),
+      `failed to build ${failed.length} model(s):\n` + failed.map((r) => `  ${r.name}: ${r.error?.message ?? 'unknown error'}`).join('\n'),
     );
     this.name = 'BuildModelsError';
   }

@@ -26,6 +26,8 @@ commands:
             --out DIR     models root to read from
             --threads N   intra-op threads (default 2)
             --runs N      timed runs per measurement (default 5)
+  test-dirs  build the diffusers/optimum-layout test model directories
+            (--out DIR, --only NAME, --list; see models/README.md)
   help    print this text
 `;
 
@@ -33,7 +35,10 @@ class UsageError extends Error {}
 
 function splitNames(values: string[] | undefined): string[] | undefined {
   if (!values) return undefined;
-  const names = values.flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v.length > 0);
+  const names = values
+    .flatMap((v) => v.split(','))
+    .map((v) => v.trim())
+    .filter((v) => v.length > 0);
   const unknown = names.filter((n) => !isBuiltinModel(n));
   if (unknown.length > 0) {
     throw new UsageError(
@@ -87,6 +92,10 @@ async function run(argv: string[]): Promise<number> {
   if (!command || command === 'help' || command === '--help' || command === '-h') {
     process.stdout.write(USAGE);
     return command ? 0 : 2;
+  }
+  if (command === 'test-dirs') {
+    const { testDirsMain } = await import('./diffusers/cli.js');
+    return testDirsMain(rest, defaultModelsRoot());
   }
   const { values } = parseArgs({
     args: rest,

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { latentFrames, ModelManifestSchema, type ModelManifest } from '@diffmesh/runtime';
+import { latentFrames, ModelManifestSchema, type ModelManifest } from '@diffmesh/stage-host';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildModels, builtinModelDir } from './build.js';
@@ -29,7 +29,9 @@ afterAll(async () => {
 async function fileHashes(dir: string): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
   for (const name of (await readdir(dir)).sort()) {
-    out[name] = createHash('sha256').update(await readFile(path.join(dir, name))).digest('hex');
+    out[name] = createHash('sha256')
+      .update(await readFile(path.join(dir, name)))
+      .digest('hex');
   }
   return out;
 }
@@ -58,7 +60,14 @@ function randn(n: number, seed: number): Float32Array {
 }
 
 function f32(dims: number[], seed: number): ort.Tensor {
-  return new ort.Tensor('float32', randn(dims.reduce((a, b) => a * b, 1), seed), dims);
+  return new ort.Tensor(
+    'float32',
+    randn(
+      dims.reduce((a, b) => a * b, 1),
+      seed,
+    ),
+    dims,
+  );
 }
 
 function stats(data: Float32Array): { finite: boolean; min: number; max: number; std: number } {
@@ -83,9 +92,14 @@ describe('synthetic DiT builders', () => {
     for (const name of NAMES) {
       const a = await fileHashes(builtinModelDir(name, rootA));
       const b = await fileHashes(builtinModelDir(name, rootB));
-      expect(Object.keys(a)).toEqual(
-        ['.build-hash', 'denoiser.onnx', 'model.json', 'text_encoder.onnx', 'tokenizer.json', 'vae_decoder.onnx'],
-      );
+      expect(Object.keys(a)).toEqual([
+        '.build-hash',
+        'denoiser.onnx',
+        'model.json',
+        'text_encoder.onnx',
+        'tokenizer.json',
+        'vae_decoder.onnx',
+      ]);
       expect(b).toEqual(a);
     }
   });
@@ -180,7 +194,11 @@ describe.each([
         const sampleDims = [B, C, F, h, w];
         const feeds = {
           sample: f32(sampleDims, 1),
-          timestep: new ort.Tensor('float32', Float32Array.from({ length: B }, (_, i) => 999 - 400 * i), [B]),
+          timestep: new ort.Tensor(
+            'float32',
+            Float32Array.from({ length: B }, (_, i) => 999 - 400 * i),
+            [B],
+          ),
           encoder_hidden_states: f32([B, 32, 256], 2),
         };
         const out = (await s.run(feeds)).out;
@@ -191,12 +209,10 @@ describe.each([
         expect(st.std).toBeGreaterThan(0.3);
         expect(st.std).toBeLessThan(3);
         // The timestep and the text condition the output.
-        const other = (
-          await s.run({ ...feeds, timestep: new ort.Tensor('float32', new Float32Array(B).fill(10), [B]) })
-        ).out.data as Float32Array;
-        expect(maxAbsDiff(other, out.data as Float32Array)).toBeGreaterThan(1e-3);
-        const otherText = (await s.run({ ...feeds, encoder_hidden_states: f32([B, 32, 256], 3) })).out
+        const other = (await s.run({ ...feeds, timestep: new ort.Tensor('float32', new Float32Array(B).fill(10), [B]) })).out
           .data as Float32Array;
+        expect(maxAbsDiff(other, out.data as Float32Array)).toBeGreaterThan(1e-3);
+        const otherText = (await s.run({ ...feeds, encoder_hidden_states: f32([B, 32, 256], 3) })).out.data as Float32Array;
         expect(maxAbsDiff(otherText, out.data as Float32Array)).toBeGreaterThan(1e-3);
       }
       // Shorter text than maxLength also works.

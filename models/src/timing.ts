@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { ModelManifest } from '@diffmesh/runtime';
+import type { ModelManifest } from '@diffmesh/stage-host';
 
 /** Timings of one model's ONNX files at its default size, in milliseconds (medians). */
 export interface ModelTimings {
@@ -76,7 +76,11 @@ export async function timeModel(dir: string, opts: TimeModelOptions = {}): Promi
   };
 
   const te = await open(manifest.files.textEncoder);
-  const ids = new ort.Tensor('int64', BigInt64Array.from({ length: L }, (_, i) => BigInt(2 + (i % 50))), [1, L]);
+  const ids = new ort.Tensor(
+    'int64',
+    BigInt64Array.from({ length: L }, (_, i) => BigInt(2 + (i % 50))),
+    [1, L],
+  );
   const textEncoderMs = await median(() => te.run({ input_ids: ids }));
   await te.release();
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env node
-// Generates the TypeScript types of diffmesh's protos (`gen`) and checks that the
-// committed ones are up to date (`check`). Plain JavaScript so it runs before anything
-// is compiled: the generated files are themselves inputs of the TypeScript build.
+// Generates what is derived from diffmesh's protos (`gen`) and checks that the committed
+// copies are up to date (`check`): the TypeScript types in src/generated/ and the compiled
+// descriptor set descriptors.binpb (every file with its imports, as buf compiles them; the
+// servers' reflection serves it and clients may read it). Plain JavaScript so it runs
+// before anything is compiled: the generated files are themselves inputs of the build.
 //
-//   node scripts/codegen.mjs gen     # rewrite src/generated/
+//   node scripts/codegen.mjs gen     # rewrite src/generated/ and descriptors.binpb
 //   node scripts/codegen.mjs check   # regenerate into a temp dir, fail on any difference
 
 import { execFileSync } from 'node:child_process';
@@ -36,6 +38,9 @@ export const GEN_TYPES_ARGS = [
   '-I',
   'proto/third_party',
 ];
+
+/** The compiled FileDescriptorSet, relative to the package directory (committed, shipped). */
+export const DESCRIPTOR_SET_FILE = 'descriptors.binpb';
 
 /** Upstream files whose types runtime needs beyond what our files import. */
 const EXTRA_FILES = ['google/rpc/status.proto', 'google/rpc/error_details.proto'];
@@ -70,12 +75,29 @@ export function generateInto(outDir, pkgDir = PKG_DIR) {
   });
 }
 
-/** Regenerates `src/generated/` in place. */
+/**
+ * Compiles every file of the buf workspace (buf.yaml: proto/diffmesh and proto/third_party)
+ * with its imports (google/protobuf/* come with buf) and source info (comments, for
+ * `grpcurl describe`) into a binary FileDescriptorSet at `outFile`. buf's output is
+ * deterministic for a given buf version, which package-lock.json pins.
+ */
+export function buildDescriptorSet(outFile, pkgDir = PKG_DIR) {
+  const require = createRequire(join(pkgDir, 'package.json'));
+  const buf = join(dirname(require.resolve('@bufbuild/buf/package.json')), 'bin', 'buf');
+  execFileSync(process.execPath, [buf, 'build', '--output', outFile], {
+    cwd: pkgDir,
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+}
+
+/** Regenerates `src/generated/` and `descriptors.binpb` in place. */
 export function generate(pkgDir = PKG_DIR) {
   const target = join(pkgDir, GENERATED_DIR);
   const staging = mkdtempSync(join(pkgDir, '.generated-'));
   try {
     generateInto(staging, pkgDir);
+    buildDescriptorSet(join(staging, DESCRIPTOR_SET_FILE), pkgDir);
+    renameSync(join(staging, DESCRIPTOR_SET_FILE), join(pkgDir, DESCRIPTOR_SET_FILE));
     rmSync(target, { recursive: true, force: true });
     renameSync(staging, target);
   } finally {
@@ -128,6 +150,32 @@ export function checkGenerated(opts = {}) {
   }
 }
 
+/**
+ * Compiles the descriptor set into a temp dir and compares it with the committed one.
+ * @param {{ pkgDir?: string, file?: string }} [opts] `file` (absolute) defaults to
+ *   `<pkgDir>/descriptors.binpb`.
+ * @returns {{ ok: boolean, missing: boolean }} `missing`: the committed file does not exist.
+ */
+export function checkDescriptorSet(opts = {}) {
+  const pkgDir = opts.pkgDir ?? PKG_DIR;
+  const committed = opts.file ?? join(pkgDir, DESCRIPTOR_SET_FILE);
+  const temp = mkdtempSync(join(tmpdir(), 'diffmesh-descriptors-'));
+  try {
+    const fresh = join(temp, DESCRIPTOR_SET_FILE);
+    buildDescriptorSet(fresh, pkgDir);
+    let current;
+    try {
+      current = readFileSync(committed);
+    } catch (err) {
+      if (err && err.code === 'ENOENT') return { ok: false, missing: true };
+      throw err;
+    }
+    return { ok: readFileSync(fresh).equals(current), missing: false };
+  } finally {
+    rmSync(temp, { recursive: true, force: true });
+  }
+}
+
 /** A human-readable report of a failed check. */
 export function formatDrift(result) {
   const lines = [`protos: ${GENERATED_DIR}/ is out of date with proto/ (run \`npm run gen -w @diffmesh/protos\`):`];
@@ -137,21 +185,27 @@ export function formatDrift(result) {
   return lines.join('\n');
 }
 
+/** A human-readable report of a failed descriptor-set check. */
+export function formatDescriptorDrift(result) {
+  const what = result.missing ? 'is missing' : 'is out of date with proto/';
+  return `protos: ${DESCRIPTOR_SET_FILE} ${what} (run \`npm run gen -w @diffmesh/protos\`)`;
+}
+
 function main(argv) {
   const [command] = argv;
   if (command === 'gen') {
     generate();
-    console.log(`protos: generated ${GENERATED_DIR}/ from ${listProtoFiles().length} files`);
+    console.log(`protos: generated ${GENERATED_DIR}/ from ${listProtoFiles().length} files, and ${DESCRIPTOR_SET_FILE}`);
     return 0;
   }
   if (command === 'check') {
     const result = checkGenerated();
-    if (result.ok) {
-      console.log(`protos: ${GENERATED_DIR}/ is up to date`);
-      return 0;
-    }
-    console.error(formatDrift(result));
-    return 1;
+    const descriptors = checkDescriptorSet();
+    if (result.ok) console.log(`protos: ${GENERATED_DIR}/ is up to date`);
+    else console.error(formatDrift(result));
+    if (descriptors.ok) console.log(`protos: ${DESCRIPTOR_SET_FILE} is up to date`);
+    else console.error(formatDescriptorDrift(descriptors));
+    return result.ok && descriptors.ok ? 0 : 1;
   }
   console.error('usage: node scripts/codegen.mjs gen|check');
   return 2;

@@ -2,7 +2,7 @@
  * diffmesh's wire contracts: where the .proto files are, how to load them, and the
  * TypeScript types generated from them (src/generated, see README.md).
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -41,6 +41,20 @@ export const PROTO_FILES: readonly string[] = [
   'google/rpc/status.proto',
   'google/rpc/error_details.proto',
 ];
+
+/**
+ * Absolute path of the compiled descriptor set (`protos/descriptors.binpb`): a binary
+ * `google.protobuf.FileDescriptorSet` of every proto file of the package — diffmesh's,
+ * google.api/google.rpc, grpc.health.v1, grpc.reflection.v1/v1alpha — with its imports
+ * (google/protobuf/*) and source info, as buf compiles them. Servers serve it over gRPC
+ * reflection; clients may read it instead (also exported as `@diffmesh/protos/descriptors.binpb`).
+ */
+export const DESCRIPTOR_SET_PATH: string = fileURLToPath(new URL('../descriptors.binpb', import.meta.url));
+
+/** The bytes of the compiled descriptor set ({@link DESCRIPTOR_SET_PATH}). */
+export function readDescriptorSet(): Buffer {
+  return readFileSync(DESCRIPTOR_SET_PATH);
+}
 
 /** Fully qualified names of the services. */
 export const SERVICE_NAMES = {
@@ -183,14 +197,14 @@ export function messageCodec<TIn extends object, TOut = unknown>(fullName: strin
   const codec: MessageCodec<TIn, TOut> = {
     fullName,
     typeUrl: `type.googleapis.com/${fullName}`,
-    encode: (message) => type.encode(type.fromObject(message as Record<string, unknown>)).finish(),
+    encode: (message) => type.encode(type.fromObject(message)).finish(),
     encodeReady: (message) => {
-      const bytes = type.encode(message as Record<string, unknown>).finish();
+      const bytes = type.encode(message).finish();
       return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     },
     decode: (bytes) => type.toObject(type.decode(bytes), CONVERSION_OPTIONS) as TOut,
   };
-  codecs.set(fullName, codec as MessageCodec<unknown, unknown>);
+  codecs.set(fullName, codec);
   return codec;
 }
 
@@ -252,7 +266,7 @@ export function httpBindings(definition: protoLoader.PackageDefinition = loadDif
   const out: HttpBinding[] = [];
   for (const [service, entry] of Object.entries(definition)) {
     if ('format' in entry) continue; // a message or enum, not a service
-    for (const [method, def] of Object.entries(entry as protoLoader.ServiceDefinition)) {
+    for (const [method, def] of Object.entries(entry)) {
       const rule = (def.options as Record<string, unknown>)['(google.api.http)'];
       if (!rule || typeof rule !== 'object') continue;
       out.push(
@@ -329,6 +343,9 @@ export type { SessionRequest, SessionRequest__Output } from './generated/diffmes
 export type { SessionResponse, SessionResponse__Output } from './generated/diffmesh/scheduler/v1/SessionResponse.js';
 export type { SubmitRequest, SubmitRequest__Output } from './generated/diffmesh/scheduler/v1/SubmitRequest.js';
 export type { SubmitResponse, SubmitResponse__Output } from './generated/diffmesh/scheduler/v1/SubmitResponse.js';
+export type { GetResultRequest, GetResultRequest__Output } from './generated/diffmesh/scheduler/v1/GetResultRequest.js';
+export type { GetResultResponse, GetResultResponse__Output } from './generated/diffmesh/scheduler/v1/GetResultResponse.js';
+export type { ResultHeader, ResultHeader__Output } from './generated/diffmesh/scheduler/v1/ResultHeader.js';
 export type { WatchRequest, WatchRequest__Output } from './generated/diffmesh/scheduler/v1/WatchRequest.js';
 export type { WatchResponse, WatchResponse__Output } from './generated/diffmesh/scheduler/v1/WatchResponse.js';
 
@@ -338,11 +355,7 @@ export type { DescribeResponse, DescribeResponse__Output } from './generated/dif
 export type { ExecuteRequest, ExecuteRequest__Output } from './generated/diffmesh/stage/v1/ExecuteRequest.js';
 export type { ExecuteResponse, ExecuteResponse__Output } from './generated/diffmesh/stage/v1/ExecuteResponse.js';
 export type { InstanceStatus, InstanceStatus__Output } from './generated/diffmesh/stage/v1/InstanceStatus.js';
-export type {
-  StageServiceClient,
-  StageServiceDefinition,
-  StageServiceHandlers,
-} from './generated/diffmesh/stage/v1/StageService.js';
+export type { StageServiceClient, StageServiceDefinition, StageServiceHandlers } from './generated/diffmesh/stage/v1/StageService.js';
 export type { Task, Task__Output } from './generated/diffmesh/stage/v1/Task.js';
 export type { TaskAssignment, TaskAssignment__Output } from './generated/diffmesh/stage/v1/TaskAssignment.js';
 export type { TaskFailed, TaskFailed__Output } from './generated/diffmesh/stage/v1/TaskFailed.js';
@@ -369,11 +382,7 @@ export type { PutObjectsResponse, PutObjectsResponse__Output } from './generated
 export type { PutResponse, PutResponse__Output } from './generated/diffmesh/tensor/v1/PutResponse.js';
 export type { StatRequest, StatRequest__Output } from './generated/diffmesh/tensor/v1/StatRequest.js';
 export type { StatResponse, StatResponse__Output } from './generated/diffmesh/tensor/v1/StatResponse.js';
-export type {
-  TensorServiceClient,
-  TensorServiceDefinition,
-  TensorServiceHandlers,
-} from './generated/diffmesh/tensor/v1/TensorService.js';
+export type { TensorServiceClient, TensorServiceDefinition, TensorServiceHandlers } from './generated/diffmesh/tensor/v1/TensorService.js';
 export type { TouchRequest, TouchRequest__Output } from './generated/diffmesh/tensor/v1/TouchRequest.js';
 export type { TouchResponse, TouchResponse__Output } from './generated/diffmesh/tensor/v1/TouchResponse.js';
 

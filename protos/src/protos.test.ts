@@ -1,12 +1,23 @@
 import { cpSync, existsSync, mkdtempSync, rmSync, unlinkSync, writeFileSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import * as grpc from '@grpc/grpc-js';
+import { FileDescriptorSet, type IFileDescriptorSet } from 'protobufjs/ext/descriptor/index.js';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { GENERATED_DIR, PKG_DIR, checkGenerated, listProtoFiles } from '../scripts/codegen.mjs';
 import {
+  DESCRIPTOR_SET_FILE,
+  GENERATED_DIR,
+  PKG_DIR,
+  checkDescriptorSet,
+  checkGenerated,
+  formatDescriptorDrift,
+  listProtoFiles,
+} from '../scripts/codegen.mjs';
+import {
+  DESCRIPTOR_SET_PATH,
   PROTO_FILES,
   PROTO_ROOT,
   SERVICE_NAMES,
@@ -14,6 +25,7 @@ import {
   loadDiffmeshPackageDefinition,
   loadDiffmeshProtos,
   messageCodec,
+  readDescriptorSet,
 } from './index.js';
 import type { ObjectRef, ObjectRef__Output } from './index.js';
 
@@ -34,6 +46,7 @@ describe('loading', () => {
         Get: [false, false],
         Cancel: [false, false],
         Watch: [false, true],
+        GetResult: [false, true],
         ListModels: [false, false],
         GetStatus: [false, false],
         Session: [true, true],
@@ -64,10 +77,7 @@ describe('loading', () => {
       expect(Object.keys(service).sort(), name).toEqual(Object.keys(methods).sort());
       for (const [method, [reqStream, resStream]] of Object.entries(methods)) {
         expect(service[method]?.path).toBe(`/${name}/${method}`);
-        expect([service[method]?.requestStream, service[method]?.responseStream], `${name}/${method}`).toEqual([
-          reqStream,
-          resStream,
-        ]);
+        expect([service[method]?.requestStream, service[method]?.responseStream], `${name}/${method}`).toEqual([reqStream, resStream]);
       }
       // The definition is usable by a server.
       const server = new grpc.Server();
@@ -94,6 +104,7 @@ describe('http annotations', () => {
     ['SchedulerService', 'Get', 'GET', '/api/v1/requests/{req_id}', ''],
     ['SchedulerService', 'Cancel', 'POST', '/api/v1/requests/{req_id}:cancel', '*'],
     ['SchedulerService', 'Watch', 'GET', '/api/v1/requests/{req_id}:watch', ''],
+    ['SchedulerService', 'GetResult', 'GET', '/api/v1/requests/{req_id}/result', ''],
     ['SchedulerService', 'ListModels', 'GET', '/api/v1/models', ''],
     ['SchedulerService', 'GetStatus', 'GET', '/api/v1/status', ''],
     ['TensorService', 'Stat', 'GET', '/api/v1/objects/{object_id}', ''],
@@ -147,5 +158,53 @@ describe('generated types', () => {
     expect(result.changed).toEqual([changed]);
     expect(result.missing).toEqual(['diffmesh/tensor/v1/Chunk.ts']);
     expect(result.extra).toEqual(['diffmesh/common/v1/Stale.ts']);
+  });
+});
+
+describe('descriptor set', () => {
+  const temps: string[] = [];
+  afterAll(() => {
+    for (const t of temps) rmSync(t, { recursive: true, force: true });
+  });
+
+  it('is up to date with proto/', () => {
+    const result = checkDescriptorSet();
+    expect(result, 'run `npm run gen -w @diffmesh/protos`').toEqual({ ok: true, missing: false });
+  });
+
+  it('is shipped: clients resolve it through the package exports', () => {
+    const resolved = createRequire(import.meta.url).resolve('@diffmesh/protos/descriptors.binpb');
+    expect(readFileSync(resolved).equals(readDescriptorSet())).toBe(true);
+    expect(DESCRIPTOR_SET_PATH).toBe(join(PKG_DIR, DESCRIPTOR_SET_FILE));
+    const pkg = JSON.parse(readFileSync(join(PKG_DIR, 'package.json'), 'utf8')) as { files: string[] };
+    expect(pkg.files).toContain(DESCRIPTOR_SET_FILE);
+  });
+
+  it('holds every proto file by its import path, with its imports', () => {
+    const set = FileDescriptorSet.toObject(FileDescriptorSet.decode(readDescriptorSet())) as IFileDescriptorSet;
+    const names = new Set((set.file ?? []).map((f) => f.name));
+    for (const file of [
+      ...PROTO_FILES,
+      'google/api/annotations.proto',
+      'google/protobuf/descriptor.proto',
+      'google/protobuf/timestamp.proto',
+      'grpc/health/v1/health.proto',
+      'grpc/reflection/v1/reflection.proto',
+      'grpc/reflection/v1alpha/reflection.proto',
+    ]) {
+      expect(names.has(file), file).toBe(true);
+    }
+  });
+
+  it('the drift check reports a changed and a missing file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'diffmesh-descriptors-test-'));
+    temps.push(dir);
+    const stale = join(dir, DESCRIPTOR_SET_FILE);
+    const bytes = readDescriptorSet();
+    writeFileSync(stale, bytes.subarray(0, bytes.length - 1));
+    expect(checkDescriptorSet({ file: stale })).toEqual({ ok: false, missing: false });
+    const missing = checkDescriptorSet({ file: join(dir, 'none.binpb') });
+    expect(missing).toEqual({ ok: false, missing: true });
+    expect(formatDescriptorDrift(missing)).toContain('npm run gen -w @diffmesh/protos');
   });
 });

@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadDiffmeshProtos, type SubmitResponse__Output } from '@diffmesh/protos';
-import { Code, fromWire, type DiffmeshError } from '@diffmesh/runtime';
+import { Code, fromWire, type DiffmeshError } from '@diffmesh/core';
 import { SchedulerConfigSchema } from './config.js';
 import { Fixtures, HeldInstance, newScheduler, outcome, twoModels } from './fixtures/stages.js';
 import { schedulerServiceBinding } from './service.js';
@@ -12,9 +12,9 @@ const fx = new Fixtures();
 afterEach(() => fx.close());
 
 /** The error `submit` throws, or undefined when it accepts. */
-function refusal(s: Scheduler, req: Partial<GenerateRequest>): DiffmeshError | undefined {
+async function refusal(s: Scheduler, req: Partial<GenerateRequest>): Promise<DiffmeshError | undefined> {
   try {
-    s.submit({ model: 'm1', params: { prompt: 'x' }, ...req });
+    await s.submit({ model: 'm1', params: { prompt: 'x' }, ...req });
     return undefined;
   } catch (err) {
     return err as DiffmeshError;
@@ -36,18 +36,21 @@ async function submitOverGrpc(s: Scheduler, req: Record<string, unknown>): Promi
   }
 }
 
-describe('admission: timeout_ms', () => {
+describe('admission: timeout_ms', async () => {
   it('refuses a timeout a timer cannot hold (2^31 ms or more) naming timeout_ms, and accepts nothing', async () => {
     const s = newScheduler();
     s.addInstance(new HeldInstance('enc-1'));
-    expect(refusal(s, { timeoutMs: 3_000_000_000 })).toMatchObject({
+    expect(await refusal(s, { timeoutMs: 3_000_000_000 })).toMatchObject({
       code: Code.INVALID_ARGUMENT,
       reason: 'INVALID_PARAMETER',
       metadata: { field: 'timeout_ms' },
     });
     expect(s.inFlightCount()).toBe(0);
     // A valid uint32 on the wire, refused the same way.
-    expect(await submitOverGrpc(s, { timeoutMs: 2 ** 31 })).toMatchObject({ code: Code.INVALID_ARGUMENT, metadata: { field: 'timeout_ms' } });
+    expect(await submitOverGrpc(s, { timeoutMs: 2 ** 31 })).toMatchObject({
+      code: Code.INVALID_ARGUMENT,
+      metadata: { field: 'timeout_ms' },
+    });
     expect(s.inFlightCount()).toBe(0);
   });
 
@@ -55,7 +58,7 @@ describe('admission: timeout_ms', () => {
     const s = newScheduler();
     const inst = new HeldInstance('enc-1');
     s.addInstance(inst);
-    const id = s.submit({ model: 'm1', params: { prompt: 'x' }, timeoutMs: 2 ** 31 - 1 }).context.reqId;
+    const id = (await s.submit({ model: 'm1', params: { prompt: 'x' }, timeoutMs: 2 ** 31 - 1 })).context.reqId;
     await expect.poll(() => inst.tasks.length, { timeout: 10_000 }).toBe(1);
     inst.finish(0);
     expect(await outcome(s, id)).toBe('completed');
@@ -69,23 +72,23 @@ describe('admission: timeout_ms', () => {
   });
 });
 
-describe('admission: request_id', () => {
+describe('admission: request_id', async () => {
   it('refuses a request id the tensor store would refuse (":" in it) or that is too long, naming request_id', async () => {
     const s = newScheduler();
     s.addInstance(new HeldInstance('enc-1', { capacity: 10 }));
     const bad = { code: Code.INVALID_ARGUMENT, reason: 'INVALID_PARAMETER', metadata: { field: 'request_id' } };
-    expect(refusal(s, { requestId: 'tenant:42' })).toMatchObject(bad);
-    expect(refusal(s, { requestId: 'x'.repeat(60_000) })).toMatchObject(bad);
-    expect(refusal(s, { requestId: 'é'.repeat(129) })).toMatchObject(bad);
+    expect(await refusal(s, { requestId: 'tenant:42' })).toMatchObject(bad);
+    expect(await refusal(s, { requestId: 'x'.repeat(60_000) })).toMatchObject(bad);
+    expect(await refusal(s, { requestId: 'é'.repeat(129) })).toMatchObject(bad);
     expect(await submitOverGrpc(s, { requestId: 'a:b' })).toMatchObject(bad);
     expect(s.inFlightCount()).toBe(0);
     expect(s.recentRequests()).toHaveLength(0);
   });
 
-  it('accepts a client request id of up to 128 characters', () => {
+  it('accepts a client request id of up to 128 characters', async () => {
     const s = newScheduler();
     s.addInstance(new HeldInstance('enc-1'));
     const id = 'é'.repeat(128);
-    expect(s.submit({ model: 'm1', params: { prompt: 'x' }, requestId: id }).context.reqId).toBe(id);
+    expect((await s.submit({ model: 'm1', params: { prompt: 'x' }, requestId: id })).context.reqId).toBe(id);
   });
 });

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { LogConfigSchema, TlsConfigSchema, defineConfig, tlsConfigMappings } from '@diffmesh/runtime';
+import { LogConfigSchema, TlsConfigSchema, defineConfig, tlsConfigMappings } from '@diffmesh/core';
+import { STORE_BACKENDS } from './storage/types.js';
 import { MAX_TIMEOUT_MS } from './types.js';
 
 /** The scheduler service's configuration (env prefix `DIFFMESH_SCHEDULER_`). */
@@ -10,6 +11,12 @@ export const SchedulerConfigSchema = z.object({
   instanceId: z.string().default('').describe('instance id in discovery (default: scheduler-<random>)'),
   natsUrl: z.string().default('').describe('NATS server for discovery (empty = in-process discovery only)'),
   plansFile: z.string().default('').describe('ExecutionPlan registry file (empty = the shipped plans.yaml)'),
+  modelDirectories: z
+    .array(z.string())
+    .default([])
+    .describe(
+      'model directories (diffusers/optimum ONNX layout) served under their absolute real path, with plans derived from their files',
+    ),
   tensorAddress: z.string().default('').describe("this node's tensor-svc, for deleting request objects"),
   maxQueueLength: z.number().int().positive().default(256).describe('most tasks waiting in one pool queue'),
   maxInFlight: z.number().int().positive().default(1024).describe('most requests accepted and not finished'),
@@ -37,7 +44,9 @@ export const SchedulerConfigSchema = z.object({
     .nonnegative()
     .max(MAX_TIMEOUT_MS)
     .default(10_000)
-    .describe('how long a queued task waits when its pool has no instance that can run it, before its request fails (0 = until the request times out)'),
+    .describe(
+      'how long a queued task waits when its pool has no instance that can run it, before its request fails (0 = until the request times out)',
+    ),
   eventIntervalMs: z
     .number()
     .int()
@@ -45,6 +54,29 @@ export const SchedulerConfigSchema = z.object({
     .default(20)
     .describe('least time between two event messages of a Generate/Watch stream; the end is sent at once (0 = every event loop turn)'),
   drainGraceMs: z.number().int().nonnegative().default(30_000).describe('time to finish requests after SIGTERM'),
+  queue: z
+    .enum(STORE_BACKENDS, {
+      error: (iss) => `unknown queue backend ${JSON.stringify(iss.input)} (available: ${STORE_BACKENDS.join(', ')})`,
+    })
+    .default('memory')
+    .describe(
+      'where requests and task queues live: memory (this process only), sqlite (this node, survives a restart), redis or jetstream (shared by several schedulers)',
+    ),
+  queueUrl: z.string().default('').describe('redis: redis://host:port[/db]; jetstream: the NATS URL (default: --nats)'),
+  sqlitePath: z.string().default('diffmesh-scheduler.sqlite').describe('sqlite: the database file (its folder is created)'),
+  queueNamespace: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, _ and - only')
+    .default('diffmesh')
+    .describe('names the shared state: redis key prefix, JetStream streams and bucket (meshes sharing a server use different ones)'),
+  leaseMs: z
+    .number()
+    .int()
+    .min(100)
+    .max(MAX_TIMEOUT_MS)
+    .default(10_000)
+    .describe("how long a dispatched task stays taken without renewal: a dead scheduler's tasks return to their queues after this"),
+  ffmpeg: z.string().default('ffmpeg').describe('ffmpeg binary for MP4 and WebM results of GetResult (a name on PATH or a path)'),
   metricsListen: z.string().default('').describe('host:port of the Prometheus /metrics endpoint (empty = off; port 0 = any free port)'),
   tls: TlsConfigSchema.prefault({}).describe('TLS of the scheduler API and of its calls to stage services and tensor-svc'),
   log: LogConfigSchema.default({ level: 'info', pretty: false }),
@@ -61,6 +93,7 @@ export const schedulerConfig = defineConfig({
     INSTANCE_ID: 'instanceId',
     NATS_URL: 'natsUrl',
     PLANS_FILE: 'plansFile',
+    MODEL_DIRECTORIES: 'modelDirectories',
     TENSOR_ADDRESS: 'tensorAddress',
     MAX_QUEUE_LENGTH: 'maxQueueLength',
     MAX_IN_FLIGHT: 'maxInFlight',
@@ -73,6 +106,12 @@ export const schedulerConfig = defineConfig({
     STRANDED_TIMEOUT_MS: 'strandedTimeoutMs',
     EVENT_INTERVAL_MS: 'eventIntervalMs',
     DRAIN_GRACE_MS: 'drainGraceMs',
+    QUEUE: 'queue',
+    QUEUE_URL: 'queueUrl',
+    SQLITE_PATH: 'sqlitePath',
+    QUEUE_NAMESPACE: 'queueNamespace',
+    LEASE_MS: 'leaseMs',
+    FFMPEG: 'ffmpeg',
     METRICS_LISTEN: 'metricsListen',
     LOG_LEVEL: 'log.level',
     ...tlsConfigMappings().env,
@@ -83,6 +122,7 @@ export const schedulerConfig = defineConfig({
     'instance-id': 'instanceId',
     nats: 'natsUrl',
     plans: 'plansFile',
+    'model-directories': 'modelDirectories',
     tensor: 'tensorAddress',
     'max-queue-length': 'maxQueueLength',
     'max-in-flight': 'maxInFlight',
@@ -95,6 +135,12 @@ export const schedulerConfig = defineConfig({
     'stranded-timeout-ms': 'strandedTimeoutMs',
     'event-interval-ms': 'eventIntervalMs',
     'drain-grace-ms': 'drainGraceMs',
+    queue: 'queue',
+    'queue-url': 'queueUrl',
+    'sqlite-path': 'sqlitePath',
+    'queue-namespace': 'queueNamespace',
+    'lease-ms': 'leaseMs',
+    ffmpeg: 'ffmpeg',
     'metrics-listen': 'metricsListen',
     'log-level': 'log.level',
     ...tlsConfigMappings().flags,

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { Code, PlanRegistry, type DiffmeshError, type StageResult, type StageTask } from '@diffmesh/runtime';
+import { Code, type DiffmeshError, type StageResult, type StageTask } from '@diffmesh/core';
+import { PlanRegistry } from './plans/registry.js';
 import { HeldInstance, end, entry, newScheduler, outcome } from './fixtures/stages.js';
 import { TaskRefused, type ExecuteHooks } from './types.js';
 
@@ -15,27 +16,34 @@ class RefusesOnce extends HeldInstance {
   }
 }
 
-describe('dispatch', () => {
+describe('dispatch', async () => {
   it('puts a task an instance refused back in its queue without using up a try', async () => {
     const s = newScheduler({ maxAttempts: 1 });
     const inst = new RefusesOnce('enc-1');
     s.addInstance(inst);
-    const id = s.submit({ model: 'm1', params: { prompt: 'x' } }).context.reqId;
+    const id = (await s.submit({ model: 'm1', params: { prompt: 'x' } })).context.reqId;
     await expect.poll(() => inst.tasks.length, { timeout: 10_000 }).toBe(1);
     inst.finish(0);
     expect(await outcome(s, id)).toBe('completed');
     expect(inst.refusals).toBe(1);
-    expect(s.get(id).timings[0].attempts).toBe(1);
-    expect(s.get(id).context.retryCount).toBe(0);
+    expect((await s.get(id)).timings[0].attempts).toBe(1);
+    expect((await s.get(id)).context.retryCount).toBe(0);
   });
 
-  it('takes the best task across a pool\'s queues: priority first, then arrival, pinned or not', async () => {
+  it("takes the best task across a pool's queues: priority first, then arrival, pinned or not", async () => {
     const registry = PlanRegistry.fromEntries([entry({ model: 'm1' }), entry({ model: 'pinned' }, 'enc', '>=1.0.0')]);
     const s = newScheduler({}, { registry });
     const inst = new HeldInstance('enc-1');
     s.addInstance(inst);
-    const submit = (model: string, prompt: string, priority = 0) => s.submit({ model, params: { prompt }, priority }).context.reqId;
-    const ids = [submit('m1', 'a'), submit('m1', 'b'), submit('pinned', 'c'), submit('m1', 'd'), submit('pinned', 'e', 100)];
+    const submit = async (model: string, prompt: string, priority = 0) =>
+      (await s.submit({ model, params: { prompt }, priority })).context.reqId;
+    const ids = [
+      await submit('m1', 'a'),
+      await submit('m1', 'b'),
+      await submit('pinned', 'c'),
+      await submit('m1', 'd'),
+      await submit('pinned', 'e', 100),
+    ];
     for (let i = 0; i < ids.length; i += 1) {
       await expect.poll(() => inst.tasks.length, { timeout: 10_000 }).toBe(i + 1);
       inst.finish(i);
@@ -50,9 +58,9 @@ describe('dispatch', () => {
     const b = new HeldInstance('enc-b', { models: ['m2'] });
     s.addInstance(a);
     s.addInstance(b);
-    const r1 = s.submit({ model: 'm1', params: { prompt: 'r1' } }).context.reqId;
-    const r2 = s.submit({ model: 'm1', params: { prompt: 'r2' } }).context.reqId; // enc-a is busy: waits
-    const r3 = s.submit({ model: 'm2', params: { prompt: 'r3' } }).context.reqId; // not stuck behind r2
+    const r1 = (await s.submit({ model: 'm1', params: { prompt: 'r1' } })).context.reqId;
+    const r2 = (await s.submit({ model: 'm1', params: { prompt: 'r2' } })).context.reqId; // enc-a is busy: waits
+    const r3 = (await s.submit({ model: 'm2', params: { prompt: 'r3' } })).context.reqId; // not stuck behind r2
     expect(a.tasks.map((t) => t.params.prompt)).toEqual(['r1']);
     expect(b.tasks.map((t) => t.params.prompt)).toEqual(['r3']);
     a.finish(0);
@@ -63,12 +71,12 @@ describe('dispatch', () => {
     expect(a.tasks.map((t) => t.params.prompt)).toEqual(['r1', 'r2']);
   });
 
-  it('refuses at once a request whose pool has no instance serving its model, naming pool and model', () => {
+  it('refuses at once a request whose pool has no instance serving its model, naming pool and model', async () => {
     const s = newScheduler();
     s.addInstance(new HeldInstance('enc-b', { models: ['m2'] }));
     let err: DiffmeshError | undefined;
     try {
-      s.submit({ model: 'm1', params: { prompt: 'x' } });
+      await s.submit({ model: 'm1', params: { prompt: 'x' } });
     } catch (e) {
       err = e as DiffmeshError;
     }
@@ -78,24 +86,28 @@ describe('dispatch', () => {
   });
 });
 
-describe('a pool that loses every instance able to run a waiting task', () => {
-  it('fails the task\'s request with POOL_UNAVAILABLE after strandedTimeoutMs, instead of leaving it queued', async () => {
+describe('a pool that loses every instance able to run a waiting task', async () => {
+  it("fails the task's request with POOL_UNAVAILABLE after strandedTimeoutMs, instead of leaving it queued", async () => {
     const s = newScheduler({ strandedTimeoutMs: 200 });
     const a = new HeldInstance('enc-a', { models: ['m1'] });
     const b = new HeldInstance('enc-b', { models: ['m2'] });
     s.addInstance(a);
     s.addInstance(b);
-    const running = s.submit({ model: 'm1', params: { prompt: 'running' } }).context.reqId;
-    const waiting = s.submit({ model: 'm1', params: { prompt: 'waiting' } }).context.reqId;
+    const running = (await s.submit({ model: 'm1', params: { prompt: 'running' } })).context.reqId;
+    const waiting = (await s.submit({ model: 'm1', params: { prompt: 'waiting' } })).context.reqId;
     s.retireInstance('enc-a'); // drains: finishes its task, takes no new one; enc-b does not serve m1
     expect(await end(s, waiting)).toMatchObject({
       type: 'failed',
-      error: { code: Code.UNAVAILABLE, reason: 'POOL_UNAVAILABLE', message: 'pool "enc" (stage text_encoding) has had no instance serving model "m1" for 200 ms' },
+      error: {
+        code: Code.UNAVAILABLE,
+        reason: 'POOL_UNAVAILABLE',
+        message: 'pool "enc" (stage text_encoding) has had no instance serving model "m1" for 200 ms',
+      },
     });
     a.finish(0);
     expect(await outcome(s, running)).toBe('completed');
     // The pool's other model is unaffected.
-    const other = s.submit({ model: 'm2', params: { prompt: 'other' } }).context.reqId;
+    const other = (await s.submit({ model: 'm2', params: { prompt: 'other' } })).context.reqId;
     b.finish(0);
     expect(await outcome(s, other)).toBe('completed');
   });
@@ -104,8 +116,8 @@ describe('a pool that loses every instance able to run a waiting task', () => {
     const s = newScheduler({ strandedTimeoutMs: 60_000 });
     const first = new HeldInstance('enc-1');
     s.addInstance(first);
-    const running = s.submit({ model: 'm1', params: { prompt: 'running' } }).context.reqId;
-    const waiting = s.submit({ model: 'm1', params: { prompt: 'waiting' } }).context.reqId;
+    const running = (await s.submit({ model: 'm1', params: { prompt: 'running' } })).context.reqId;
+    const waiting = (await s.submit({ model: 'm1', params: { prompt: 'waiting' } })).context.reqId;
     s.retireInstance('enc-1');
     const next = new HeldInstance('enc-2');
     s.addInstance(next);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { EventLog } from './event-log.js';
 
-describe('EventLog', () => {
+describe('EventLog', async () => {
   it('gives a late listener the past events, then live ones, then close once', () => {
     const log = new EventLog<number>();
     log.push(1);

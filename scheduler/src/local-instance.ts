@@ -7,7 +7,7 @@ import {
   type StageHandler,
   type StageResult,
   type StageTask,
-} from '@diffmesh/runtime';
+} from '@diffmesh/core';
 import type { ExecuteHooks, StageInstance } from './types.js';
 
 /** A stage handler running in this process, as a dispatch target (the embedded runtime). */

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // scheduler: config → plan registry, queues, discovery → gRPC SchedulerService → signal handling (flushing telemetry last).
-import { createLogger, loadServiceConfig, packageVersion, runProcess, startTelemetry, traceLogFields } from '@diffmesh/runtime';
+import { createLogger, loadServiceConfig, packageVersion, runProcess, startTelemetry, traceLogFields } from '@diffmesh/core';
 import { schedulerConfig } from './config.js';
 import { startSchedulerService } from './server.js';
 
@@ -9,4 +9,4 @@ const log = createLogger({ name: 'scheduler', ...config.log, mixin: traceLogFiel
 const version = packageVersion(import.meta.url);
 // Tracing from the standard OTEL_* variables (off without an endpoint).
 const telemetry = await startTelemetry({ serviceName: 'scheduler', serviceVersion: version, log });
-await runProcess('scheduler', log, () => startSchedulerService(config, log, version), { telemetry });
+await runProcess('scheduler', log, () => startSchedulerService(config, log, version, process.env), { telemetry });

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { MemoryDiscovery, type InstanceRegistration } from '@diffmesh/runtime';
+import { MemoryDiscovery, type InstanceRegistration } from '@diffmesh/discovery';
 import { Fixtures, HeldInstance, end, gate, handler, log, newScheduler, outcome } from './fixtures/stages.js';
 import { followDiscovery } from './membership.js';
 
@@ -19,19 +19,19 @@ const registration = (address: string): InstanceRegistration => ({
   capacity: 1,
 });
 
-describe('an instance that leaves discovery while busy and comes back under the same id', () => {
+describe('an instance that leaves discovery while busy and comes back under the same id', async () => {
   it('keeps serving: the old task finishes on the old slot, new work goes to the new one', async () => {
     const s = newScheduler();
     const first = new HeldInstance('enc-1');
     s.addInstance(first);
-    const r1 = s.submit({ model: 'm1', params: { prompt: 'x' } }).context.reqId;
-    expect(first.tasks).toHaveLength(1);
+    const r1 = (await s.submit({ model: 'm1', params: { prompt: 'x' } })).context.reqId;
+    await expect.poll(() => first.tasks.length).toBe(1);
     s.retireInstance('enc-1'); // discovery: down, its task still running
     const again = new HeldInstance('enc-1');
     s.addInstance(again); // discovery: up again
     // The old task still occupies the worker's only slot.
     expect(s.instances('enc')).toEqual([{ instance: again, active: 1 }]);
-    const r2 = s.submit({ model: 'm1', params: { prompt: 'y' } }).context.reqId;
+    const r2 = (await s.submit({ model: 'm1', params: { prompt: 'y' } })).context.reqId;
     expect(again.tasks).toHaveLength(0);
 
     first.finish(0);
@@ -57,21 +57,21 @@ describe('an instance that leaves discovery while busy and comes back under the 
     const unfollow = followDiscovery(s, discovery, { log });
     let registered = await discovery.register(registration(address));
     await expect.poll(() => s.instances('enc').length, { timeout: 10_000 }).toBe(1);
-    const r1 = s.submit({ model: 'm1', params: { prompt: 'x' } }).context.reqId;
-    await expect.poll(() => s.get(r1).timings[0]?.startedAt ?? 0, { timeout: 10_000 }).toBeGreaterThan(0);
+    const r1 = (await s.submit({ model: 'm1', params: { prompt: 'x' } })).context.reqId;
+    await expect.poll(async () => (await s.get(r1)).timings[0]?.startedAt ?? 0, { timeout: 10_000 }).toBeGreaterThan(0);
     await registered.stop(); // down (its NATS connection blipped) ...
     registered = await discovery.register(registration(address)); // ... and up again, same id and address
     held.release();
     expect(await outcome(s, r1)).toBe('completed');
     await expect.poll(() => s.instances('enc').map((i) => i.active), { timeout: 10_000 }).toEqual([0]);
 
-    const r2 = s.submit({ model: 'm1', params: { prompt: 'y' } }).context.reqId;
+    const r2 = (await s.submit({ model: 'm1', params: { prompt: 'y' } })).context.reqId;
     expect((await end(s, r2)).type).toBe('completed');
     unfollow();
     await registered.stop();
   });
 
-  it('an instance the scheduler closed is taken back at discovery\'s next word about it', async () => {
+  it("an instance the scheduler closed is taken back at discovery's next word about it", async () => {
     const address = await fx.stageServer(handler(async () => ({ outputs: {} })));
     const s = newScheduler();
     const discovery = new MemoryDiscovery();
@@ -82,7 +82,7 @@ describe('an instance that leaves discovery while busy and comes back under the 
     expect(s.instances('enc')).toHaveLength(0);
     registered.update({ inFlight: 0 }); // still registered: discovery reports it again
     await expect.poll(() => s.instances('enc').length, { timeout: 10_000 }).toBe(1);
-    expect(await outcome(s, s.submit({ model: 'm1', params: { prompt: 'x' } }).context.reqId)).toBe('completed');
+    expect(await outcome(s, (await s.submit({ model: 'm1', params: { prompt: 'x' } })).context.reqId)).toBe('completed');
     unfollow();
     await registered.stop();
   });

@@ -1,21 +1,28 @@
 import { describe, expect, it } from 'vitest';
-import { PlanRegistry } from '@diffmesh/runtime';
-import { entry, handler, log, newScheduler, outcome } from './fixtures/stages.js';
+import { PlanRegistry } from './plans/registry.js';
+import { entry, gate, handler, log, newScheduler, outcome } from './fixtures/stages.js';
 import { LocalInstance } from './local-instance.js';
 import { SchedulerMetrics } from './metrics.js';
 
-describe('SchedulerMetrics', () => {
+describe('SchedulerMetrics', async () => {
   it('labels requests with their plan entry (the pattern), not each model name the pattern accepts', async () => {
     const registry = PlanRegistry.fromEntries([entry({ model: 'm1' }), entry({ pattern: 'pat/*' })]);
     let metrics: SchedulerMetrics | undefined;
     const s = newScheduler({ maxAttempts: 1 }, { registry, onEvent: (e, state) => metrics?.observe(e, state) });
     metrics = new SchedulerMetrics(s);
-    s.addInstance(new LocalInstance('enc-1', 'enc', handler(async () => ({ outputs: {} })), 4, log));
-    const ids = ['pat/a', 'pat/b', 'pat/c', 'm1'].map((model) => s.submit({ model, params: { prompt: 'x' } }).context.reqId);
+    const held = gate();
+    const run = handler(async (task) => {
+      if (task.params.prompt === 'hold') await held.wait;
+      return { outputs: {} };
+    });
+    s.addInstance(new LocalInstance('enc-1', 'enc', run, 4, log));
+    const ids: string[] = [];
+    for (const model of ['pat/a', 'pat/b', 'pat/c', 'm1']) ids.push((await s.submit({ model, params: { prompt: 'x' } })).context.reqId);
     for (const id of ids) expect(await outcome(s, id)).toBe('completed');
-    const cancelled = s.submit({ model: 'pat/d', params: { prompt: 'x' } }).context.reqId;
-    s.cancel(cancelled);
+    const cancelled = (await s.submit({ model: 'pat/d', params: { prompt: 'hold' } })).context.reqId;
+    await s.cancel(cancelled);
     expect(await outcome(s, cancelled)).toBe('cancelled');
+    held.release();
 
     const text = await metrics.registry.metrics();
     const series = (name: string) => text.split('\n').filter((l) => l.startsWith(`${name}{`));

@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Scheduler } from './scheduler.js';
-import type { RequestEvent, RequestState } from './types.js';
+import type { RequestEvent } from '@diffmesh/core';
+import type { RequestState } from './types.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
@@ -21,10 +22,30 @@ export class SchedulerMetrics {
   constructor(scheduler: Scheduler) {
     const r = this.registry;
     collectDefaultMetrics({ register: r, prefix: 'diffmesh_scheduler_' });
-    this.submitted = new Counter({ name: 'diffmesh_requests_submitted_total', help: 'Requests accepted', labelNames: ['model'], registers: [r] });
-    this.completed = new Counter({ name: 'diffmesh_requests_completed_total', help: 'Requests completed', labelNames: ['model'], registers: [r] });
-    this.failed = new Counter({ name: 'diffmesh_requests_failed_total', help: 'Requests failed', labelNames: ['model', 'reason'], registers: [r] });
-    this.cancelled = new Counter({ name: 'diffmesh_requests_cancelled_total', help: 'Requests cancelled', labelNames: ['model'], registers: [r] });
+    this.submitted = new Counter({
+      name: 'diffmesh_requests_submitted_total',
+      help: 'Requests accepted',
+      labelNames: ['model'],
+      registers: [r],
+    });
+    this.completed = new Counter({
+      name: 'diffmesh_requests_completed_total',
+      help: 'Requests completed',
+      labelNames: ['model'],
+      registers: [r],
+    });
+    this.failed = new Counter({
+      name: 'diffmesh_requests_failed_total',
+      help: 'Requests failed',
+      labelNames: ['model', 'reason'],
+      registers: [r],
+    });
+    this.cancelled = new Counter({
+      name: 'diffmesh_requests_cancelled_total',
+      help: 'Requests cancelled',
+      labelNames: ['model'],
+      registers: [r],
+    });
     this.requestLatency = new Histogram({
       name: 'diffmesh_request_latency_seconds',
       help: 'Accepted to completed',
@@ -51,9 +72,10 @@ export class SchedulerMetrics {
       help: 'Tasks waiting per pool',
       labelNames: ['pool'],
       registers: [r],
-      collect() {
+      async collect() {
+        const sizes = await scheduler.queueSizes();
         this.reset();
-        for (const [pool, n] of Object.entries(scheduler.queueSizes())) this.set({ pool }, n);
+        for (const [pool, n] of Object.entries(sizes)) this.set({ pool }, n);
       },
     });
     const slots = (kind: 'active' | 'idle') =>
@@ -94,7 +116,11 @@ export class SchedulerMetrics {
    * The series of `metric` for `labels`, bound once per distinct `key` (a labelled call
    * hashes its labels every time; this runs several times per request).
    */
-  private series<T extends { labels(l: Record<string, string>): unknown }>(metric: T, key: string, labels: Record<string, string>): ReturnType<T['labels']> {
+  private series<T extends { labels(l: Record<string, string>): unknown }>(
+    metric: T,
+    key: string,
+    labels: Record<string, string>,
+  ): ReturnType<T['labels']> {
     type C = ReturnType<T['labels']>;
     let byKey = this.bound.get(metric);
     if (!byKey) {

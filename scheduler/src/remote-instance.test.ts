@@ -1,7 +1,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadDiffmeshProtos, type WorkRequest__Output } from '@diffmesh/protos';
-import { Code, DiffmeshError, type ServiceBinding } from '@diffmesh/runtime';
+import { Code, DiffmeshError, type ServiceBinding } from '@diffmesh/core';
 import { Fixtures, end, gate, handler, newScheduler, outcome, recordingLogger } from './fixtures/stages.js';
 
 const fx = new Fixtures();
@@ -31,7 +31,7 @@ function answeringStage(outputs: (model: string) => Record<string, unknown>): Se
   };
 }
 
-describe('RemoteInstance', () => {
+describe('RemoteInstance', async () => {
   it('fails a task whose answer it cannot read with INTERNAL (retried, logged); other requests carry on', async () => {
     // A newer worker answers m2's tasks with a ref whose dtype this scheduler does not know.
     const address = await fx.server(
@@ -41,15 +41,15 @@ describe('RemoteInstance', () => {
     const s = newScheduler({ maxAttempts: 2 });
     // (A breaker that counts the two failures would take the instance out: not what this is about.)
     s.addInstance(fx.remote(address, { capacity: 2, log, breaker: { volumeThreshold: 100 } }));
-    const bad = s.submit({ model: 'm2', params: { prompt: 'x' } }).context.reqId;
-    const good = s.submit({ model: 'm1', params: { prompt: 'y' } }).context.reqId;
+    const bad = (await s.submit({ model: 'm2', params: { prompt: 'x' } })).context.reqId;
+    const good = (await s.submit({ model: 'm1', params: { prompt: 'y' } })).context.reqId;
 
     expect(await end(s, bad)).toMatchObject({ type: 'failed', error: { code: Code.INTERNAL, reason: 'INTERNAL' } });
-    expect(s.get(bad).timings[0].attempts).toBe(2);
+    expect((await s.get(bad)).timings[0].attempts).toBe(2);
     expect(await outcome(s, good)).toBe('completed');
     expect(lines.filter((l) => l.msg === 'unreadable answer from a stage instance').map((l) => l.reqId)).toEqual([bad, bad]);
     // The instance still serves.
-    expect(await outcome(s, s.submit({ model: 'm1', params: { prompt: 'z' } }).context.reqId)).toBe('completed');
+    expect(await outcome(s, (await s.submit({ model: 'm1', params: { prompt: 'z' } })).context.reqId)).toBe('completed');
   });
 
   it('dispatches a task that waited out an open breaker as soon as the breaker goes half-open', async () => {
@@ -64,12 +64,12 @@ describe('RemoteInstance', () => {
     const s = newScheduler({ maxAttempts: 3, retryBackoffMs: 1 });
     const r = fx.remote(address, { breaker: { volumeThreshold: 1, resetTimeoutMs: 300 } });
     s.addInstance(r);
-    const id = s.submit({ model: 'm1', params: { prompt: 'x' } }).context.reqId;
+    const id = (await s.submit({ model: 'm1', params: { prompt: 'x' } })).context.reqId;
     // The first try fails and opens the breaker; the retry waits in the queue, and nothing
     // else happens on the scheduler.
     await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('open');
-    await expect.poll(() => s.get(id).context.status, { timeout: 15_000 }).toBe('completed');
-    expect(s.get(id).timings[0].attempts).toBe(2);
+    await expect.poll(async () => (await s.get(id)).context.status, { timeout: 15_000 }).toBe('completed');
+    expect((await s.get(id)).timings[0].attempts).toBe(2);
   });
 
   it('sends one probe through a half-open breaker; the other tasks wait for it, and none loses a try', async () => {
@@ -87,17 +87,18 @@ describe('RemoteInstance', () => {
     const s = newScheduler({ maxAttempts: 2, retryBackoffMs: 1 });
     const r = fx.remote(address, { capacity: 3, breaker: { volumeThreshold: 1, resetTimeoutMs: 300 } });
     s.addInstance(r);
-    const first = s.submit({ model: 'm1', params: { prompt: 'x' } }).context.reqId;
+    const first = (await s.submit({ model: 'm1', params: { prompt: 'x' } })).context.reqId;
     // Its first try fails and opens the breaker; its second is the half-open probe.
     await expect.poll(() => calls, { timeout: 15_000 }).toBe(2);
     expect(r.breakerState()).toBe('half-open');
-    const others = [1, 2].map((i) => s.submit({ model: 'm1', params: { prompt: `p${i}` } }).context.reqId);
+    const others: string[] = [];
+    for (const i of [1, 2]) others.push((await s.submit({ model: 'm1', params: { prompt: `p${i}` } })).context.reqId);
     // Slots are free, but the breaker would refuse them: they wait.
-    expect(s.queueSizes().enc).toBe(2);
+    expect((await s.queueSizes()).enc).toBe(2);
     expect(calls).toBe(2);
     probe.release();
     for (const id of [first, ...others]) expect(await outcome(s, id)).toBe('completed');
-    expect(others.map((id) => s.get(id).timings[0].attempts)).toEqual([1, 1]);
+    expect(await Promise.all(others.map(async (id) => (await s.get(id)).timings[0].attempts))).toEqual([1, 1]);
     expect(r.breakerState()).toBe('closed');
     expect(calls).toBe(4);
   });
@@ -115,22 +116,22 @@ describe('RemoteInstance', () => {
     const s = newScheduler({ maxAttempts: 1 });
     const r = fx.remote(address, { breaker: { volumeThreshold: 1, resetTimeoutMs: 1500 } });
     s.addInstance(r);
-    expect(await outcome(s, s.submit({ model: 'm1', params: { prompt: 'fails' } }).context.reqId)).toBe('TRANSPORT');
+    expect(await outcome(s, (await s.submit({ model: 'm1', params: { prompt: 'fails' } })).context.reqId)).toBe('TRANSPORT');
     await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('half-open');
-    const probe = s.submit({ model: 'm1', params: { prompt: 'probe' } }).context.reqId;
+    const probe = (await s.submit({ model: 'm1', params: { prompt: 'probe' } })).context.reqId;
     await expect.poll(() => calls, { timeout: 10_000 }).toBe(2);
-    s.cancel(probe);
+    await s.cancel(probe);
     expect(await outcome(s, probe)).toBe('cancelled');
     // The instance confirms the cancel; nothing was learned about it: the breaker is not
     // closed, and the next probe decides.
     await expect.poll(() => r.breakerState(), { timeout: 10_000, interval: 5 }).not.toBe('half-open');
     expect(r.breakerState()).toBe('open');
     await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('half-open');
-    expect(await outcome(s, s.submit({ model: 'm1', params: { prompt: 'next probe' } }).context.reqId)).toBe('completed');
+    expect(await outcome(s, (await s.submit({ model: 'm1', params: { prompt: 'next probe' } })).context.reqId)).toBe('completed');
     expect(r.breakerState()).toBe('closed');
   });
 
-  it('counts a task its stage deadline stopped as a failure: a hung instance\'s breaker opens, and a hung probe reopens it', async () => {
+  it("counts a task its stage deadline stopped as a failure: a hung instance's breaker opens, and a hung probe reopens it", async () => {
     // Hangs until cancelled, then confirms with CANCELLED, as a stage service does.
     const address = await fx.stageServer(
       handler((_task, ctx) => new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason)))),
@@ -139,13 +140,13 @@ describe('RemoteInstance', () => {
     const r = fx.remote(address, { breaker: { volumeThreshold: 2, resetTimeoutMs: 300 } });
     s.addInstance(r);
     for (let i = 0; i < 2; i += 1) {
-      expect(await outcome(s, s.submit({ model: 'm1', params: { prompt: `p${i}` } }).context.reqId)).toBe('TIMEOUT');
+      expect(await outcome(s, (await s.submit({ model: 'm1', params: { prompt: `p${i}` } })).context.reqId)).toBe('TIMEOUT');
     }
     await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('open');
-    expect(() => s.submit({ model: 'm1', params: { prompt: 'x' } })).toThrow(/no healthy instance/);
+    await expect(s.submit({ model: 'm1', params: { prompt: 'x' } })).rejects.toThrow(/no healthy instance/);
 
     await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('half-open');
-    expect(await outcome(s, s.submit({ model: 'm1', params: { prompt: 'probe' } }).context.reqId)).toBe('TIMEOUT');
+    expect(await outcome(s, (await s.submit({ model: 'm1', params: { prompt: 'probe' } })).context.reqId)).toBe('TIMEOUT');
     await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('open');
   });
 });

@@ -8,6 +8,7 @@ import {
   countsForBreaker,
   createBreaker,
   errorDetailFromWire,
+  fromWire,
   objectRefsFromWire,
   taskToWire,
   type BreakerOptions,
@@ -17,7 +18,7 @@ import {
   type StageResult,
   type StageTask,
   type TlsFiles,
-} from '@diffmesh/runtime';
+} from '@diffmesh/core';
 import { TaskRefused, type ExecuteHooks, type StageInstance } from './types.js';
 
 /** What the scheduler knows of a stage instance from discovery. */
@@ -39,6 +40,11 @@ export interface RemoteInstanceOptions {
   breaker?: Partial<Omit<BreakerOptions, 'name'>>;
   /** Called once when the dispatch stream breaks: the instance is gone. */
   onGone?: (id: string, reason: string) => void;
+  /**
+   * Ask for the instance to this scheduler alone (schedulers sharing a queue): no other
+   * scheduler dispatches to it while this stream is open, so capacity holds globally.
+   */
+  exclusive?: boolean;
 }
 
 const workRequests = messageCodec<WorkRequest>('diffmesh.stage.v1.WorkRequest');
@@ -69,10 +75,17 @@ export class RemoteInstance implements StageInstance {
   readonly models: readonly string[];
   readonly address: string;
   readonly breaker: CircuitBreaker<[StageTask, ExecuteHooks], StageResult>;
-  private readonly client: grpc.Client & { Work(): grpc.ClientDuplexStream<WorkRequest, WorkResponse__Output> };
+  private readonly client: grpc.Client & { Work(metadata?: grpc.Metadata): grpc.ClientDuplexStream<WorkRequest, WorkResponse__Output> };
   private readonly stream: grpc.ClientDuplexStream<WorkRequest, WorkResponse__Output>;
   private readonly pending = new Map<string, Pending>();
   private gone = false;
+  private heldElsewhere = false;
+  /**
+   * Settles once the instance has answered the new stream: `ready` with its first status,
+   * `held` when another scheduler holds its Work stream, `lost` when the stream failed.
+   */
+  readonly attached: Promise<'ready' | 'held' | 'lost'>;
+  private settleAttached!: (how: 'ready' | 'held' | 'lost') => void;
 
   constructor(private readonly opts: RemoteInstanceOptions) {
     const { info } = opts;
@@ -89,10 +102,34 @@ export class RemoteInstance implements StageInstance {
       creds: grpc.ChannelCredentials,
       options: grpc.ChannelOptions,
     ) => RemoteInstance['client'];
-    this.client = new Ctor(info.grpcAddress, clientCredentials(opts.tls), channelOptions());
-    this.stream = this.client.Work();
+    // Keepalive pings on the dispatch stream: a hung (not just dead) instance's stream breaks
+    // within about 15 s, and its tasks go back to the queue.
+    this.client = new Ctor(
+      info.grpcAddress,
+      clientCredentials(opts.tls),
+      channelOptions({ 'grpc.keepalive_time_ms': 10_000, 'grpc.keepalive_timeout_ms': 5_000 }),
+    );
+    let settled = false;
+    this.attached = new Promise((resolve) => {
+      this.settleAttached = (how) => {
+        if (settled) return;
+        settled = true;
+        resolve(how);
+      };
+    });
+    const metadata = new grpc.Metadata();
+    if (opts.exclusive) metadata.set('diffmesh-work', 'exclusive');
+    this.stream = this.client.Work(metadata);
     this.stream.on('data', (msg: WorkResponse__Output) => this.onMessage(msg));
-    this.stream.on('error', (err: Error) => this.lost(`dispatch stream failed: ${err.message}`));
+    this.stream.on('error', (err: Error) => {
+      if (fromWire(err).reason === 'INSTANCE_HELD') {
+        this.heldElsewhere = true;
+        this.settleAttached('held');
+        this.lost('another scheduler holds its Work stream', true);
+        return;
+      }
+      this.lost(`dispatch stream failed: ${err.message}`);
+    });
     this.stream.on('end', () => this.lost('dispatch stream ended'));
     this.breaker = createBreaker((task: StageTask, hooks: ExecuteHooks) => this.send(task, hooks), {
       name: info.id,
@@ -114,6 +151,11 @@ export class RemoteInstance implements StageInstance {
   /** True once it was closed or its dispatch stream broke: it takes no more work. */
   isGone(): boolean {
     return this.gone;
+  }
+
+  /** True when the instance refused this scheduler's stream: another scheduler dispatches to it. */
+  isHeldElsewhere(): boolean {
+    return this.heldElsewhere;
   }
 
   /** `open`, `half-open` or `closed`. */
@@ -147,6 +189,7 @@ export class RemoteInstance implements StageInstance {
   }
 
   close(): void {
+    this.settleAttached('lost');
     if (this.gone) return;
     this.gone = true;
     this.failAll(new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', `instance ${this.id} was removed`));
@@ -167,7 +210,11 @@ export class RemoteInstance implements StageInstance {
       const fail = (e: unknown): void =>
         reject(
           hooks.cancel.timedOut()
-            ? new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `instance ${this.id} did not finish ${task.stage} within the stage deadline`)
+            ? new DiffmeshError(
+                Code.DEADLINE_EXCEEDED,
+                'TIMEOUT',
+                `instance ${this.id} did not finish ${task.stage} within the stage deadline`,
+              )
             : e,
         );
       // The slot stays taken until the instance confirms it stopped (its TaskFailed answer),
@@ -207,7 +254,11 @@ export class RemoteInstance implements StageInstance {
 
   private onMessage(msg: WorkResponse__Output): void {
     const body = msg.progress ?? msg.result ?? msg.failed;
-    if (!body) return; // status: load is tracked by the scheduler's own slot count
+    if (!body) {
+      // Status: the stream is ours (load is tracked by the scheduler's own slot count).
+      if (msg.status) this.settleAttached('ready');
+      return;
+    }
     const key = `${body.reqId}#${body.stageIndex}#${body.attempt}`;
     const p = this.pending.get(key);
     if (!p) return;
@@ -215,26 +266,38 @@ export class RemoteInstance implements StageInstance {
     // scheduler cannot read (e.g. a newer worker's dtype) fails its task, which is retried.
     try {
       if (msg.progress) {
-        p.hooks.onProgress({ step: msg.progress.step, totalSteps: msg.progress.totalSteps });
+        const checkpoint =
+          msg.progress.checkpoint && Object.keys(msg.progress.checkpoint).length > 0
+            ? objectRefsFromWire(msg.progress.checkpoint)
+            : undefined;
+        p.hooks.onProgress({ step: msg.progress.step, totalSteps: msg.progress.totalSteps, ...(checkpoint ? { checkpoint } : {}) });
       } else if (msg.result) {
         const outputs = objectRefsFromWire(msg.result.outputs);
+        const warnings = msg.result.warnings ?? [];
         this.pending.delete(key);
-        p.resolve({ outputs });
+        p.resolve(warnings.length > 0 ? { outputs, warnings } : { outputs });
       } else if (msg.failed) {
         this.pending.delete(key);
         p.reject(msg.failed.error ? errorDetailFromWire(msg.failed.error) : new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'task failed'));
       }
     } catch (err) {
-      this.opts.log.error({ instance: this.id, pool: this.pool, reqId: body.reqId, stageIndex: body.stageIndex, err }, 'unreadable answer from a stage instance');
+      this.opts.log.error(
+        { instance: this.id, pool: this.pool, reqId: body.reqId, stageIndex: body.stageIndex, err },
+        'unreadable answer from a stage instance',
+      );
       this.pending.delete(key);
-      p.reject(new DiffmeshError(Code.INTERNAL, 'INTERNAL', `instance ${this.id} sent an answer this scheduler cannot read`, { cause: err }));
+      p.reject(
+        new DiffmeshError(Code.INTERNAL, 'INTERNAL', `instance ${this.id} sent an answer this scheduler cannot read`, { cause: err }),
+      );
     }
   }
 
-  private lost(reason: string): void {
+  private lost(reason: string, quiet = false): void {
+    this.settleAttached('lost');
     if (this.gone) return;
     this.gone = true;
-    this.opts.log.warn({ instance: this.id, pool: this.pool, reason }, 'stage instance lost');
+    if (quiet) this.opts.log.debug({ instance: this.id, pool: this.pool, reason }, 'stage instance not available to this scheduler');
+    else this.opts.log.warn({ instance: this.id, pool: this.pool, reason }, 'stage instance lost');
     this.failAll(new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', `instance ${this.id}: ${reason}`));
     this.client.close();
     this.opts.onGone?.(this.id, reason);

@@ -1,21 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import {
-  Code,
-  DiffmeshError,
-  PlanRegistry,
-  createTaskQueue,
-  createTensorStore,
-  silentLogger,
-  type StageHandler,
-  type StageName,
-  type StageTask,
-  type TensorStore,
-} from '@diffmesh/runtime';
+import { Code, DiffmeshError, silentLogger, type StageHandler, type StageName, type StageTask } from '@diffmesh/core';
+import { PlanRegistry } from './plans/registry.js';
+import { createTensorStore, type TensorStore } from '@diffmesh/tensor-client';
 import { messageCodec } from '@diffmesh/protos';
 import { LocalInstance } from './local-instance.js';
 import { Scheduler, type SchedulerLimits } from './scheduler.js';
 import { eventToWire, statusResponse } from './service.js';
-import type { RequestEvent, StageInstance } from './types.js';
+import type { RequestEvent } from '@diffmesh/core';
+import type { StageInstance } from './types.js';
 
 const registry = PlanRegistry.fromEntries([
   {
@@ -82,7 +74,6 @@ function setup(opts: { capacity?: number; limits?: Partial<SchedulerLimits>; poo
     store,
     log,
     limits: { ...limits, ...opts.limits },
-    createQueue: (_pool, maxLength) => createTaskQueue({ backend: 'memory', maxLength }),
     ...(opts.recentRequests !== undefined ? { recentRequests: opts.recentRequests } : {}),
   });
   const stages = {
@@ -93,9 +84,7 @@ function setup(opts: { capacity?: number; limits?: Partial<SchedulerLimits>; poo
   const pools: Record<string, StageName> = { enc: 'text_encoding', dit: 'denoising', vae: 'vae_decoding' };
   for (const [pool, stage] of Object.entries(pools)) {
     if (opts.pools && !opts.pools.includes(stage)) continue;
-    scheduler.addInstance(
-      new LocalInstance(`${pool}-1`, pool, stages[stage as keyof typeof stages], opts.capacity ?? 1, log),
-    );
+    scheduler.addInstance(new LocalInstance(`${pool}-1`, pool, stages[stage as keyof typeof stages], opts.capacity ?? 1, log));
   }
   return { scheduler, store, stages };
 }
@@ -112,18 +101,29 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
   return { promise, resolve };
 }
 
-describe('Scheduler', () => {
+describe('Scheduler', async () => {
   it('walks a request through its plan and reports every stage', async () => {
     const { scheduler, store } = setup();
-    const { context } = scheduler.submit({ model: 'test/model', params: { prompt: 'hi' } });
+    const { context } = await scheduler.submit({ model: 'test/model', params: { prompt: 'hi' } });
     const evs = await events(scheduler, context.reqId);
     expect(evs.map((e) => e.type)).toEqual([
-      'queued', 'stage_started', 'progress', 'stage_finished',
-      'queued', 'stage_started', 'progress', 'progress', 'progress', 'stage_finished',
-      'queued', 'stage_started', 'progress', 'stage_finished',
+      'queued',
+      'stage_started',
+      'progress',
+      'stage_finished',
+      'queued',
+      'stage_started',
+      'progress',
+      'progress',
+      'progress',
+      'stage_finished',
+      'queued',
+      'stage_started',
+      'progress',
+      'stage_finished',
       'completed',
     ]);
-    const state = scheduler.get(context.reqId);
+    const state = await scheduler.get(context.reqId);
     expect(state.context.status).toBe('completed');
     expect(state.timings.map((t) => t.stage)).toEqual(['text_encoding', 'denoising', 'vae_decoding']);
     expect(state.timings.every((t) => t.finishedAt >= t.startedAt && t.startedAt >= t.queuedAt)).toBe(true);
@@ -134,7 +134,7 @@ describe('Scheduler', () => {
 
   it('passes earlier outputs to later stages as refs', async () => {
     const { scheduler, stages } = setup();
-    const { context } = scheduler.submit({ model: 'test/model', params: { prompt: 'hi' } });
+    const { context } = await scheduler.submit({ model: 'test/model', params: { prompt: 'hi' } });
     await events(scheduler, context.reqId);
     expect(Object.keys(stages.vae_decoding.calls[0].inputs).sort()).toEqual(['denoising', 'text_encoding']);
   });
@@ -143,13 +143,18 @@ describe('Scheduler', () => {
     const { scheduler, stages } = setup({ pools: ['text_encoding', 'denoising', 'vae_decoding'] });
     const hold = deferred();
     stages.text_encoding.gate = hold.promise;
-    const first = scheduler.submit({ model: 'test/model', params: { prompt: 'first' } });
+    const first = await scheduler.submit({ model: 'test/model', params: { prompt: 'first' } });
     const order: Array<[string, number]> = [
-      ['p0-a', 0], ['p5-a', 5], ['p0-b', 0], ['p9', 9], ['p5-b', 5], ['neg', -1],
+      ['p0-a', 0],
+      ['p5-a', 5],
+      ['p0-b', 0],
+      ['p9', 9],
+      ['p5-b', 5],
+      ['neg', -1],
     ];
     const ids = new Map<string, string>();
     for (const [name, priority] of order) {
-      ids.set(scheduler.submit({ model: 'test/model', params: { prompt: name }, priority }).context.reqId, name);
+      ids.set((await scheduler.submit({ model: 'test/model', params: { prompt: name }, priority })).context.reqId, name);
     }
     hold.resolve();
     await Promise.all([first.context.reqId, ...ids.keys()].map((id) => events(scheduler, id)));
@@ -157,9 +162,9 @@ describe('Scheduler', () => {
     expect(ran).toEqual(['first', 'p9', 'p5-a', 'p5-b', 'p0-a', 'p0-b', 'neg']);
   });
 
-  it('rejects a request at once when a pool has no instance, naming the pool', () => {
+  it('rejects a request at once when a pool has no instance, naming the pool', async () => {
     const { scheduler } = setup({ pools: ['text_encoding', 'vae_decoding'] });
-    expect(() => scheduler.submit({ model: 'test/model', params: { prompt: 'x' } })).toThrow(
+    await expect(scheduler.submit({ model: 'test/model', params: { prompt: 'x' } })).rejects.toThrow(
       expect.objectContaining({ code: Code.UNAVAILABLE, reason: 'POOL_UNAVAILABLE', message: expect.stringContaining('"dit"') }),
     );
   });
@@ -168,10 +173,11 @@ describe('Scheduler', () => {
     const { scheduler, stages } = setup({ limits: { maxQueueLength: 2 } });
     const hold = deferred();
     stages.text_encoding.gate = hold.promise;
-    const accepted = [0, 1, 2].map((i) => scheduler.submit({ model: 'test/model', params: { prompt: `r${i}` } }));
+    const accepted = [];
+    for (const i of [0, 1, 2]) accepted.push(await scheduler.submit({ model: 'test/model', params: { prompt: `r${i}` } }));
     let err: unknown;
     try {
-      scheduler.submit({ model: 'test/model', params: { prompt: 'one too many' } });
+      await scheduler.submit({ model: 'test/model', params: { prompt: 'one too many' } });
     } catch (e) {
       err = e;
     }
@@ -182,15 +188,15 @@ describe('Scheduler', () => {
     expect(stages.text_encoding.calls.map((t) => t.params.prompt)).toEqual(['r0', 'r1', 'r2']);
   });
 
-  it('rejects invalid parameters and unknown models with the field named', () => {
+  it('rejects invalid parameters and unknown models with the field named', async () => {
     const { scheduler } = setup();
-    expect(() => scheduler.submit({ model: 'nope/none', params: { prompt: 'x' } })).toThrow(
+    await expect(scheduler.submit({ model: 'nope/none', params: { prompt: 'x' } })).rejects.toThrow(
       expect.objectContaining({ code: Code.NOT_FOUND, reason: 'UNKNOWN_MODEL' }),
     );
-    expect(() => scheduler.submit({ model: 'test/model', params: { prompt: '  ' } })).toThrow(
+    await expect(scheduler.submit({ model: 'test/model', params: { prompt: '  ' } })).rejects.toThrow(
       expect.objectContaining({ code: Code.INVALID_ARGUMENT, field: 'prompt' }),
     );
-    expect(() => scheduler.submit({ model: 'test/model', params: { prompt: 'x', width: 65 } })).toThrow(
+    await expect(scheduler.submit({ model: 'test/model', params: { prompt: 'x', width: 65 } })).rejects.toThrow(
       expect.objectContaining({ field: 'width' }),
     );
   });
@@ -199,13 +205,13 @@ describe('Scheduler', () => {
     const { scheduler, stages, store } = setup();
     const hold = deferred();
     stages.denoising.gate = hold.promise;
-    const { context } = scheduler.submit({ model: 'test/model', params: { prompt: 'x' } });
+    const { context } = await scheduler.submit({ model: 'test/model', params: { prompt: 'x' } });
     const seen: RequestEvent[] = [];
     const watching = (async () => {
       for await (const e of scheduler.watch(context.reqId)) {
         seen.push(e);
         if (e.type === 'stage_started' && e.stage === 'denoising') {
-          scheduler.cancel(context.reqId);
+          await scheduler.cancel(context.reqId);
           hold.resolve();
         }
       }
@@ -213,9 +219,9 @@ describe('Scheduler', () => {
     await watching;
     expect(seen.at(-1)?.type).toBe('cancelled');
     expect(seen.some((e) => e.type === 'progress' && e.stage === 'denoising')).toBe(false);
-    expect(scheduler.get(context.reqId).context.status).toBe('cancelled');
+    expect((await scheduler.get(context.reqId)).context.status).toBe('cancelled');
     await new Promise((r) => setImmediate(r));
-    await expect(store.stat(scheduler.get(context.reqId).context.refs.text_encoding.objectId)).rejects.toMatchObject({
+    await expect(store.stat((await scheduler.get(context.reqId)).context.refs.text_encoding.objectId)).rejects.toMatchObject({
       code: Code.NOT_FOUND,
     });
     expect(stages.vae_decoding.calls).toHaveLength(0);
@@ -225,11 +231,11 @@ describe('Scheduler', () => {
     const { scheduler, stages } = setup();
     const hold = deferred();
     stages.text_encoding.gate = hold.promise;
-    const a = scheduler.submit({ model: 'test/model', params: { prompt: 'a' } });
-    const b = scheduler.submit({ model: 'test/model', params: { prompt: 'b' } });
-    expect(scheduler.queueSizes().enc).toBe(1);
-    scheduler.cancel(b.context.reqId);
-    expect(scheduler.queueSizes().enc).toBe(0);
+    const a = await scheduler.submit({ model: 'test/model', params: { prompt: 'a' } });
+    const b = await scheduler.submit({ model: 'test/model', params: { prompt: 'b' } });
+    expect((await scheduler.queueSizes()).enc).toBe(1);
+    await scheduler.cancel(b.context.reqId);
+    expect((await scheduler.queueSizes()).enc).toBe(0);
     hold.resolve();
     await events(scheduler, a.context.reqId);
     expect(stages.text_encoding.calls.map((t) => t.params.prompt)).toEqual(['a']);
@@ -238,7 +244,7 @@ describe('Scheduler', () => {
   it('retries a retryable failure with the same task identity, then succeeds', async () => {
     const { scheduler, stages } = setup();
     stages.denoising.failures.push(new DiffmeshError(Code.UNAVAILABLE, 'POOL_UNAVAILABLE', 'instance went away'));
-    const { context } = scheduler.submit({ model: 'test/model', params: { prompt: 'x' } });
+    const { context } = await scheduler.submit({ model: 'test/model', params: { prompt: 'x' } });
     const evs = await events(scheduler, context.reqId);
     expect(evs.at(-1)?.type).toBe('completed');
     const attempts = stages.denoising.calls.map((t) => [t.reqId, t.stageIndex, t.attempt]);
@@ -246,20 +252,20 @@ describe('Scheduler', () => {
       [context.reqId, 1, 1],
       [context.reqId, 1, 2],
     ]);
-    expect(scheduler.get(context.reqId).context.retryCount).toBe(1);
+    expect((await scheduler.get(context.reqId)).context.retryCount).toBe(1);
   });
 
   it('fails without retry on a non-retryable error and stops after maxAttempts', async () => {
     const { scheduler, stages } = setup({ limits: { maxAttempts: 2 } });
     stages.text_encoding.failures.push(new DiffmeshError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'bad'));
-    const a = scheduler.submit({ model: 'test/model', params: { prompt: 'x' } });
+    const a = await scheduler.submit({ model: 'test/model', params: { prompt: 'x' } });
     const evA = await events(scheduler, a.context.reqId);
     expect(evA.at(-1)).toMatchObject({ type: 'failed', error: { reason: 'INVALID_PARAMETER' } });
     expect(stages.text_encoding.calls).toHaveLength(1);
 
     const err = new DiffmeshError(Code.UNAVAILABLE, 'POOL_UNAVAILABLE', 'down');
     stages.denoising.failures.push(err, err, err);
-    const b = scheduler.submit({ model: 'test/model', params: { prompt: 'y' } });
+    const b = await scheduler.submit({ model: 'test/model', params: { prompt: 'y' } });
     const evB = await events(scheduler, b.context.reqId);
     expect(evB.at(-1)).toMatchObject({ type: 'failed', error: { code: Code.UNAVAILABLE } });
     expect(stages.denoising.calls.filter((t) => t.reqId === b.context.reqId)).toHaveLength(2);
@@ -268,15 +274,15 @@ describe('Scheduler', () => {
   it('times a request out and reports DEADLINE_EXCEEDED', async () => {
     const { scheduler, stages } = setup();
     stages.denoising.gate = new Promise(() => {}); // never finishes on its own
-    const { context } = scheduler.submit({ model: 'test/model', params: { prompt: 'x' }, timeoutMs: 50 });
+    const { context } = await scheduler.submit({ model: 'test/model', params: { prompt: 'x' }, timeoutMs: 50 });
     const evs = await events(scheduler, context.reqId);
     expect(evs.at(-1)).toMatchObject({ type: 'failed', error: { code: Code.DEADLINE_EXCEEDED, reason: 'TIMEOUT' } });
   });
 
-  it('returns the existing request for a repeated client request id', () => {
+  it('returns the existing request for a repeated client request id', async () => {
     const { scheduler } = setup();
-    const a = scheduler.submit({ model: 'test/model', params: { prompt: 'x' }, requestId: 'client-1' });
-    const b = scheduler.submit({ model: 'test/model', params: { prompt: 'x' }, requestId: 'client-1' });
+    const a = await scheduler.submit({ model: 'test/model', params: { prompt: 'x' }, requestId: 'client-1' });
+    const b = await scheduler.submit({ model: 'test/model', params: { prompt: 'x' }, requestId: 'client-1' });
     expect(b.context.reqId).toBe('client-1');
     expect(b).toBe(a);
   });
@@ -284,14 +290,22 @@ describe('Scheduler', () => {
   it('hands the client trace context to every stage task, even with tracing off', async () => {
     const { scheduler, stages } = setup();
     const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
-    const { context } = scheduler.submit({ model: 'test/model', params: { prompt: 'x' }, traceContext: { traceparent, tracestate: 'v=1' } });
+    const { context } = await scheduler.submit({
+      model: 'test/model',
+      params: { prompt: 'x' },
+      traceContext: { traceparent, tracestate: 'v=1' },
+    });
     expect(context.traceContext).toEqual({ traceparent, tracestate: 'v=1' });
     await events(scheduler, context.reqId);
     for (const stage of Object.values(stages)) {
       expect(stage.calls.map((t) => t.traceContext)).toEqual([{ traceparent, tracestate: 'v=1' }]);
     }
     // Without one (and no tracer), tasks carry none rather than a made-up context.
-    const other = scheduler.submit({ model: 'test/model', params: { prompt: 'y' }, traceContext: { traceparent: 'not-a-traceparent' } });
+    const other = await scheduler.submit({
+      model: 'test/model',
+      params: { prompt: 'y' },
+      traceContext: { traceparent: 'not-a-traceparent' },
+    });
     await events(scheduler, other.context.reqId);
     expect(stages.vae_decoding.calls[1].traceContext).toEqual({});
   });
@@ -314,14 +328,16 @@ function fakeRemote(id: string, pool: string, breaker: 'open' | 'half-open' | 'c
   };
 }
 
-describe('Scheduler status', () => {
+describe('Scheduler status', async () => {
   it('keeps the latest requests newest first, bounded, running ones included and live', async () => {
     const { scheduler, stages } = setup({ recentRequests: 3 });
     const hold = deferred();
     stages.text_encoding.gate = hold.promise;
-    const ids = ['r0', 'r1', 'r2', 'r3', 'r4'].map((p) => scheduler.submit({ model: 'test/model', params: { prompt: p } }).context.reqId);
+    const ids: string[] = [];
+    for (const p of ['r0', 'r1', 'r2', 'r3', 'r4'])
+      ids.push((await scheduler.submit({ model: 'test/model', params: { prompt: p } })).context.reqId);
     // A repeated client id is the same request, not a new entry.
-    const again = scheduler.submit({ model: 'test/model', params: { prompt: 'r4' }, requestId: ids[4] });
+    const again = await scheduler.submit({ model: 'test/model', params: { prompt: 'r4' }, requestId: ids[4] });
     expect(again.context.reqId).toBe(ids[4]);
     let recent = scheduler.recentRequests();
     expect(recent.map((r) => r.context.reqId)).toEqual([ids[4], ids[3], ids[2]]);
@@ -337,18 +353,18 @@ describe('Scheduler status', () => {
     expect(scheduler.recentRequests()).toHaveLength(3);
     // 0 keeps none.
     const none = setup({ recentRequests: 0 }).scheduler;
-    await events(none, none.submit({ model: 'test/model', params: { prompt: 'x' } }).context.reqId);
+    await events(none, (await none.submit({ model: 'test/model', params: { prompt: 'x' } })).context.reqId);
     expect(none.recentRequests()).toEqual([]);
   });
 
   it('keeps a summary of a request past its retention: timings and status, not its objects', async () => {
     const { scheduler } = setup({ limits: { retentionMs: 20 } });
     const long = 'x'.repeat(500);
-    const { context } = scheduler.submit({ model: 'test/model', params: { prompt: long } });
+    const { context } = await scheduler.submit({ model: 'test/model', params: { prompt: long } });
     await events(scheduler, context.reqId);
     expect(Object.keys(scheduler.recentRequests()[0].result)).toEqual(['vae_decoding']);
     await new Promise((r) => setTimeout(r, 60));
-    expect(() => scheduler.get(context.reqId)).toThrow(expect.objectContaining({ reason: 'REQUEST_NOT_FOUND' }));
+    await expect(scheduler.get(context.reqId)).rejects.toThrow(expect.objectContaining({ reason: 'REQUEST_NOT_FOUND' }));
     const [kept] = scheduler.recentRequests();
     expect(kept.context).toMatchObject({ reqId: context.reqId, status: 'completed', refs: {}, params: { prompt: 'x'.repeat(200) } });
     expect(kept.result).toEqual({});
@@ -359,12 +375,13 @@ describe('Scheduler status', () => {
     const { scheduler } = setup({ limits: { maxRetained: 2 } });
     const ids: string[] = [];
     for (let i = 0; i < 4; i += 1) {
-      const { context } = scheduler.submit({ model: 'test/model', params: { prompt: `p${i}` } });
+      const { context } = await scheduler.submit({ model: 'test/model', params: { prompt: `p${i}` } });
       await events(scheduler, context.reqId);
       ids.push(context.reqId);
     }
-    for (const id of ids.slice(0, 2)) expect(() => scheduler.get(id)).toThrow(expect.objectContaining({ reason: 'REQUEST_NOT_FOUND' }));
-    for (const id of ids.slice(2)) expect(scheduler.get(id).context.status).toBe('completed');
+    for (const id of ids.slice(0, 2))
+      await expect(scheduler.get(id)).rejects.toThrow(expect.objectContaining({ reason: 'REQUEST_NOT_FOUND' }));
+    for (const id of ids.slice(2)) expect((await scheduler.get(id)).context.status).toBe('completed');
     // Still listed as recent, as summaries.
     expect(scheduler.recentRequests().map((r) => r.context.reqId)).toEqual([...ids].reverse());
   });
@@ -376,15 +393,20 @@ describe('Scheduler status', () => {
     scheduler.addInstance(fakeRemote('dit-a', 'dit-remote', 'half-open'));
     const hold = deferred();
     stages.text_encoding.gate = hold.promise;
-    const ids = [0, 1, 2].map((i) => scheduler.submit({ model: 'test/model', params: { prompt: `p${i}` } }).context.reqId);
-    const pools = scheduler.pools();
+    const ids: string[] = [];
+    for (const i of [0, 1, 2]) ids.push((await scheduler.submit({ model: 'test/model', params: { prompt: `p${i}` } })).context.reqId);
+    const pools = await scheduler.pools();
     expect(pools.map((p) => p.pool)).toEqual(['dit', 'dit-remote', 'enc', 'vae']);
     const enc = pools.find((p) => p.pool === 'enc')!;
     expect(enc).toMatchObject({ stage: 'text_encoding', queued: 2 });
     expect(enc.instances.map((i) => ({ id: i.instance.id, active: i.active, available: i.available, breaker: i.breaker }))).toEqual([
       { id: 'enc-1', active: 1, available: true, breaker: undefined },
     ]);
-    expect(pools.find((p) => p.pool === 'dit')).toMatchObject({ stage: 'denoising', queued: 0, instances: [{ active: 0, available: true }] });
+    expect(pools.find((p) => p.pool === 'dit')).toMatchObject({
+      stage: 'denoising',
+      queued: 0,
+      instances: [{ active: 0, available: true }],
+    });
     const remote = pools.find((p) => p.pool === 'dit-remote')!;
     expect(remote).toMatchObject({ stage: 'denoising', queued: 0 });
     expect(remote.instances.map((i) => [i.instance.id, i.breaker, i.available])).toEqual([
@@ -393,21 +415,26 @@ describe('Scheduler status', () => {
     ]);
     // A draining instance is listed, unavailable, until its tasks finish.
     scheduler.retireInstance('enc-1');
-    expect(scheduler.pools().find((p) => p.pool === 'enc')!.instances[0]).toMatchObject({ retiring: true, available: false });
+    expect((await scheduler.pools()).find((p) => p.pool === 'enc')!.instances[0]).toMatchObject({ retiring: true, available: false });
     scheduler.addInstance(new LocalInstance('enc-2', 'enc', stages.text_encoding, 1, silentLogger()));
     hold.resolve();
     for (const id of ids) await events(scheduler, id);
     // enc-1 left once its task was done; a pool without instances keeps its stage from the plans.
-    expect(scheduler.pools().find((p) => p.pool === 'enc')!.instances.map((i) => i.instance.id)).toEqual(['enc-2']);
+    expect((await scheduler.pools()).find((p) => p.pool === 'enc')!.instances.map((i) => i.instance.id)).toEqual(['enc-2']);
     scheduler.removeInstance('enc-2');
-    expect(scheduler.pools().find((p) => p.pool === 'enc')).toEqual({ pool: 'enc', stage: 'text_encoding', queued: 0, instances: [] });
+    expect((await scheduler.pools()).find((p) => p.pool === 'enc')).toEqual({
+      pool: 'enc',
+      stage: 'text_encoding',
+      queued: 0,
+      instances: [],
+    });
   });
 
   it('answers GetStatus with wire values: breaker states, identity, prompts cut to 200 characters', async () => {
     const { scheduler } = setup();
     scheduler.addInstance(fakeRemote('dit-b', 'dit', 'open'));
     const long = `${'é'.repeat(150)}${'🎨'.repeat(100)}`;
-    const { context } = scheduler.submit({ model: 'test/model', params: { prompt: long } });
+    const { context } = await scheduler.submit({ model: 'test/model', params: { prompt: long } });
     await events(scheduler, context.reqId);
     const failing = setup().scheduler;
     // Read as a client reads it: encoded as the proto message (what the gRPC call sends), then decoded.
@@ -415,12 +442,24 @@ describe('Scheduler status', () => {
       schedulerId: string;
       version: string;
       inFlight: number;
-      pools: Array<{ pool: string; stage: string; instances: Array<{ id: string; breaker: string; available: boolean; address: string; nodeId: string; version: string }> }>;
-      recentRequests: Array<{ reqId: string; model: string; status: string; prompt: string; timings: Array<{ stage: string }>; error?: { reason: string } }>;
+      pools: Array<{
+        pool: string;
+        stage: string;
+        instances: Array<{ id: string; breaker: string; available: boolean; address: string; nodeId: string; version: string }>;
+      }>;
+      recentRequests: Array<{
+        reqId: string;
+        model: string;
+        status: string;
+        prompt: string;
+        timings: Array<{ stage: string }>;
+        error?: { reason: string };
+      }>;
     };
     const codec = messageCodec<object, Status>('diffmesh.scheduler.v1.GetStatusResponse');
-    const status = (s: Scheduler): Status => codec.decode(codec.encode(statusResponse(s, { instanceId: 'scheduler-1', version: '0.1.0' })));
-    const res = status(scheduler);
+    const status = async (s: Scheduler): Promise<Status> =>
+      codec.decode(codec.encode(await statusResponse(s, { instanceId: 'scheduler-1', version: '0.1.0' })));
+    const res = await status(scheduler);
     expect(res).toMatchObject({ schedulerId: 'scheduler-1', version: '0.1.0', inFlight: 0 });
     const dit = res.pools.find((p) => p.pool === 'dit')!;
     expect(dit.stage).toBe('STAGE_NAME_DENOISING');
@@ -437,29 +476,31 @@ describe('Scheduler status', () => {
     // A failed request carries its error.
     failing.removeInstance('vae-1');
     failing.addInstance(fakeRemote('vae-x', 'vae', 'closed'));
-    const f = failing.submit({ model: 'test/model', params: { prompt: 'x' }, timeoutMs: 30 });
+    const f = await failing.submit({ model: 'test/model', params: { prompt: 'x' }, timeoutMs: 30 });
     await events(failing, f.context.reqId);
-    const [failed] = status(failing).recentRequests;
+    const [failed] = (await status(failing)).recentRequests;
     expect(failed).toMatchObject({ status: 'REQUEST_STATUS_FAILED', error: { reason: 'ERROR_REASON_TIMEOUT' } });
   });
 });
 
-describe('event messages', () => {
+describe('event messages', async () => {
   it('encode directly (as Generate and Watch send them) exactly as the converting encoder would, for every kind', async () => {
     const { scheduler } = setup();
-    const ok = scheduler.submit({ model: 'test/model', params: { prompt: 'x' } });
+    const ok = await scheduler.submit({ model: 'test/model', params: { prompt: 'x' } });
     const seen = await events(scheduler, ok.context.reqId);
+    const okState = await scheduler.get(ok.context.reqId);
     const failing = setup({ pools: ['text_encoding', 'denoising'] });
     failing.scheduler.addInstance(fakeRemote('vae-x', 'vae', 'closed'));
-    const failed = failing.scheduler.submit({ model: 'test/model', params: { prompt: 'x' }, timeoutMs: 30 });
+    const failed = await failing.scheduler.submit({ model: 'test/model', params: { prompt: 'x' }, timeoutMs: 30 });
     const failedEvents = await events(failing.scheduler, failed.context.reqId);
+    const failedState = await failing.scheduler.get(failed.context.reqId);
     const kinds = new Set([...seen, ...failedEvents].map((e) => e.type));
     expect([...kinds].sort()).toEqual(['completed', 'failed', 'progress', 'queued', 'stage_finished', 'stage_started']);
     const codec = messageCodec<object, { events: Array<Record<string, unknown>> }>('diffmesh.scheduler.v1.GenerateResponse');
     const wire = {
       events: [
-        ...seen.map((e, i) => eventToWire(e, i + 1, scheduler.get(ok.context.reqId))),
-        ...failedEvents.map((e, i) => eventToWire(e, i + 1, failing.scheduler.get(failed.context.reqId))),
+        ...seen.map((e, i) => eventToWire(e, i + 1, okState)),
+        ...failedEvents.map((e, i) => eventToWire(e, i + 1, failedState)),
         eventToWire({ type: 'cancelled', reqId: 'r', at: 1 }, 1),
       ],
     };

@@ -1,21 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import {
-  GrpcServer,
-  InlineTensorStore,
-  RemoteTensorStore,
-  createDiscovery,
-  createTaskQueue,
-  loadTlsFiles,
-  loadPlanRegistry,
-  startMetricsEndpoint,
-  type Discovery,
-  type Logger,
-  type Registration,
-} from '@diffmesh/runtime';
+import { GrpcServer, loadTlsFiles, startMetricsEndpoint, type Logger } from '@diffmesh/core';
+import { DurableStores, InlineTensorStore, RemoteTensorStore, RoutedTensorStore, durableSettingsFromEnv } from '@diffmesh/tensor-client';
+import { createDiscovery, type Discovery, type Registration } from '@diffmesh/discovery';
+import { loadPlanRegistry } from './plans/registry.js';
 import type { SchedulerConfig } from './config.js';
 import { followDiscovery } from './membership.js';
 import { SchedulerMetrics } from './metrics.js';
 import { Scheduler } from './scheduler.js';
+import { createSchedulerStore } from './storage/factory.js';
 import { schedulerServiceBinding } from './service.js';
 
 /** A running scheduler service. */
@@ -33,16 +25,41 @@ export interface RunningScheduler {
  * gRPC API with health and reflection, and — with NATS configured — discovery of stage
  * instances (each gets a dispatch stream) and its own registration as `scheduler`.
  */
-export async function startSchedulerService(config: SchedulerConfig, log: Logger, version: string): Promise<RunningScheduler> {
+export async function startSchedulerService(
+  config: SchedulerConfig,
+  log: Logger,
+  version: string,
+  /** `REDIS_URL` and `AWS_*`: how to reach the durable copies of objects whose owner is gone. */
+  env: Record<string, string | undefined> = {},
+): Promise<RunningScheduler> {
   const instanceId = config.instanceId || `scheduler-${randomUUID().slice(0, 8)}`;
-  const registry = await loadPlanRegistry(config.plansFile || undefined);
+  const registry = await loadPlanRegistry(config.plansFile || undefined, { directories: config.modelDirectories });
   // Inline refs (small objects passed by value) need no delete; the rest go to their owners.
   const tls = loadTlsFiles(config.tls);
+  // Objects written through to redis/S3 are deleted there too when their owner is gone.
   const store = new InlineTensorStore(
-    new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log, ...(tls ? { tls } : {}) }),
+    new RoutedTensorStore({
+      remote: new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log, ...(tls ? { tls } : {}) }),
+      durable: new DurableStores({ ...durableSettingsFromEnv(env), logger: log }),
+      log,
+    }),
   );
+  // Requests and queues: in this process, or in a store that outlives it and that other
+  // schedulers share (the jetstream store uses the discovery NATS unless told otherwise).
+  const requests = createSchedulerStore(
+    {
+      backend: config.queue,
+      url: config.queueUrl || (config.queue === 'jetstream' ? config.natsUrl : ''),
+      sqlitePath: config.sqlitePath,
+      namespace: config.queueNamespace,
+    },
+    { retentionMs: config.retentionMs, maxRetained: config.maxRetained, leaseMs: config.leaseMs },
+  );
+  await requests.start();
+  log.info({ queue: config.queue, ...(config.queue === 'sqlite' ? { file: config.sqlitePath } : {}) }, 'scheduler store ready');
   let metrics: SchedulerMetrics | undefined;
   const scheduler = new Scheduler({
+    requests,
     registry,
     store,
     log,
@@ -56,10 +73,12 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
       retentionMs: config.retentionMs,
       maxRetained: config.maxRetained,
       strandedTimeoutMs: config.strandedTimeoutMs,
+      leaseMs: config.leaseMs,
     },
-    createQueue: (name, maxLength) => createTaskQueue({ backend: 'memory', maxLength }, { name }),
+    id: instanceId,
     onEvent: (e, state) => metrics?.observe(e, state),
   });
+  await scheduler.start();
   metrics = new SchedulerMetrics(scheduler);
   const endpoint = config.metricsListen ? await startMetricsEndpoint(metrics.registry, config.metricsListen, log) : undefined;
   if (endpoint) log.info({ url: endpoint.url }, 'metrics endpoint listening');
@@ -68,7 +87,12 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
     log,
   );
   const unfollow = followDiscovery(scheduler, discovery, { log, ...(tls ? { tls } : {}) });
-  const binding = schedulerServiceBinding(scheduler, registry, { instanceId, version }, { eventIntervalMs: config.eventIntervalMs });
+  const binding = schedulerServiceBinding(
+    scheduler,
+    registry,
+    { instanceId, version },
+    { eventIntervalMs: config.eventIntervalMs, results: { store, log, ffmpegPath: config.ffmpeg } },
+  );
   metrics.countSessions(() => binding.openSessions());
   const server = await GrpcServer.start({
     address: config.listen,
@@ -76,6 +100,16 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
     log,
     ...(tls ? { tls } : {}),
   });
+  // Discovery asks for the load synchronously: the queue depth (a round trip on a shared
+  // store) is refreshed once a second.
+  let queued = 0;
+  const refreshQueued = setInterval(() => {
+    scheduler.queueSizes().then(
+      (sizes) => (queued = Object.values(sizes).reduce((a, b) => a + b, 0)),
+      () => undefined,
+    );
+  }, 1000);
+  refreshQueued.unref();
   let registration: Registration | undefined;
   if (config.natsUrl) {
     registration = await discovery.register(
@@ -91,7 +125,7 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
         capacity: config.maxInFlight,
         ...(endpoint ? { metadata: { metrics_url: endpoint.url } } : {}),
       },
-      () => ({ inFlight: scheduler.inFlightCount(), queued: Object.values(scheduler.queueSizes()).reduce((a, b) => a + b, 0) }),
+      () => ({ inFlight: scheduler.inFlightCount(), queued }),
     );
   }
   let stopping: Promise<void> | undefined;
@@ -103,6 +137,7 @@ export async function startSchedulerService(config: SchedulerConfig, log: Logger
     stop(graceMs = config.drainGraceMs) {
       stopping ??= (async () => {
         server.setServing(false);
+        clearInterval(refreshQueued);
         // Open sessions end as their requests do, so the server's drain does not wait on idle ones.
         binding.endSessions();
         await registration?.stop().catch(() => undefined);

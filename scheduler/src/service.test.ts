@@ -1,18 +1,16 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadDiffmeshProtos, messageCodec, type GenerateResponse__Output, type RequestEvent__Output, type SessionResponse__Output } from '@diffmesh/protos';
 import {
-  Code,
-  GrpcServer,
-  PlanRegistry,
-  SchedulerSession,
-  createTaskQueue,
-  createTensorStore,
-  silentLogger,
-  type DiffmeshError,
-  type StageHandler,
-  type StageName,
-} from '@diffmesh/runtime';
+  loadDiffmeshProtos,
+  messageCodec,
+  type GenerateResponse__Output,
+  type RequestEvent__Output,
+  type SessionResponse__Output,
+} from '@diffmesh/protos';
+import { Code, GrpcServer, silentLogger, type DiffmeshError, type StageHandler, type StageName } from '@diffmesh/core';
+import { PlanRegistry } from './plans/registry.js';
+import { SchedulerSession } from '@diffmesh/client';
+import { createTensorStore } from '@diffmesh/tensor-client';
 import { Fixtures, gate, handler, newScheduler, twoModels } from './fixtures/stages.js';
 import { LocalInstance } from './local-instance.js';
 import { SchedulerMetrics } from './metrics.js';
@@ -61,10 +59,21 @@ async function serveAll(eventIntervalMs: number, stageMs: number) {
     registry,
     store: createTensorStore({ backend: 'memory' }),
     log,
-    limits: { maxQueueLength: 10, maxInFlight: 10, maxAttempts: 1, retryBackoffMs: 1, defaultTimeoutMs: 0, stageTimeoutMs: 0, retentionMs: 60_000 },
-    createQueue: (_pool, maxLength) => createTaskQueue({ backend: 'memory', maxLength }),
+    limits: {
+      maxQueueLength: 10,
+      maxInFlight: 10,
+      maxAttempts: 1,
+      retryBackoffMs: 1,
+      defaultTimeoutMs: 0,
+      stageTimeoutMs: 0,
+      retentionMs: 60_000,
+    },
   });
-  for (const [pool, stage] of [['enc', 'text_encoding'], ['dit', 'denoising'], ['vae', 'vae_decoding']] as const) {
+  for (const [pool, stage] of [
+    ['enc', 'text_encoding'],
+    ['dit', 'denoising'],
+    ['vae', 'vae_decoding'],
+  ] as const) {
     scheduler.addInstance(new LocalInstance(`${pool}-1`, pool, slowStage(stage, stageMs), 1, log));
   }
   const binding = schedulerServiceBinding(scheduler, registry, undefined, { eventIntervalMs });
@@ -85,7 +94,7 @@ async function generate(client: Awaited<ReturnType<typeof serve>>): Promise<Arra
   return messages;
 }
 
-describe('Generate event stream', () => {
+describe('Generate event stream', async () => {
   it('sends the first events at once, then holds the rest for eventIntervalMs, and the end at once', async () => {
     const messages = await generate(await serve(60_000, 5));
     // The first message: the request was queued and its first stage started.
@@ -134,7 +143,7 @@ function run(
   });
 }
 
-describe('Session', () => {
+describe('Session', async () => {
   it('carries many requests on one stream, each answered with its id and followed by its events in order', async () => {
     const { client } = await serveAll(20, 5);
     const session = new SchedulerSession(client);
@@ -181,7 +190,8 @@ describe('Session', () => {
     const { client, binding, scheduler } = await serveAll(20, 1);
     const metrics = new SchedulerMetrics(scheduler);
     metrics.countSessions(() => binding.openSessions());
-    const gauge = async (): Promise<string | undefined> => (await metrics.registry.metrics()).match(/^diffmesh_scheduler_sessions (\d+)$/m)?.[1];
+    const gauge = async (): Promise<string | undefined> =>
+      (await metrics.registry.metrics()).match(/^diffmesh_scheduler_sessions (\d+)$/m)?.[1];
     expect(await gauge()).toBe('0');
     const a = rawSession(client);
     const b = rawSession(client);
@@ -210,7 +220,7 @@ describe('Session', () => {
     const kept = run(session, 'kept');
     const cancelled = await doomed;
     expect(cancelled.events.at(-1)!.kind).toBe('cancelled');
-    expect(scheduler.get(cancelled.reqId).context.status).toBe('cancelled');
+    expect((await scheduler.get(cancelled.reqId)).context.status).toBe('cancelled');
     expect((await kept).events.at(-1)!.kind).toBe('completed');
     await session.close();
     client.close();
@@ -224,7 +234,7 @@ describe('Session', () => {
     const reqId = first.answers[0].reqId;
     expect(reqId).not.toBe('');
     raw.call.cancel(); // the client goes away mid-request
-    await expect.poll(() => scheduler.get(reqId).context.status, { timeout: 5000 }).toBe('cancelled');
+    await expect.poll(async () => (await scheduler.get(reqId)).context.status, { timeout: 5000 }).toBe('cancelled');
     client.close();
   });
 
@@ -267,9 +277,20 @@ describe('Session', () => {
   it('refuses new requests on a session endSessions is ending, instead of running them unanswered', async () => {
     const held = gate();
     const scheduler = newScheduler();
-    scheduler.addInstance(new LocalInstance('enc-1', 'enc', handler(async () => (await held.wait, { outputs: {} })), 2, silentLogger()));
+    scheduler.addInstance(
+      new LocalInstance(
+        'enc-1',
+        'enc',
+        handler(async () => (await held.wait, { outputs: {} })),
+        2,
+        silentLogger(),
+      ),
+    );
     const binding = schedulerServiceBinding(scheduler, twoModels);
-    const client = new (loadDiffmeshProtos().diffmesh.scheduler.v1.SchedulerService)(await fx.server(binding), grpc.credentials.createInsecure());
+    const client = new (loadDiffmeshProtos().diffmesh.scheduler.v1.SchedulerService)(
+      await fx.server(binding),
+      grpc.credentials.createInsecure(),
+    );
     const raw = rawSession(client);
     raw.send({ tag: 1, generate: { model: 'm1', params: { prompt: 'x' } } });
     await raw.next();
@@ -289,7 +310,11 @@ describe('Session', () => {
 function rawSession(client: grpc.Client) {
   const requests = messageCodec<object>('diffmesh.scheduler.v1.SessionRequest');
   const responses = messageCodec<object, SessionResponse__Output>('diffmesh.scheduler.v1.SessionResponse');
-  const call = client.makeBidiStreamRequest<Buffer, Buffer>('/diffmesh.scheduler.v1.SchedulerService/Session', (b) => b, (b) => b);
+  const call = client.makeBidiStreamRequest<Buffer, Buffer>(
+    '/diffmesh.scheduler.v1.SchedulerService/Session',
+    (b) => b,
+    (b) => b,
+  );
   const received: SessionResponse__Output[] = [];
   const waiting: Array<(m: SessionResponse__Output) => void> = [];
   call.on('data', (b: Buffer) => {

@@ -11,7 +11,6 @@ import {
   type SchedulerGetRequest__Output,
   type ListModelsResponse,
   type RequestEvent as WireRequestEvent,
-  type RequestEvent__Output as WireRequestEventOutput,
   type SchedulerGetResponse,
   type StageTiming as WireStageTiming,
   type SessionAnswer,
@@ -27,16 +26,12 @@ import {
 } from '@diffmesh/protos';
 import {
   Code,
+  DEFAULT_STRENGTH,
   DiffmeshError,
-  errorDetailFromWire,
   errorDetailToWire,
-  objectRefFromWire,
-  objectRefsFromWire,
+  inputImageFromWire,
   objectRefsToWire,
-  stageNameFromWire,
-  timestampFromWire,
   objectRefToWire,
-
   paramsInputFromWire,
   paramsToWire,
   parseCode,
@@ -46,17 +41,26 @@ import {
   timestampToWire,
   toWire,
   traceContextFromMetadata,
-  type PlanRegistry,
   type Reason,
   type ServiceBinding,
-} from '@diffmesh/runtime';
+} from '@diffmesh/core';
+import { submitWithInputImage } from './input-image.js';
+import { type PlanRegistry } from './plans/registry.js';
+import { IMAGE_MODALITIES, type Modality } from './plans/schema.js';
 import type { PoolView, Scheduler } from './scheduler.js';
-import type { GenerateRequest, RequestEvent, RequestState, StageTiming } from './types.js';
+import type { GenerateRequest, RequestState, StageTiming } from './types.js';
+import type { RequestEvent } from '@diffmesh/core';
+import { getResultHandler, type ResultServiceDeps } from './result-service.js';
+import { modelAvailability } from './model-availability.js';
 
-const MODALITY: Record<string, 'MODALITY_TEXT_TO_IMAGE' | 'MODALITY_TEXT_TO_VIDEO' | 'MODALITY_IMAGE_TO_VIDEO'> = {
+const MODALITY: Record<
+  Modality,
+  'MODALITY_TEXT_TO_IMAGE' | 'MODALITY_TEXT_TO_VIDEO' | 'MODALITY_IMAGE_TO_VIDEO' | 'MODALITY_IMAGE_TO_IMAGE'
+> = {
   'text-to-image': 'MODALITY_TEXT_TO_IMAGE',
   'text-to-video': 'MODALITY_TEXT_TO_VIDEO',
   'image-to-video': 'MODALITY_IMAGE_TO_VIDEO',
+  'image-to-image': 'MODALITY_IMAGE_TO_IMAGE',
 };
 
 const eventMessages = messageCodec<GenerateResponse>('diffmesh.scheduler.v1.GenerateResponse');
@@ -85,6 +89,8 @@ export interface StreamOptions {
    * client from waking for every event of a fast request. 0 = every turn of the event loop.
    */
   eventIntervalMs?: number;
+  /** Where GetResult reads results from and how it encodes videos; absent = UNIMPLEMENTED. */
+  results?: Omit<ResultServiceDeps, 'get'>;
 }
 
 /** Default of {@link StreamOptions.eventIntervalMs}. */
@@ -120,17 +126,18 @@ export function schedulerServiceBinding(
     name: 'diffmesh.scheduler.v1.SchedulerService',
     definition: proto.diffmesh.scheduler.v1.SchedulerService.service,
     implementation: {
-      Submit: unary<SubmitRequest__Output, SubmitResponse>((req, metadata) => {
-        const existing = req.requestId !== '' && hasRequest(scheduler, req.requestId);
-        const state = scheduler.submit(fromWireRequest(req, traceContextFromMetadata(metadata)));
+      Submit: unary<SubmitRequest__Output, SubmitResponse>(async (req, metadata) => {
+        const existing = req.requestId !== '' && (await hasRequest(scheduler, req.requestId));
+        const state = await submit(scheduler, req, traceContextFromMetadata(metadata));
         return { reqId: state.context.reqId, status: requestStatusToWire(state.context.status), existing };
       }),
-      Get: unary<SchedulerGetRequest__Output, SchedulerGetResponse>((req) => getResponse(scheduler.get(requireId(req.reqId)))),
-      Cancel: unary<CancelRequest__Output, CancelResponse>((req) => ({
-        status: requestStatusToWire(scheduler.cancel(requireId(req.reqId)).context.status),
+      Get: unary<SchedulerGetRequest__Output, SchedulerGetResponse>(async (req) => getResponse(await scheduler.get(requireId(req.reqId)))),
+      Cancel: unary<CancelRequest__Output, CancelResponse>(async (req) => ({
+        status: requestStatusToWire((await scheduler.cancel(requireId(req.reqId))).context.status),
       })),
       ListModels: unary<unknown, ListModelsResponse>(() => ({
         models: registry.entries.map((e) => ({
+          ...modelAvailability({ instances: (pool) => scheduler.servingInstances(pool) }, e),
           name: e.model ?? e.pattern ?? '',
           pattern: e.model === undefined,
           modalities: e.modalities.map((m) => MODALITY[m]),
@@ -142,30 +149,38 @@ export function schedulerServiceBinding(
             numInferenceSteps: e.defaults.steps,
             guidanceScale: e.defaults.guidanceScale,
             fps: e.defaults.fps,
+            // A model that takes an input image: the strength a request with one gets by default.
+            ...(e.modalities.some((m) => IMAGE_MODALITIES.includes(m)) ? { strength: e.defaults.strength ?? DEFAULT_STRENGTH } : {}),
           }),
         })),
       })),
       GetStatus: unary<unknown, GetStatusResponse>(() => statusResponse(scheduler, identity)),
-      Generate: (call: grpc.ServerWritableStream<GenerateRequest__Output, GenerateResponse>) => {
+      GetResult: streams.results
+        ? getResultHandler({ ...streams.results, get: (reqId) => scheduler.get(reqId) })
+        : (call: grpc.ServerWritableStream<unknown, unknown>) =>
+            call.emit('error', toWire(new DiffmeshError(Code.UNIMPLEMENTED, 'INTERNAL', 'this scheduler serves no results'))),
+      Generate: async (call: grpc.ServerWritableStream<GenerateRequest__Output, GenerateResponse>) => {
         let reqId: string;
         try {
-          reqId = scheduler.submit(fromWireRequest(call.request, traceContextFromMetadata(call.metadata))).context.reqId;
+          reqId = (await submit(scheduler, call.request, traceContextFromMetadata(call.metadata))).context.reqId;
         } catch (err) {
           call.emit('error', toWire(err));
           return;
         }
+        // A client that goes away cancels its request (not a scheduler that is shutting down:
+        // with a shared store the request goes on elsewhere).
+        const cancel = (): void => cancelQuietly(scheduler, reqId);
+        // A client that went away while its input image was being stored takes its request along.
+        if (call.cancelled) {
+          cancel();
+          return;
+        }
         // A client that goes away before the end cancels its request.
-        stream(scheduler, reqId, call, interval, () => {
-          try {
-            scheduler.cancel(reqId);
-          } catch {
-            // already finished and gone
-          }
-        });
+        stream(scheduler, reqId, 0, call, interval, cancel);
       },
       Session: (call: grpc.ServerDuplexStream<SessionRequest__Output, SessionResponse>) => session(scheduler, call, interval, sessions),
       Watch: (call: grpc.ServerWritableStream<WatchRequest__Output, WatchResponse>) => {
-        stream(scheduler, call.request.reqId, call, interval);
+        stream(scheduler, call.request.reqId, call.request.afterSequence ?? 0, call, interval);
       },
     },
   };
@@ -261,54 +276,77 @@ class BatchWriter<T> {
 }
 
 /**
- * Streams a request's events on a call (Generate, Watch): everything so far, then live ones,
- * then the end; the request's end is written at once. `onGone` runs when the client leaves
- * before the end.
+ * Streams a request's events on a call (Generate, Watch): those after sequence `after`, then
+ * live ones, then the end; the request's end is written at once. `onGone` runs when the
+ * client leaves before the end.
  */
 function stream(
   scheduler: Scheduler,
   reqId: string,
+  after: number,
   call: grpc.ServerWritableStream<unknown, { events: WireRequestEvent[] }>,
   intervalMs: number,
   onGone?: () => void,
 ): void {
   const writer = new BatchWriter<WireRequestEvent>(call, intervalMs, (events) => eventMessages.encodeReady({ events }));
-  let stop: () => void;
+  let stop: (() => void) | undefined;
+  let gone = false;
+  // grpc-js also reports a call it ended normally as cancelled: only one cut short counts.
+  call.on('cancelled', () => {
+    if (writer.ended) return;
+    gone = true;
+    writer.stop();
+    stop?.();
+    onGone?.();
+  });
+  let id: string;
   try {
-    stop = follow(scheduler, requireId(reqId), (event, end) => writer.add(event, end), () => writer.end());
+    id = requireId(reqId);
   } catch (err) {
     call.emit('error', toWire(err));
     return;
   }
-  // grpc-js also reports a call it ended normally as cancelled: only one cut short counts.
-  call.on('cancelled', () => {
-    if (writer.ended) return;
-    writer.stop();
-    stop();
-    onGone?.();
-  });
+  follow(
+    scheduler,
+    id,
+    after,
+    (event, end) => writer.add(event, end),
+    () => writer.end(),
+  ).then(
+    (s) => {
+      stop = s;
+      if (gone) s();
+    },
+    (err: unknown) => call.emit('error', toWire(err)),
+  );
 }
 
 /**
- * Follows a request's events as wire events numbered from 1 (everything so far, then live
- * ones); `end` marks the last. Returns a function that stops following.
+ * Follows a request's events as wire events (those after sequence `after`, then live ones);
+ * `end` marks the last. Resolves with a function that stops following.
  */
 function follow(
   scheduler: Scheduler,
   reqId: string,
+  after: number,
   item: (event: WireRequestEvent, end: boolean) => void,
   close: () => void,
-): () => void {
-  const state = scheduler.get(reqId);
-  let sequence = 0;
-  return scheduler.listen(reqId, {
-    item: (e) => {
-      sequence += 1;
+): Promise<() => void> {
+  return scheduler.listen(reqId, after, {
+    item: (e, sequence, state) => {
       const end = e.type === 'completed' || e.type === 'failed' || e.type === 'cancelled';
       item(eventToWire(e, sequence, e.type === 'completed' || e.type === 'stage_finished' ? state : undefined), end);
     },
     close,
-  }).stop;
+  });
+}
+
+/** Cancels a request whose client went away, unless this scheduler is shutting down. */
+function cancelQuietly(scheduler: Scheduler, reqId: string): void {
+  if (scheduler.requests.durable && scheduler.state !== 'RUNNING') return;
+  scheduler.cancel(reqId).catch(() => {
+    // already finished and gone
+  });
 }
 
 type SessionItem = { answer: SessionAnswer; event?: undefined } | { event: WireRequestEvent; answer?: undefined };
@@ -338,12 +376,6 @@ function session(
   const writer = new BatchWriter<SessionItem>(call, intervalMs, encodeSession);
   const open = new Map<string, () => void>();
   let halfClosed = false;
-  const endIfIdle = (): void => {
-    if (halfClosed && open.size === 0) {
-      sessions.delete(halfClose);
-      writer.end();
-    }
-  };
   const halfClose = (): void => {
     halfClosed = true;
     endIfIdle();
@@ -352,8 +384,18 @@ function session(
   // An acceptance rides with the request's next events (at once on a quiet stream, else
   // with the next batch); a refusal is the end of its request and goes out at once.
   const answer = (a: SessionAnswer): void => writer.add({ answer: a }, a.error !== undefined);
-  call.on('data', (msg: SessionRequest__Output) => {
+  /** Requests being admitted (an input image checked and stored, the request stored): answered before the session ends. */
+  let admitting = 0;
+  const endIfIdle = (): void => {
+    if (halfClosed && open.size === 0 && admitting === 0) {
+      sessions.delete(halfClose);
+      writer.end();
+    }
+  };
+  call.on('data', async (msg: SessionRequest__Output) => {
     const tag = msg.tag;
+    // Counted until answered: the session does not end before its requests are answered.
+    admitting += 1;
     try {
       if (msg.generate) {
         // A session told to end (endSessions: the scheduler drains) may end before it could
@@ -364,14 +406,21 @@ function session(
           });
         }
         const traceContext = Object.keys(msg.traceContext).length > 0 ? msg.traceContext : traceContextFromMetadata(call.metadata);
-        const reqId = scheduler.submit(fromWireRequest(msg.generate, traceContext)).context.reqId;
+        const reqId = (await submit(scheduler, msg.generate, traceContext)).context.reqId;
+        // The client went away while the request was being stored: its request goes too.
+        if (writer.ended) {
+          cancelQuietly(scheduler, reqId);
+          return;
+        }
         answer({ tag, reqId });
         // A request id sent twice in one session is followed once.
         if (open.has(reqId)) return;
         let closed = false;
-        const stop = follow(
+        open.set(reqId, () => undefined);
+        const stop = await follow(
           scheduler,
           reqId,
+          0,
           (event, end) => writer.add({ event }, end),
           () => {
             closed = true;
@@ -379,10 +428,11 @@ function session(
             endIfIdle();
           },
         );
-        if (!closed) open.set(reqId, stop);
+        if (!closed && open.has(reqId)) open.set(reqId, stop);
+        else if (!closed) stop();
       } else if (msg.cancel) {
         const reqId = requireId(msg.cancel.reqId);
-        answer({ tag, reqId, status: requestStatusToWire(scheduler.cancel(reqId).context.status) });
+        answer({ tag, reqId, status: requestStatusToWire((await scheduler.cancel(reqId)).context.status) });
       } else {
         throw new DiffmeshError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'action: a session message needs generate or cancel', {
           metadata: { field: 'action' },
@@ -390,6 +440,9 @@ function session(
       }
     } catch (err) {
       answer({ tag, error: errorDetailToWire(err) });
+    } finally {
+      admitting -= 1;
+      endIfIdle();
     }
   });
   call.on('end', halfClose);
@@ -402,19 +455,15 @@ function session(
     writer.stop();
     for (const [reqId, stop] of open) {
       stop();
-      try {
-        scheduler.cancel(reqId);
-      } catch {
-        // already finished and gone
-      }
+      cancelQuietly(scheduler, reqId);
     }
     open.clear();
   });
 }
 
-function hasRequest(scheduler: Scheduler, id: string): boolean {
+async function hasRequest(scheduler: Scheduler, id: string): Promise<boolean> {
   try {
-    scheduler.get(id);
+    await scheduler.get(id);
     return true;
   } catch {
     return false;
@@ -428,14 +477,29 @@ function requireId(id: string): string {
   return id;
 }
 
-function unary<Req, Res>(fn: (req: Req, metadata: grpc.Metadata) => Res): grpc.handleUnaryCall<Req, Res> {
+function unary<Req, Res>(fn: (req: Req, metadata: grpc.Metadata) => Res | Promise<Res>): grpc.handleUnaryCall<Req, Res> {
   return (call, cb) => {
     try {
-      cb(null, fn(call.request, call.metadata));
+      const res = fn(call.request, call.metadata);
+      if (res instanceof Promise)
+        res.then(
+          (r) => cb(null, r),
+          (err: unknown) => cb(toWire(err)),
+        );
+      else cb(null, res);
     } catch (err) {
       cb(toWire(err));
     }
   };
+}
+
+/** Submits a client's request, storing its input image first when it has one. */
+function submit(
+  scheduler: Scheduler,
+  req: SubmitRequest__Output | GenerateRequest__Output,
+  traceContext: Record<string, string>,
+): Promise<RequestState> {
+  return submitWithInputImage(scheduler, fromWireRequest(req, traceContext), inputImageFromWire(req.params));
 }
 
 /** A client's request; its W3C trace context (`traceparent`/`tracestate` metadata) makes the request's trace a child of the client's span. */
@@ -523,12 +587,13 @@ function recentToWire(state: RequestState): RecentRequest {
 }
 
 /** GetStatus: the scheduler's pools and its latest requests. */
-export function statusResponse(scheduler: Scheduler, identity: SchedulerIdentity): GetStatusResponse {
+export async function statusResponse(scheduler: Scheduler, identity: SchedulerIdentity): Promise<GetStatusResponse> {
+  const pools = await scheduler.pools();
   return {
     schedulerId: identity.instanceId,
     version: identity.version,
     inFlight: scheduler.inFlightCount(),
-    pools: scheduler.pools().map(poolToWire),
+    pools: pools.map(poolToWire),
     recentRequests: scheduler.recentRequests().map(recentToWire),
     time: timestampToWire(Date.now()),
   };
@@ -581,10 +646,9 @@ export function eventToWire(e: RequestEvent, sequence: number, state?: RequestSt
       return {
         ...base,
         stageFinished: {
-          timing: t
-            ? timingToWire(t)
-            : { stageIndex: e.stageIndex, stage: stageNameToWire(e.stage) },
+          timing: t ? timingToWire(t) : { stageIndex: e.stageIndex, stage: stageNameToWire(e.stage) },
           outputs: objectRefsToWire(e.outputs),
+          warnings: e.warnings ?? [],
         },
       };
     }
@@ -611,60 +675,4 @@ export function eventToWire(e: RequestEvent, sequence: number, state?: RequestSt
     case 'cancelled':
       return { ...base, cancelled: { reason: 'cancelled' } };
   }
-}
-
-
-/** The domain event carried by a wire event (clients use it to follow a remote request). */
-export function eventFromWire(e: WireRequestEventOutput): RequestEvent | undefined {
-  const at = e.time ? timestampFromWire(e.time) : Date.now();
-  const reqId = e.reqId;
-  if (e.queued) return { type: 'queued', reqId, stageIndex: 0, stage: 'text_encoding', pool: e.queued.pool, position: e.queued.position, at };
-  if (e.stageStarted) {
-    const s = e.stageStarted;
-    return {
-      type: 'stage_started',
-      reqId,
-      stageIndex: s.stageIndex,
-      stage: stageNameFromWire(s.stage),
-      pool: s.pool,
-      instanceId: s.instanceId,
-      attempt: s.attempt,
-      at,
-    };
-  }
-  if (e.stepProgress) {
-    const p = e.stepProgress;
-    return { type: 'progress', reqId, stageIndex: p.stageIndex, stage: stageNameFromWire(p.stage), step: p.step, totalSteps: p.totalSteps, at };
-  }
-  if (e.stageFinished) {
-    const t = e.stageFinished.timing;
-    const started = t?.startedAt ? timestampFromWire(t.startedAt) : at;
-    const queued = t?.enqueuedAt ? timestampFromWire(t.enqueuedAt) : started;
-    const finished = t?.finishedAt ? timestampFromWire(t.finishedAt) : at;
-    return {
-      type: 'stage_finished',
-      reqId,
-      stageIndex: t?.stageIndex ?? 0,
-      stage: stageNameFromWire(t?.stage),
-      queueMs: started - queued,
-      runMs: finished - started,
-      outputs: objectRefsFromWire(e.stageFinished.outputs),
-      at,
-    };
-  }
-  if (e.completed) {
-    const outputs = Object.fromEntries(e.completed.results.map((r) => [r.name, objectRefFromWire(r)]));
-    return { type: 'completed', reqId, outputs, at };
-  }
-  if (e.failed) {
-    const err = e.failed.error ? errorDetailFromWire(e.failed.error) : new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'request failed');
-    return {
-      type: 'failed',
-      reqId,
-      error: { code: err.code, reason: err.reason, message: err.message, ...(err.field ? { field: err.field } : {}) },
-      at,
-    };
-  }
-  if (e.cancelled) return { type: 'cancelled', reqId, at };
-  return undefined;
 }

@@ -9,7 +9,7 @@ import {
   type StageProgress,
   type StageResult,
   type StageTask,
-} from '@diffmesh/runtime';
+} from '@diffmesh/core';
 
 /**
  * A stage instance the scheduler can dispatch to: an in-process handler in the embedded
@@ -43,6 +43,8 @@ export interface StageInstance {
    * function that stops the calls.
    */
   onAvailable?(listener: () => void): () => void;
+  /** True once its connection is lost for good (a task that failed with it was lost, not failed). */
+  isGone?(): boolean;
   /** Releases connections; the instance gets no more work. */
   close?(): void;
 }
@@ -86,6 +88,12 @@ export interface GenerateRequest {
    */
   requestId?: string;
   traceContext?: Record<string, string>;
+  /**
+   * Objects the request starts with, by name: `input_image` (the encoded input image, stored
+   * by `submitWithInputImage`). They become the RequestContext's first refs, every stage gets
+   * them as task inputs, and they are deleted with the request's other objects.
+   */
+  inputs?: Record<string, ObjectRef>;
 }
 
 /** Timing of one stage of a request. Times are ms since the epoch; 0 = not yet. */
@@ -115,46 +123,4 @@ export interface RequestState {
   timings: StageTiming[];
   /** Outputs of the last stage once completed. */
   result: Record<string, ObjectRef>;
-}
-
-/** Events of one request, in order; the last one is `completed`, `failed` or `cancelled`. */
-export type RequestEvent =
-  | {
-      type: 'queued';
-      reqId: string;
-      stageIndex: number;
-      stage: StageName;
-      pool: string;
-      /** Tasks waiting in the same queue when this one joined it (0 = first in line). */
-      position: number;
-      at: number;
-    }
-  | {
-      type: 'stage_started';
-      reqId: string;
-      stageIndex: number;
-      stage: StageName;
-      pool: string;
-      instanceId: string;
-      attempt: number;
-      at: number;
-    }
-  | { type: 'progress'; reqId: string; stageIndex: number; stage: StageName; step: number; totalSteps: number; at: number }
-  | {
-      type: 'stage_finished';
-      reqId: string;
-      stageIndex: number;
-      stage: StageName;
-      queueMs: number;
-      runMs: number;
-      /** Objects the stage produced. */
-      outputs: Record<string, ObjectRef>;
-      at: number;
-    }
-  | { type: 'completed'; reqId: string; outputs: Record<string, ObjectRef>; at: number }
-  | { type: 'failed'; reqId: string; error: { code: number; reason: string; message: string; field?: string }; at: number }
-  | { type: 'cancelled'; reqId: string; at: number };
-
-export function isTerminal(e: RequestEvent): boolean {
-  return e.type === 'completed' || e.type === 'failed' || e.type === 'cancelled';
 }

@@ -1,7 +1,9 @@
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { LogConfigSchema, TlsConfigSchema, defaultShmDir, tlsConfigMappings, defineConfig, type LoadConfigOptions, loadConfig } from '@diffmesh/runtime';
+import { WRITE_THROUGH_MODES } from './write-through.js';
+import { LogConfigSchema, TlsConfigSchema, tlsConfigMappings, defineConfig, type LoadConfigOptions, loadConfig } from '@diffmesh/core';
+import { DurableLocationError, defaultShmDir, parseDurableLocation, redactUri, type DurableLocation } from '@diffmesh/tensor-client';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -10,6 +12,10 @@ const GiB = 1024 * MiB;
 /** Smallest and largest Get chunk: large enough to amortise per-message cost, small enough for the 4 MiB-class message limits. */
 export const MIN_CHUNK_BYTES = 1 * MiB;
 export const MAX_CHUNK_BYTES = 4 * MiB;
+
+/** Where tensor-svc keeps objects (see the `backend` field). */
+export const TENSOR_SVC_BACKENDS = ['memory', 'redis', 's3'] as const;
+export type TensorSvcBackend = (typeof TENSOR_SVC_BACKENDS)[number];
 
 /**
  * tensor-svc configuration. Sizes are bytes, durations milliseconds. Fields whose default is
@@ -21,7 +27,9 @@ export const TensorSvcConfigSchema = z
     advertiseAddress: z
       .string()
       .default('')
-      .describe('host:port written into ObjectRefs as owner_address for readers on other nodes (empty = the bound listen address; set it when listening on 0.0.0.0)'),
+      .describe(
+        'host:port written into ObjectRefs as owner_address for readers on other nodes (empty = the bound listen address; set it when listening on 0.0.0.0)',
+      ),
     nodeId: z
       .string()
       .min(1)
@@ -39,7 +47,9 @@ export const TensorSvcConfigSchema = z
       .int()
       .nonnegative()
       .default(0)
-      .describe('most object bytes one stream holds in the heap: Get chunks read but not yet flushed to the socket, however slowly the client reads; Put chunks received but not yet written (0 = 2 × chunkBytes; at least chunkBytes)'),
+      .describe(
+        'most object bytes one stream holds in the heap: Get chunks read but not yet flushed to the socket, however slowly the client reads; Put chunks received but not yet written (0 = 2 × chunkBytes; at least chunkBytes)',
+      ),
     memoryCapacityBytes: z
       .number()
       .int()
@@ -65,7 +75,9 @@ export const TensorSvcConfigSchema = z
     shmDir: z
       .string()
       .default('')
-      .describe('shared-memory directory where objects are published for same-node readers (empty = /dev/shm/diffmesh-<nodeId>, or <os tmpdir>/diffmesh-shm-<nodeId> without /dev/shm)'),
+      .describe(
+        'shared-memory directory where objects are published for same-node readers (empty = /dev/shm/diffmesh-<nodeId>, or <os tmpdir>/diffmesh-shm-<nodeId> without /dev/shm)',
+      ),
     defaultTtlMs: z
       .number()
       .int()
@@ -84,6 +96,49 @@ export const TensorSvcConfigSchema = z
       .default('')
       .describe('host:port of a Prometheus text endpoint at /metrics (empty = off; port 0 = any free port)'),
     drainGraceMs: z.number().int().nonnegative().default(10_000).describe('time calls in flight get to finish after SIGTERM'),
+    backend: z
+      .enum(TENSOR_SVC_BACKENDS)
+      .default('memory')
+      .describe(
+        'where objects live: memory = this node (shared memory, then the spill disk; written through to `durable` when set); redis or s3 = the durable store alone (no shared memory)',
+      ),
+    durable: z
+      .string()
+      .default('')
+      .describe(
+        'durable store, redis://[:password@]host:6379/0[/prefix] or s3://bucket/prefix: the write-through target with backend memory (empty = none), the home of every object with backend redis (empty = REDIS_URL) or s3. Never logged with its credentials',
+      ),
+    s3Endpoint: z
+      .string()
+      .default('')
+      .describe(
+        'endpoint of an S3-compatible server for s3:// (e.g. http://127.0.0.1:9000; empty = AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS)',
+      ),
+    writeThrough: z
+      .enum(WRITE_THROUGH_MODES)
+      .default('all')
+      .describe(
+        "with backend memory and a durable store: which objects are copied there before their put is answered: all, final (requests' results only) or none",
+      ),
+    writeThroughMinBytes: z.number().int().nonnegative().default(0).describe('objects smaller than this are not written through'),
+    writeThroughMaxBytes: z
+      .number()
+      .int()
+      .nonnegative()
+      .default(0)
+      .describe('objects larger than this are not written through (0 = no limit)'),
+    durableSweepIntervalMs: z
+      .number()
+      .int()
+      .nonnegative()
+      .default(60_000)
+      .describe(
+        'how often expired objects are deleted from the durable store (S3 lists its prefix; redis expires keys itself) (0 = never)',
+      ),
+    recover: z
+      .boolean()
+      .default(true)
+      .describe('after a crash, find the objects left in shmDir and spillDir again (expired ones are deleted); false = delete them'),
     natsUrl: z
       .string()
       .default('')
@@ -109,6 +164,30 @@ export const TensorSvcConfigSchema = z
     }
     if (c.shmDir !== '' && c.spillDir !== '' && path.resolve(c.shmDir) === path.resolve(c.spillDir)) {
       ctx.addIssue({ code: 'custom', path: ['spillDir'], message: 'must differ from shmDir' });
+    }
+    if (c.durable !== '') {
+      try {
+        const loc = parseDurableLocation(c.durable);
+        if (c.backend !== 'memory' && loc.kind !== c.backend) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['durable'],
+            message: `${redactUri(c.durable)} is not a ${c.backend} location (backend ${c.backend})`,
+          });
+        }
+      } catch (err) {
+        if (!(err instanceof DurableLocationError)) throw err;
+        ctx.addIssue({ code: 'custom', path: ['durable'], message: err.message });
+      }
+    } else if (c.backend === 's3') {
+      ctx.addIssue({ code: 'custom', path: ['durable'], message: 'is required with backend s3 (s3://bucket/prefix)' });
+    }
+    if (c.writeThroughMaxBytes !== 0 && c.writeThroughMaxBytes < c.writeThroughMinBytes) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['writeThroughMaxBytes'],
+        message: `must be 0 or at least writeThroughMinBytes (${c.writeThroughMinBytes})`,
+      });
     }
   });
 
@@ -136,6 +215,14 @@ export const tensorSvcConfig = defineConfig({
     RETRY_AFTER_MS: 'retryAfterMs',
     METRICS_LISTEN: 'metricsListen',
     DRAIN_GRACE_MS: 'drainGraceMs',
+    BACKEND: 'backend',
+    DURABLE: 'durable',
+    S3_ENDPOINT: 's3Endpoint',
+    WRITE_THROUGH: 'writeThrough',
+    WRITE_THROUGH_MIN_BYTES: 'writeThroughMinBytes',
+    WRITE_THROUGH_MAX_BYTES: 'writeThroughMaxBytes',
+    DURABLE_SWEEP_INTERVAL_MS: 'durableSweepIntervalMs',
+    RECOVER: 'recover',
     NATS_URL: 'natsUrl',
     INSTANCE_ID: 'instanceId',
     ...tlsConfigMappings().env,
@@ -158,6 +245,14 @@ export const tensorSvcConfig = defineConfig({
     'retry-after-ms': 'retryAfterMs',
     'metrics-listen': 'metricsListen',
     'drain-grace-ms': 'drainGraceMs',
+    backend: 'backend',
+    durable: 'durable',
+    's3-endpoint': 's3Endpoint',
+    'write-through': 'writeThrough',
+    'write-through-min-bytes': 'writeThroughMinBytes',
+    'write-through-max-bytes': 'writeThroughMaxBytes',
+    'durable-sweep-interval-ms': 'durableSweepIntervalMs',
+    recover: 'recover',
     nats: 'natsUrl',
     'instance-id': 'instanceId',
     ...tlsConfigMappings().flags,
@@ -177,20 +272,50 @@ export interface ResolvedTensorSvcConfig extends TensorSvcConfig {
   spillDir: string;
   spillThresholdBytes: number;
   maxStreamBufferedBytes: number;
+  /** The durable store (`durable`, or REDIS_URL with backend redis), with its credentials; undefined = none. */
+  durableLocation?: DurableLocation;
+}
+
+/** What tensor-svc reads from the standard environment beyond `DIFFMESH_TENSOR_*`. */
+export interface TensorSvcEnv {
+  /** Redis location of backend redis without `durable`, and credentials for redis locations on its server. */
+  REDIS_URL?: string;
+  AWS_ENDPOINT_URL_S3?: string;
+  AWS_ENDPOINT_URL?: string;
+  AWS_REGION?: string;
+  AWS_DEFAULT_REGION?: string;
+}
+
+/** The standard environment variables tensor-svc uses (AWS credentials are read by the AWS SDK itself). */
+export function tensorSvcEnv(env: NodeJS.ProcessEnv = process.env): TensorSvcEnv {
+  const pick = ['REDIS_URL', 'AWS_ENDPOINT_URL_S3', 'AWS_ENDPOINT_URL', 'AWS_REGION', 'AWS_DEFAULT_REGION'] as const;
+  return Object.fromEntries(pick.filter((k) => env[k]).map((k) => [k, env[k]]));
 }
 
 /**
- * Fills the derived fields: shmDir, spillDir, spillThresholdBytes and maxStreamBufferedBytes.
- * Accepts a partial input (defaults apply); throws a ZodError on invalid values.
+ * Fills the derived fields: shmDir, spillDir, spillThresholdBytes, maxStreamBufferedBytes and
+ * the durable location (`REDIS_URL` from `env` for backend redis without `durable`). Accepts a
+ * partial input (defaults apply); throws a ZodError on invalid values, and a ConfigError-style
+ * Error when backend redis has no location.
  */
-export function resolveTensorSvcConfig(input: TensorSvcConfigInput | TensorSvcConfig): ResolvedTensorSvcConfig {
+export function resolveTensorSvcConfig(input: TensorSvcConfigInput | TensorSvcConfig, env: TensorSvcEnv = {}): ResolvedTensorSvcConfig {
   const c = TensorSvcConfigSchema.parse(input);
   const node = c.nodeId.replace(/[^A-Za-z0-9_.-]/g, '_');
+  let durable = c.durable;
+  if (!durable && c.backend === 'redis') {
+    if (!env.REDIS_URL) throw new Error('durable: is required with backend redis (redis://host:6379/0), or set REDIS_URL');
+    durable = env.REDIS_URL;
+  }
+  const durableLocation = durable ? parseDurableLocation(durable) : undefined;
+  if (durableLocation && c.backend !== 'memory' && durableLocation.kind !== c.backend) {
+    throw new Error(`durable: ${durableLocation.uri} is not a ${c.backend} location (backend ${c.backend})`);
+  }
   return {
     ...c,
     shmDir: c.shmDir || defaultShmDir(c.nodeId),
     spillDir: c.spillDir || path.join(tmpdir(), `diffmesh-spill-${node}`),
     spillThresholdBytes: c.spillThresholdBytes || Math.floor(c.memoryCapacityBytes * 0.8),
     maxStreamBufferedBytes: c.maxStreamBufferedBytes || 2 * c.chunkBytes,
+    ...(durableLocation ? { durableLocation } : {}),
   };
 }

@@ -3,7 +3,6 @@ import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import {
   ConfigError,
-  createDiscovery,
   createLogger,
   packageVersion,
   runProcess,
@@ -11,8 +10,9 @@ import {
   traceLogFields,
   type LoadConfigOptions,
   type Logger,
-} from '@diffmesh/runtime';
-import { loadTensorSvcConfig, type TensorSvcConfig } from './config.js';
+} from '@diffmesh/core';
+import { createDiscovery } from '@diffmesh/discovery';
+import { loadTensorSvcConfig, tensorSvcEnv, type TensorSvcConfig } from './config.js';
 import { startTensorService, type RunningTensorService, type TensorServiceInfo } from './server.js';
 
 /**
@@ -36,7 +36,11 @@ export interface RunTensorSvcOptions extends Pick<LoadConfigOptions, 'argv' | 'e
 export async function runTensorSvc(opts: RunTensorSvcOptions = {}): Promise<void> {
   let config;
   try {
-    config = loadTensorSvcConfig({ argv: opts.argv ?? [], ...(opts.env ? { env: opts.env } : {}), ...(opts.file ? { file: opts.file } : {}) });
+    config = loadTensorSvcConfig({
+      argv: opts.argv ?? [],
+      ...(opts.env ? { env: opts.env } : {}),
+      ...(opts.file ? { file: opts.file } : {}),
+    });
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     process.stderr.write(`tensor-svc: invalid configuration\n${err.message}\n`);
@@ -56,9 +60,10 @@ export async function runTensorSvc(opts: RunTensorSvcOptions = {}): Promise<void
     'tensor-svc',
     log,
     async () => {
-      const svc = await startTensorService(config, log);
+      const svc = await startTensorService(config, log, { env: tensorSvcEnv() });
       if (svc.metricsAddress) process.stdout.write(`tensor-svc metrics on http://${svc.metricsAddress}/metrics\n`);
-      const onReady = opts.onReady ?? (config.natsUrl ? (info: TensorServiceInfo) => registerInNats(info, config, svc, version, log) : undefined);
+      const onReady =
+        opts.onReady ?? (config.natsUrl ? (info: TensorServiceInfo) => registerInNats(info, config, svc, version, log) : undefined);
       let leave: (() => Promise<void>) | undefined;
       if (onReady) {
         const { address, listenAddress, nodeId, shmDir, metricsAddress } = svc;
@@ -104,7 +109,10 @@ async function registerInNats(
         models: [],
         capacity: 0,
         tensorAddress: info.address,
-        metadata: { shm_dir: info.shmDir, ...(info.metricsAddress ? { metrics_address: info.metricsAddress } : {}) },
+        metadata: {
+          ...(info.shmDir ? { shm_dir: info.shmDir } : {}),
+          ...(info.metricsAddress ? { metrics_address: info.metricsAddress } : {}),
+        },
       },
       () => ({ inFlight: svc.metrics.snapshot().openStreams }),
     );

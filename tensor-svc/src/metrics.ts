@@ -101,20 +101,39 @@ export class TensorMetrics {
       lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
       for (const [extra, value] of samples) lines.push(`${name}${lbl(extra)} ${value}`);
     };
-    metric('diffmesh_tensor_calls_total', 'counter', 'TensorService calls started.', TENSOR_METHODS.map((m) => [{ method: m }, s.calls[m]]));
-    metric('diffmesh_tensor_call_errors_total', 'counter', 'TensorService calls that ended with an error status.', TENSOR_METHODS.map((m) => [{ method: m }, s.errors[m]]));
-    metric('diffmesh_tensor_stream_buffered_bytes', 'gauge', 'Object bytes held in the heap for streams (read and not yet flushed, or received and not yet written).', [[{}, s.streamBufferedBytes]]);
-    metric('diffmesh_tensor_stream_buffered_max_bytes', 'gauge', 'Highest diffmesh_tensor_stream_buffered_bytes since start.', [[{}, s.streamBufferedBytesMax]]);
+    metric(
+      'diffmesh_tensor_calls_total',
+      'counter',
+      'TensorService calls started.',
+      TENSOR_METHODS.map((m) => [{ method: m }, s.calls[m]]),
+    );
+    metric(
+      'diffmesh_tensor_call_errors_total',
+      'counter',
+      'TensorService calls that ended with an error status.',
+      TENSOR_METHODS.map((m) => [{ method: m }, s.errors[m]]),
+    );
+    metric(
+      'diffmesh_tensor_stream_buffered_bytes',
+      'gauge',
+      'Object bytes held in the heap for streams (read and not yet flushed, or received and not yet written).',
+      [[{}, s.streamBufferedBytes]],
+    );
+    metric('diffmesh_tensor_stream_buffered_max_bytes', 'gauge', 'Highest diffmesh_tensor_stream_buffered_bytes since start.', [
+      [{}, s.streamBufferedBytesMax],
+    ]);
     metric('diffmesh_tensor_open_streams', 'gauge', 'Put and Get streams open.', [[{}, s.openStreams]]);
     metric('diffmesh_tensor_get_sent_bytes_total', 'counter', 'Object bytes sent by Get streams.', [[{}, s.getBytes]]);
     metric('diffmesh_tensor_put_stored_bytes_total', 'counter', 'Object bytes stored by Put streams.', [[{}, s.putBytes]]);
     metric('diffmesh_tensor_objects', 'gauge', 'Objects stored, by tier.', [
       [{ tier: 'memory' }, usage.memory.objects],
       [{ tier: 'disk' }, usage.disk.objects],
+      ...(usage.durable ? [[{ tier: 'durable' }, usage.durable.objects] as [Record<string, string>, number]] : []),
     ]);
     metric('diffmesh_tensor_stored_bytes', 'gauge', 'Object bytes stored, by tier.', [
       [{ tier: 'memory' }, usage.memory.bytes],
       [{ tier: 'disk' }, usage.disk.bytes],
+      ...(usage.durable ? [[{ tier: 'durable' }, usage.durable.bytes] as [Record<string, string>, number]] : []),
     ]);
     metric('diffmesh_tensor_reserved_bytes', 'gauge', 'Bytes reserved by puts in progress, by tier.', [
       [{ tier: 'memory' }, usage.memory.reservedBytes],
@@ -123,9 +142,17 @@ export class TensorMetrics {
     metric('diffmesh_tensor_capacity_bytes', 'gauge', 'Capacity, by tier.', [
       [{ tier: 'memory' }, usage.memory.capacityBytes],
       [{ tier: 'disk' }, usage.disk.capacityBytes],
+      ...(usage.durable ? [[{ tier: 'durable' }, usage.durable.capacityBytes] as [Record<string, string>, number]] : []),
     ]);
-    metric('diffmesh_tensor_spill_threshold_bytes', 'gauge', 'Shared-memory use past which new objects spill to disk.', [[{}, usage.memory.spillThresholdBytes]]);
-    metric('diffmesh_tensor_process_array_buffers_bytes', 'gauge', 'process.memoryUsage().arrayBuffers: Buffer memory of the process, garbage not yet collected included.', [[{}, mem.arrayBuffers]]);
+    metric('diffmesh_tensor_spill_threshold_bytes', 'gauge', 'Shared-memory use past which new objects spill to disk.', [
+      [{}, usage.memory.spillThresholdBytes],
+    ]);
+    metric(
+      'diffmesh_tensor_process_array_buffers_bytes',
+      'gauge',
+      'process.memoryUsage().arrayBuffers: Buffer memory of the process, garbage not yet collected included.',
+      [[{}, mem.arrayBuffers]],
+    );
     metric('diffmesh_tensor_process_resident_memory_bytes', 'gauge', 'Resident set size of the process.', [[{}, mem.rss]]);
     return `${lines.join('\n')}\n`;
   }

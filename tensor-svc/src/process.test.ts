@@ -9,17 +9,10 @@ import * as grpc from '@grpc/grpc-js';
 import { crc32c } from '@node-rs/crc32';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadDiffmeshProtos, type TensorGetResponse__Output } from '@diffmesh/protos';
-import {
-  RemoteTensorStore,
-  TensorServiceClient,
-  channelOptions,
-  createDiscovery,
-  defaultShmDir,
-  findNatsServer,
-  formatChecksum,
-  silentLogger,
-  startNatsServer,
-} from '@diffmesh/runtime';
+import { RemoteTensorStore, TensorServiceClient, defaultShmDir, formatChecksum } from '@diffmesh/tensor-client';
+import { channelOptions, silentLogger } from '@diffmesh/core';
+import { createDiscovery } from '@diffmesh/discovery';
+import { findNatsServer, startNatsServer } from '@diffmesh/testing';
 import { readMetric } from './metrics.js';
 
 // tensor-svc as users run it: `node tensor-svc/dist/main.js` in its own process (build first).

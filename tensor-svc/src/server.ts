@@ -1,8 +1,18 @@
-import { GrpcServer, loadTlsFiles, startMetricsEndpoint, type Logger, type MetricsEndpoint, type TlsFiles } from '@diffmesh/runtime';
-import { resolveTensorSvcConfig, type ResolvedTensorSvcConfig, type TensorSvcConfig, type TensorSvcConfigInput } from './config.js';
+import { GrpcServer, loadTlsFiles, startMetricsEndpoint, type Logger, type MetricsEndpoint, type TlsFiles } from '@diffmesh/core';
+import { openDurableStore } from '@diffmesh/tensor-client';
+import {
+  resolveTensorSvcConfig,
+  type ResolvedTensorSvcConfig,
+  type TensorSvcConfig,
+  type TensorSvcConfigInput,
+  type TensorSvcEnv,
+} from './config.js';
+import { DurableBackedStore } from './durable-backed-store.js';
 import { TensorMetrics } from './metrics.js';
+import type { ObjectStore } from './object-store.js';
 import { TensorServiceImpl } from './service.js';
 import { TieredStore } from './store.js';
+import { WriteThroughStore } from './write-through.js';
 
 /** Non-configuration inputs of {@link startTensorService}. */
 export interface StartTensorServiceOptions {
@@ -10,6 +20,8 @@ export interface StartTensorServiceOptions {
   now?: () => number;
   /** TLS for the gRPC port; absent = plaintext. */
   tls?: TlsFiles;
+  /** `REDIS_URL` and the `AWS_*` endpoint and region (see `tensorSvcEnv`). Default none. */
+  env?: TensorSvcEnv;
 }
 
 /** What a started tensor-svc tells whoever registers it (discovery, supervisors). */
@@ -19,7 +31,7 @@ export interface TensorServiceInfo {
   /** `host:port` actually bound. */
   listenAddress: string;
   nodeId: string;
-  /** Where same-node readers find the objects. */
+  /** Where same-node readers find the objects; `''` with backend redis or s3. */
   shmDir: string;
   /** `host:port` of the /metrics endpoint, when enabled. */
   metricsAddress?: string;
@@ -28,7 +40,7 @@ export interface TensorServiceInfo {
 /** A running tensor-svc. */
 export interface RunningTensorService extends TensorServiceInfo {
   config: ResolvedTensorSvcConfig;
-  store: TieredStore;
+  store: ObjectStore;
   metrics: TensorMetrics;
   /**
    * Graceful stop: health NOT_SERVING, no new calls, calls in flight get `graceMs` (default
@@ -48,19 +60,16 @@ export async function startTensorService(
   log: Logger,
   opts: StartTensorServiceOptions = {},
 ): Promise<RunningTensorService> {
-  const c = resolveTensorSvcConfig(config);
-  const store = await TieredStore.open({
-    shmDir: c.shmDir,
-    spillDir: c.spillDir,
-    memoryCapacityBytes: c.memoryCapacityBytes,
-    spillThresholdBytes: c.spillThresholdBytes,
-    diskCapacityBytes: c.diskCapacityBytes,
-    defaultTtlMs: c.defaultTtlMs,
-    sweepIntervalMs: c.sweepIntervalMs,
-    retryAfterMs: c.retryAfterMs,
-    log,
-    ...(opts.now ? { now: opts.now } : {}),
-  });
+  const c = resolveTensorSvcConfig(config, opts.env);
+  const store = await openObjectStore(c, log, opts);
+  // Durable stores expire objects themselves (redis) or need listing (S3): a slower sweep.
+  const durableSweep =
+    c.durableLocation && c.durableSweepIntervalMs > 0
+      ? setInterval(() => {
+          store.sweep().catch((err: unknown) => log.warn({ err }, 'tensor store: sweep failed'));
+        }, c.durableSweepIntervalMs)
+      : undefined;
+  durableSweep?.unref();
   const metrics = new TensorMetrics();
   const service = new TensorServiceImpl({
     store,
@@ -75,6 +84,7 @@ export async function startTensorService(
     const tls = opts.tls ?? loadTlsFiles(c.tls);
     server = await GrpcServer.start({ address: c.listen, services: [service.binding()], log, ...(tls ? { tls } : {}) });
   } catch (err) {
+    clearInterval(durableSweep);
     await store.close();
     throw err;
   }
@@ -90,6 +100,7 @@ export async function startTensorService(
       );
     } catch (err) {
       server.forceStop();
+      clearInterval(durableSweep);
       await store.close();
       throw err;
     }
@@ -97,7 +108,11 @@ export async function startTensorService(
   log.info(
     {
       address,
-      shmDir: c.shmDir,
+      backend: c.backend,
+      // The credential-free URI only.
+      durableStore: c.durableLocation?.uri,
+      writeThrough: c.backend === 'memory' && c.durableLocation ? c.writeThrough : undefined,
+      shmDir: store.shmDir,
       spillDir: c.diskCapacityBytes > 0 ? c.spillDir : undefined,
       chunkBytes: c.chunkBytes,
       memoryCapacityBytes: c.memoryCapacityBytes,
@@ -112,7 +127,7 @@ export async function startTensorService(
     address,
     listenAddress: server.address,
     nodeId: c.nodeId,
-    shmDir: c.shmDir,
+    shmDir: store.shmDir ?? '',
     ...(metricsServer ? { metricsAddress: metricsServer.address } : {}),
     config: c,
     store,
@@ -124,6 +139,7 @@ export async function startTensorService(
         const drained = server.drain(graceMs);
         await service.endObjectStreams();
         await drained;
+        clearInterval(durableSweep);
         await store.close();
         await metricsServer?.close();
         log.info('tensor-svc stopped');
@@ -131,4 +147,54 @@ export async function startTensorService(
       return stopping;
     },
   };
+}
+
+/**
+ * The store behind the service: this node's tiers (with write-through to the durable store
+ * when one is configured), or the durable store alone with backend redis or s3.
+ */
+async function openObjectStore(c: ResolvedTensorSvcConfig, log: Logger, opts: StartTensorServiceOptions): Promise<ObjectStore> {
+  const env = opts.env ?? {};
+  const endpoint = c.s3Endpoint || env.AWS_ENDPOINT_URL_S3 || env.AWS_ENDPOINT_URL;
+  const region = env.AWS_REGION || env.AWS_DEFAULT_REGION;
+  const durable = c.durableLocation
+    ? openDurableStore(c.durableLocation, {
+        defaultTtlMs: c.defaultTtlMs,
+        retryAfterMs: c.retryAfterMs,
+        ...(endpoint ? { s3Endpoint: endpoint } : {}),
+        ...(region ? { s3Region: region } : {}),
+        ...(env.REDIS_URL ? { redisCredentials: [env.REDIS_URL] } : {}),
+        logger: log,
+      })
+    : undefined;
+  if (c.backend !== 'memory') {
+    return new DurableBackedStore({ durable: durable!, defaultTtlMs: c.defaultTtlMs, log, ...(opts.now ? { now: opts.now } : {}) });
+  }
+  let local: TieredStore;
+  try {
+    local = await TieredStore.open({
+      shmDir: c.shmDir,
+      spillDir: c.spillDir,
+      memoryCapacityBytes: c.memoryCapacityBytes,
+      spillThresholdBytes: c.spillThresholdBytes,
+      diskCapacityBytes: c.diskCapacityBytes,
+      defaultTtlMs: c.defaultTtlMs,
+      sweepIntervalMs: c.sweepIntervalMs,
+      retryAfterMs: c.retryAfterMs,
+      recover: c.recover,
+      log,
+      ...(opts.now ? { now: opts.now } : {}),
+    });
+  } catch (err) {
+    await durable?.close();
+    throw err;
+  }
+  if (!durable) return local;
+  return new WriteThroughStore({
+    local,
+    durable,
+    policy: { mode: c.writeThrough, minBytes: c.writeThroughMinBytes, maxBytes: c.writeThroughMaxBytes },
+    log,
+    chunkBytes: c.chunkBytes,
+  });
 }

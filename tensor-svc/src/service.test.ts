@@ -6,26 +6,21 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadDiffmeshProtos, type PutRequest, type TensorServiceClient as RawClient } from '@diffmesh/protos';
+import { Code, ConfigError, DiffmeshError, channelOptions, fromWire, silentLogger, type ObjectRef } from '@diffmesh/core';
 import {
-  Code,
-  ConfigError,
-  DiffmeshError,
   INCOMING_DIR,
   RemoteTensorStore,
   TensorServiceClient,
-  channelOptions,
   checksumOf,
-  fromWire,
   incomingPath,
   objectPath,
-  silentLogger,
   toBytes,
-  type ObjectRef,
-} from '@diffmesh/runtime';
+} from '@diffmesh/tensor-client';
 import { loadTensorSvcConfig, resolveTensorSvcConfig, type TensorSvcConfigInput } from './config.js';
 import { startTensorService, type RunningTensorService } from './server.js';
 import { TensorServiceImpl } from './service.js';
-import { INCOMING_ABANDONED_MS } from './store.js';
+import { INCOMING_ABANDONED_MS } from './store-directories.js';
+import type { TieredStore } from './store.js';
 
 const MiB = 1024 * 1024;
 const log = silentLogger();
@@ -75,7 +70,11 @@ function client(svc: RunningTensorService, opts: ConstructorParameters<typeof Te
  * A store client on node `nodeId`: on another node than the service by default, so every
  * transfer goes over gRPC; on the service's node, it shares its shared-memory directory.
  */
-function remoteStore(svc: RunningTensorService, nodeId = 'elsewhere', extra: Partial<ConstructorParameters<typeof RemoteTensorStore>[0]> = {}): RemoteTensorStore {
+function remoteStore(
+  svc: RunningTensorService,
+  nodeId = 'elsewhere',
+  extra: Partial<ConstructorParameters<typeof RemoteTensorStore>[0]> = {},
+): RemoteTensorStore {
   const shmDir = nodeId === svc.nodeId ? svc.shmDir : path.join(root, `no-shm-on-${nodeId}`);
   const s = new RemoteTensorStore({ address: svc.address, nodeId, shmDir, chunkBytes: MiB, ...extra });
   closers.push(() => s.close());
@@ -178,7 +177,9 @@ describe('PutObjects (small objects on one long-lived stream)', () => {
     const svc = await service();
     const c = client(svc);
     const datas = Array.from({ length: 12 }, (_, i) => floats(1000 + i * 37, i));
-    const refs = await Promise.all(datas.map((d, i) => c.putObject({ objectId: `r:obj:${i}`, name: 'obj', shape: [d.byteLength / 4], dtype: 'float32' }, d)));
+    const refs = await Promise.all(
+      datas.map((d, i) => c.putObject({ objectId: `r:obj:${i}`, name: 'obj', shape: [d.byteLength / 4], dtype: 'float32' }, d)),
+    );
     expect(refs.map((r) => r.objectId)).toEqual(datas.map((_, i) => `r:obj:${i}`));
     for (const [i, ref] of refs.entries()) {
       expect(ref.sizeBytes).toBe(datas[i].byteLength);
@@ -194,7 +195,9 @@ describe('PutObjects (small objects on one long-lived stream)', () => {
     expect(bad).toMatchObject({ code: Code.INVALID_ARGUMENT, reason: 'INVALID_PARAMETER', field: 'header.name' });
     const wrongSize = await rejection(c.putObject({ name: 'x', shape: [3], dtype: 'uint8' }, Uint8Array.of(1, 2)));
     expect(wrongSize.field).toBe('header.size_bytes');
-    const corrupt = await rejection(c.putObject({ name: 'x', shape: [2], dtype: 'uint8', checksum: 'crc32c:00000000' }, Uint8Array.of(1, 2)));
+    const corrupt = await rejection(
+      c.putObject({ name: 'x', shape: [2], dtype: 'uint8', checksum: 'crc32c:00000000' }, Uint8Array.of(1, 2)),
+    );
     expect(corrupt.reason).toBe('CHECKSUM_MISMATCH');
     const ok = await c.putObject({ name: 'x', shape: [2], dtype: 'uint8' }, Uint8Array.of(7, 8));
     expect(Array.from((await c.get(ok.objectId)).data)).toEqual([7, 8]);
@@ -205,7 +208,8 @@ describe('PutObjects (small objects on one long-lived stream)', () => {
   it('stores objects in shared memory, then past the spill threshold on disk, leaving no temporary files', async () => {
     const svc = await service({ memoryCapacityBytes: 4096, spillThresholdBytes: 2048, diskCapacityBytes: 4096 });
     const c = client(svc);
-    const put = (i: number) => c.putObject({ objectId: `r:o:${i}`, name: 'o', shape: [1024], dtype: 'uint8' }, new Uint8Array(1024).fill(i));
+    const put = (i: number) =>
+      c.putObject({ objectId: `r:o:${i}`, name: 'o', shape: [1024], dtype: 'uint8' }, new Uint8Array(1024).fill(i));
     const refs = [await put(1), await put(2), await put(3)];
     expect(svc.store.usage().memory).toMatchObject({ objects: 2, bytes: 2048, reservedBytes: 0 });
     expect(svc.store.usage().disk).toMatchObject({ objects: 1, bytes: 1024, reservedBytes: 0 });
@@ -284,7 +288,9 @@ describe('PutObjects (small objects on one long-lived stream)', () => {
     };
     const c = client(svc);
     const n = 40;
-    const puts = Array.from({ length: n }, (_, i) => c.putObject({ objectId: `r:o:${i}`, name: 'o', shape: [size], dtype: 'uint8' }, new Uint8Array(size).fill(i)));
+    const puts = Array.from({ length: n }, (_, i) =>
+      c.putObject({ objectId: `r:o:${i}`, name: 'o', shape: [size], dtype: 'uint8' }, new Uint8Array(size).fill(i)),
+    );
     for (const p of puts) p.catch(() => undefined); // awaited below; the stream may close first when the test fails
     // The service holds objects until they reach its budget, then stops reading (it would
     // otherwise take all 40 off the wire while the store is stuck).
@@ -482,7 +488,9 @@ describe('capacity and spill', () => {
     expect(err.code).toBe(Code.RESOURCE_EXHAUSTED);
     expect(err.reason).toBe('STORE_FULL');
     expect(err.retryAfterMs).toBe(250);
-    expect(err.message).toBe('tensor store full: cannot hold "late" (1.0 MiB); shared memory 3.0 MiB of 3.0 MiB in use, disk 2.0 MiB of 2.0 MiB in use');
+    expect(err.message).toBe(
+      'tensor store full: cannot hold "late" (1.0 MiB); shared memory 3.0 MiB of 3.0 MiB in use, disk 2.0 MiB of 2.0 MiB in use',
+    );
 
     // Reads work from both tiers, and freeing space lets puts in again.
     const sameNode = remoteStore(svc, svc.nodeId);
@@ -499,7 +507,7 @@ describe('capacity and spill', () => {
   it('reports a device that runs out of space (ENOSPC) as STORE_FULL', async () => {
     const svc = await service();
     const enospc = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
-    const err = svc.store.fsError(enospc, 'disk', { name: 'latents', sizeBytes: 3 * MiB }) as DiffmeshError;
+    const err = (svc.store as TieredStore).fsError(enospc, 'disk', { name: 'latents', sizeBytes: 3 * MiB }) as DiffmeshError;
     expect(err).toBeInstanceOf(DiffmeshError);
     expect(err.code).toBe(Code.RESOURCE_EXHAUSTED);
     expect(err.reason).toBe('STORE_FULL');
@@ -512,7 +520,9 @@ describe('capacity and spill', () => {
     const err = await rejection(c.put({ name: 'big', shape: [2 * MiB], dtype: 'uint8' }, new Uint8Array(2 * MiB)));
     expect(err.code).toBe(Code.RESOURCE_EXHAUSTED);
     expect(err.retryAfterMs).toBeUndefined();
-    expect(err.message).toBe('tensor store cannot hold "big" (2.0 MiB): larger than its capacity (shared memory 1.0 MiB, no disk spill configured)');
+    expect(err.message).toBe(
+      'tensor store cannot hold "big" (2.0 MiB): larger than its capacity (shared memory 1.0 MiB, no disk spill configured)',
+    );
   });
 
   it('a client retries STORE_FULL after the suggested delay and succeeds once space frees', async () => {
@@ -564,7 +574,12 @@ describe('malformed Put streams', () => {
     ['a message with neither header nor chunk', [{}], 'kind', 'header or a chunk'],
     ['a second header', [header(), header()], 'header', 'exactly one header'],
     ['an unspecified dtype', [header({ dtype: 'DTYPE_UNSPECIFIED' })], 'header.dtype', 'must be one of DTYPE_FLOAT32'],
-    ['a size that does not match the shape', [header({ sizeBytes: '5' })], 'header.size_bytes', '5 does not match shape [4] of uint8 (4 bytes)'],
+    [
+      'a size that does not match the shape',
+      [header({ sizeBytes: '5' })],
+      'header.size_bytes',
+      '5 does not match shape [4] of uint8 (4 bytes)',
+    ],
     ['fewer bytes than announced', [header(), chunk(0, [1, 2])], 'header.size_bytes', 'ended after 2 of 4 bytes'],
     ['more bytes than announced', [header(), chunk(0, [1, 2, 3, 4, 5])], 'chunk.data', '5 bytes received'],
     ['a gap between chunks', [header(), chunk(0, [1, 2]), chunk(3, [4])], 'chunk.offset', 'expected 2'],
@@ -572,7 +587,7 @@ describe('malformed Put streams', () => {
     ['a name with ":"', [header({ name: 'a:b' })], 'header.name', 'without ":"'],
     ['a malformed checksum', [header({ checksum: 'md5:abc' })], 'header.checksum', 'crc32c:<8 hex digits>'],
   ])('rejects %s with INVALID_ARGUMENT naming the field', async (_what, messages, field, text) => {
-    const err = await putStream(messages as PutRequest[]);
+    const err = await putStream(messages);
     expect(err.code).toBe(Code.INVALID_ARGUMENT);
     expect(err.field).toBe(field);
     expect(err.message).toContain(text);
@@ -600,7 +615,12 @@ describe('same-node puts through shared memory', () => {
     const data = floats(256 * 1024, 3); // 1 MiB
     const ref = await sameNode.put({ requestId: 'r', name: 'latents', data, shape: [256 * 1024], dtype: 'float32' });
     expect(sameNode.stats()).toMatchObject({ puts: 1, shmWrites: 1 });
-    expect(ref).toMatchObject({ ownerAddress: svc.address, ownerNodeId: svc.nodeId, sizeBytes: data.byteLength, checksum: checksumOf(data) });
+    expect(ref).toMatchObject({
+      ownerAddress: svc.address,
+      ownerNodeId: svc.nodeId,
+      sizeBytes: data.byteLength,
+      checksum: checksumOf(data),
+    });
     // Another node reads it over gRPC; the same node from shared memory.
     expect(Buffer.from((await remoteStore(svc).get(ref)).data).equals(Buffer.from(data))).toBe(true);
     expect(Buffer.from((await sameNode.get(ref)).data).equals(Buffer.from(data))).toBe(true);
@@ -747,7 +767,13 @@ describe('cancellation', () => {
     const c = client(svc, { chunkBytes: MiB });
     const ref = await c.put({ name: 'x', shape: [32 * MiB], dtype: 'uint8' }, new Uint8Array(32 * MiB));
     const ac = new AbortController();
-    const p = c.get(ref.objectId, { signal: ac.signal, into: (n) => { queueMicrotask(() => ac.abort()); return new Uint8Array(n); } });
+    const p = c.get(ref.objectId, {
+      signal: ac.signal,
+      into: (n) => {
+        queueMicrotask(() => ac.abort());
+        return new Uint8Array(n);
+      },
+    });
     const err = await rejection(p);
     expect(err.code).toBe(Code.CANCELLED);
     await expect.poll(() => svc.metrics.snapshot().openStreams, { timeout: 10_000 }).toBe(0);
@@ -781,7 +807,18 @@ describe('transient failures', () => {
       breaker: { volumeThreshold: 3, resetTimeoutMs: 60_000 },
     });
     closers.push(() => store.close());
-    const ref: ObjectRef = { objectId: 'r:x:1', ownerAddress: addr, ownerNodeId: 'gone', shape: [1], dtype: 'uint8', sizeBytes: 1, createdAt: 0, name: 'x', ttlMs: 0, checksum: '' };
+    const ref: ObjectRef = {
+      objectId: 'r:x:1',
+      ownerAddress: addr,
+      ownerNodeId: 'gone',
+      shape: [1],
+      dtype: 'uint8',
+      sizeBytes: 1,
+      createdAt: 0,
+      name: 'x',
+      ttlMs: 0,
+      checksum: '',
+    };
     const first = await rejection(store.get(ref));
     expect(first.code).toBe(Code.UNAVAILABLE);
     expect(first.reason).not.toBe('BREAKER_OPEN');
@@ -795,19 +832,27 @@ describe('transient failures', () => {
 });
 
 describe('a full store and the client breaker', () => {
-  const outcome = (p: Promise<unknown>): Promise<string> => p.then(
-    () => 'ok',
-    (e: DiffmeshError) => e.reason,
-  );
+  const outcome = (p: Promise<unknown>): Promise<string> =>
+    p.then(
+      () => 'ok',
+      (e: DiffmeshError) => e.reason,
+    );
 
   it('reports STORE_FULL as such, and reads and deletes of that owner go on', async () => {
     const svc = await service({ memoryCapacityBytes: 1024, spillThresholdBytes: 1024, diskCapacityBytes: 0, retryAfterMs: 10 });
-    const store = remoteStore(svc, 'elsewhere', { retry: { baseDelayMs: 1, maxDelayMs: 20 }, breaker: { volumeThreshold: 2, resetTimeoutMs: 60_000 } });
+    const store = remoteStore(svc, 'elsewhere', {
+      retry: { baseDelayMs: 1, maxDelayMs: 20 },
+      breaker: { volumeThreshold: 2, resetTimeoutMs: 60_000 },
+    });
     const ref = await store.put({ requestId: 'r', name: 'a', data: new Uint8Array(1024), shape: [1024], dtype: 'uint8' });
     // Three attempts, each STORE_FULL: the breaker (2 failures open it) must not count them.
-    expect(await outcome(store.put({ requestId: 'r', name: 'b', data: new Uint8Array(16), shape: [16], dtype: 'uint8' }))).toBe('STORE_FULL');
+    expect(await outcome(store.put({ requestId: 'r', name: 'b', data: new Uint8Array(16), shape: [16], dtype: 'uint8' }))).toBe(
+      'STORE_FULL',
+    );
     expect(store.stats().retries).toBe(2);
-    expect(await outcome(store.put({ requestId: 'r', name: 'b', data: new Uint8Array(16), shape: [16], dtype: 'uint8' }))).toBe('STORE_FULL');
+    expect(await outcome(store.put({ requestId: 'r', name: 'b', data: new Uint8Array(16), shape: [16], dtype: 'uint8' }))).toBe(
+      'STORE_FULL',
+    );
     expect(await outcome(store.get(ref))).toBe('ok');
     expect(await outcome(store.delete(ref))).toBe('ok');
     // The delete freed the space.
@@ -830,7 +875,11 @@ describe('a full store and the client breaker', () => {
 describe('configuration', () => {
   it('reads DIFFMESH_TENSOR_* and flags, and derives directories from the node id', () => {
     const cfg = loadTensorSvcConfig({
-      env: { DIFFMESH_TENSOR_NODE_ID: 'gpu-7', DIFFMESH_TENSOR_CHUNK_BYTES: String(4 * MiB), DIFFMESH_TENSOR_MEMORY_CAPACITY_BYTES: String(100 * MiB) },
+      env: {
+        DIFFMESH_TENSOR_NODE_ID: 'gpu-7',
+        DIFFMESH_TENSOR_CHUNK_BYTES: String(4 * MiB),
+        DIFFMESH_TENSOR_MEMORY_CAPACITY_BYTES: String(100 * MiB),
+      },
       argv: ['--listen', '0.0.0.0:7000', '--advertise-address', 'gpu-7.internal:7000'],
     });
     const r = resolveTensorSvcConfig(cfg);
@@ -851,13 +900,15 @@ describe('configuration', () => {
     })();
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as ConfigError).message).toContain('chunkBytes (from env DIFFMESH_TENSOR_CHUNK_BYTES)');
-    expect(() => loadTensorSvcConfig({ env: {}, argv: ['--memory-capacity-bytes', '100', '--spill-threshold-bytes', '200'] })).toThrow(/spillThresholdBytes.*must not exceed memoryCapacityBytes/);
+    expect(() => loadTensorSvcConfig({ env: {}, argv: ['--memory-capacity-bytes', '100', '--spill-threshold-bytes', '200'] })).toThrow(
+      /spillThresholdBytes.*must not exceed memoryCapacityBytes/,
+    );
   });
 
   it('refuses a directory another live tensor-svc owns', async () => {
     const svc = await service();
-    await expect(
-      startTensorService({ nodeId: 'x', shmDir: svc.shmDir, spillDir: path.join(root, 'other-spill') }, log),
-    ).rejects.toThrow(/in use by another tensor-svc/);
+    await expect(startTensorService({ nodeId: 'x', shmDir: svc.shmDir, spillDir: path.join(root, 'other-spill') }, log)).rejects.toThrow(
+      /in use by another tensor-svc/,
+    );
   });
 });

@@ -20,7 +20,6 @@ import type {
 } from '@diffmesh/protos';
 import {
   ATTR,
-  ByteBudget,
   Code,
   SPAN,
   SpanKind,
@@ -32,10 +31,7 @@ import {
   spanLogFields,
   DTYPES,
   DiffmeshError,
-  EXPIRES_AT_METADATA,
-  byteLengthOf,
   cancelled,
-  formatChecksum,
   invalidParameter,
   objectRefToWire,
   toWire,
@@ -44,9 +40,11 @@ import {
   type ObjectRef,
   type ServiceBinding,
   type Span,
-} from '@diffmesh/runtime';
+} from '@diffmesh/core';
+import { ByteBudget, EXPIRES_AT_METADATA, byteLengthOf, formatChecksum } from '@diffmesh/tensor-client';
 import type { TensorMetrics, TensorMethod } from './metrics.js';
-import { checkObjectId, type ObjectHeader, type ObjectReader, type PutWriter, type StoredObjectInfo, type TieredStore } from './store.js';
+import { checkObjectId, type ObjectHeader } from './object-header.js';
+import type { ObjectSource, ObjectStore, ObjectWriter, StoredObjectInfo } from './object-store.js';
 
 /** Who owns the objects: written into every ref the service returns. */
 export interface TensorOwner {
@@ -57,7 +55,7 @@ export interface TensorOwner {
 
 /** Options of {@link TensorServiceImpl}. */
 export interface TensorServiceOptions {
-  store: TieredStore;
+  store: ObjectStore;
   metrics: TensorMetrics;
   log: Logger;
   /** Bytes per Get chunk. */
@@ -83,7 +81,8 @@ const MAX_NAME_LENGTH = 256;
 /** A non-negative safe integer from a uint64 decimal string, or INVALID_ARGUMENT naming the field. */
 function uint64(value: string | number | undefined, field: string): number {
   const n = Number(value ?? 0);
-  if (!Number.isSafeInteger(n) || n < 0) throw invalidParameter(field, `must be a non-negative integer below 2^53, got ${JSON.stringify(value)}`);
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw invalidParameter(field, `must be a non-negative integer below 2^53, got ${JSON.stringify(value)}`);
   return n;
 }
 
@@ -91,8 +90,12 @@ function uint64(value: string | number | undefined, field: string): number {
 export function parsePutHeader(h: PutHeader__Output): ObjectHeader {
   if (h.objectId !== '') checkObjectId(h.objectId, 'header.object_id');
   if (h.name === '') throw invalidParameter('header.name', 'is required (the logical name of the tensor, e.g. latents)');
+  // eslint-disable-next-line no-control-regex -- names with control characters are refused on purpose
   if (h.name.length > MAX_NAME_LENGTH || h.name.includes(':') || /[\u0000-\u001f\u007f]/.test(h.name)) {
-    throw invalidParameter('header.name', `must be at most ${MAX_NAME_LENGTH} characters, without ":" or control characters, got ${JSON.stringify(h.name.slice(0, 80))}`);
+    throw invalidParameter(
+      'header.name',
+      `must be at most ${MAX_NAME_LENGTH} characters, without ":" or control characters, got ${JSON.stringify(h.name.slice(0, 80))}`,
+    );
   }
   const dtypeName = String(h.dtype);
   const dtype = dtypeName.startsWith('DTYPE_') ? (dtypeName.slice(6).toLowerCase() as Dtype) : undefined;
@@ -109,7 +112,16 @@ export function parsePutHeader(h: PutHeader__Output): ObjectHeader {
   if (checksum !== '' && !/^crc32c:[0-9a-f]{8}$/.test(checksum)) {
     throw invalidParameter('header.checksum', `must be empty or crc32c:<8 hex digits>, got ${JSON.stringify(h.checksum.slice(0, 40))}`);
   }
-  return { objectId: h.objectId, name: h.name, shape, dtype, sizeBytes, ttlMs: h.ttlMs, checksum };
+  return {
+    objectId: h.objectId,
+    name: h.name,
+    shape,
+    dtype,
+    sizeBytes,
+    ttlMs: h.ttlMs,
+    checksum,
+    ...(h.finalResult ? { finalResult: true } : {}),
+  };
 }
 
 function checkedId(id: string): string {
@@ -136,7 +148,7 @@ function checkedId(id: string): string {
 export class TensorServiceImpl {
   /** The owner written into refs. Set it once the server is bound. */
   owner: TensorOwner;
-  private readonly store: TieredStore;
+  private readonly store: ObjectStore;
   private readonly metrics: TensorMetrics;
   private readonly log: Logger;
   private readonly chunkBytes: number;
@@ -234,7 +246,10 @@ export class TensorServiceImpl {
     await Promise.all(streams.map((s) => s.queue));
   }
 
-  private async putObject(call: grpc.ServerDuplexStream<PutObjectsRequest__Output, PutObjectsResponse>, msg: PutObjectsRequest__Output): Promise<void> {
+  private async putObject(
+    call: grpc.ServerDuplexStream<PutObjectsRequest__Output, PutObjectsResponse>,
+    msg: PutObjectsRequest__Output,
+  ): Promise<void> {
     this.metrics.call('Put');
     const span = diffmeshTracer().startSpan(
       SPAN.tensorServerPut,
@@ -245,7 +260,11 @@ export class TensorServiceImpl {
     try {
       if (!msg.header) throw invalidParameter('header', 'is required');
       const header = parsePutHeader(msg.header);
-      span.setAttributes({ [ATTR.tensorObjectId]: header.objectId, [ATTR.tensorName]: header.name, 'diffmesh.tensor.size_bytes': header.sizeBytes });
+      span.setAttributes({
+        [ATTR.tensorObjectId]: header.objectId,
+        [ATTR.tensorName]: header.name,
+        'diffmesh.tensor.size_bytes': header.sizeBytes,
+      });
       let ref: ObjectRef;
       if (msg.shmFile !== '') {
         if (msg.data.byteLength > 0) throw invalidParameter('data', 'must be empty when shm_file names the bytes');
@@ -270,10 +289,7 @@ export class TensorServiceImpl {
 
   // ---- Put ----
 
-  private put(
-    call: grpc.ServerReadableStream<PutRequest__Output, PutResponse>,
-    callback: grpc.sendUnaryData<PutResponse>,
-  ): void {
+  private put(call: grpc.ServerReadableStream<PutRequest__Output, PutResponse>, callback: grpc.sendUnaryData<PutResponse>): void {
     this.metrics.call('Put');
     this.metrics.streamOpened();
     const span = serverSpan(SPAN.tensorServerPut, 'Put', call.metadata);
@@ -281,8 +297,8 @@ export class TensorServiceImpl {
     let received = 0;
     limitReadAhead(call);
     widenReceiveWindow(call, this.receiveWindowBytes);
-    let writer: PutWriter | undefined;
-    let creating: Promise<PutWriter> | undefined;
+    let writer: ObjectWriter | undefined;
+    let creating: Promise<ObjectWriter> | undefined;
     let finished = false;
     /** Bytes received and not yet on disk; reading pauses while it is at the budget. */
     let unwritten = 0;
@@ -297,7 +313,11 @@ export class TensorServiceImpl {
       span.end();
       if (err !== undefined) {
         // Frees the reservation and the temporary file (a no-op after a commit).
-        if (creating) void creating.then((w) => w.abort(), () => undefined);
+        if (creating)
+          void creating.then(
+            (w) => w.abort(),
+            () => undefined,
+          );
         if (!call.cancelled) {
           this.metrics.error('Put');
           this.logFailure('Put', err, span);
@@ -398,7 +418,7 @@ export class TensorServiceImpl {
     call.on('cancelled', onCancel);
     call.on('error', () => undefined);
     const budget = new ByteBudget(this.maxBuffered, (d) => this.metrics.buffer(d));
-    let reader: ObjectReader | undefined;
+    let reader: ObjectSource | undefined;
     try {
       const req = call.request;
       span.setAttribute(ATTR.tensorObjectId, req.objectId);
@@ -410,7 +430,8 @@ export class TensorServiceImpl {
       span.setAttributes({ [ATTR.tensorName]: reader.ref.name, 'diffmesh.tensor.size_bytes': size });
       if (offset > size) throw invalidParameter('offset', `${offset} is past the end of object ${id} (${size} bytes)`);
       const end = length === 0 ? size : offset + length;
-      if (end > size) throw invalidParameter('length', `offset ${offset} + length ${length} is past the end of object ${id} (${size} bytes)`);
+      if (end > size)
+        throw invalidParameter('length', `offset ${offset} + length ${length} is past the end of object ${id} (${size} bytes)`);
 
       // Chunk buffers are reused once written: the transport is done with a chunk when its
       // write callback runs (grpc-js serialises a message before writing it).
@@ -430,7 +451,7 @@ export class TensorServiceImpl {
       // too, in chunk-sized pieces that count against the stream's budget like sent ones.
       let crc = 0;
       const scan = async (from: number, to: number): Promise<void> => {
-        for (let pos = from; pos < to; ) {
+        for (let pos = from; pos < to;) {
           const n = Math.min(this.chunkBytes, to - pos);
           await budget.acquire(n, abort.signal);
           const buf = take();
@@ -445,7 +466,7 @@ export class TensorServiceImpl {
         }
       };
       await scan(0, offset);
-      for (let pos = offset; pos < end; ) {
+      for (let pos = offset; pos < end;) {
         const n = Math.min(this.chunkBytes, end - pos);
         await budget.acquire(n, abort.signal);
         const buf = take();
@@ -485,8 +506,8 @@ export class TensorServiceImpl {
 
   // ---- unary ----
 
-  private stat(req: StatRequest__Output): { response: StatResponse; trailer: grpc.Metadata } {
-    const info = this.store.stat(checkedId(req.objectId));
+  private async stat(req: StatRequest__Output): Promise<{ response: StatResponse; trailer: grpc.Metadata }> {
+    const info = await this.store.stat(checkedId(req.objectId));
     return { response: { ref: objectRefToWire(this.withOwner(info.ref)) }, trailer: expiryTrailer(info) };
   }
 
@@ -529,7 +550,6 @@ export class TensorServiceImpl {
       this.log.error({ method, err, ...trace }, 'tensor call failed');
     }
   }
-
 }
 
 /**
@@ -582,8 +602,7 @@ function widenReceiveWindow(call: object, bytes: number): void {
     let c = (call as { call?: unknown }).call as { stream?: { session?: unknown }; nextCall?: unknown } | undefined;
     for (let i = 0; c && !c.stream && i < 16; i++) c = c.nextCall as typeof c;
     const session = c?.stream?.session as
-      | { destroyed?: boolean; setLocalWindowSize?: (n: number) => void; settings?: (s: { initialWindowSize: number }) => void }
-      | undefined;
+      { destroyed?: boolean; setLocalWindowSize?: (n: number) => void; settings?: (s: { initialWindowSize: number }) => void } | undefined;
     if (!session || session.destroyed || widened.has(session)) return;
     if (typeof session.setLocalWindowSize !== 'function' || typeof session.settings !== 'function') return;
     widened.add(session);

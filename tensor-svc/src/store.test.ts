@@ -1,13 +1,13 @@
-import { spawn } from 'node:child_process';
 import { pbkdf2 } from 'node:crypto';
-import { once } from 'node:events';
-import { existsSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { existsSync, lstatSync, readdirSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { checksumOf, objectPath, silentLogger } from '@diffmesh/runtime';
-import { DIR_MARKER, TieredStore, type ObjectHeader, type TieredStoreOptions } from './store.js';
+import { checksumOf, objectPath } from '@diffmesh/tensor-client';
+import { silentLogger } from '@diffmesh/core';
+import type { ObjectHeader } from './object-header.js';
+import { TieredStore, type TieredStoreOptions } from './store.js';
 
 // Makes the next symlink() of the store fail, as a full or broken shared-memory directory would.
 const symlinkFault = vi.hoisted(() => ({ next: false }));
@@ -57,7 +57,15 @@ async function store(extra: Partial<TieredStoreOptions> = {}): Promise<TieredSto
   return s;
 }
 
-const header = (id: string, size: number): ObjectHeader => ({ objectId: id, name: 'x', shape: [size], dtype: 'uint8', sizeBytes: size, ttlMs: 0, checksum: '' });
+const header = (id: string, size: number): ObjectHeader => ({
+  objectId: id,
+  name: 'x',
+  shape: [size],
+  dtype: 'uint8',
+  sizeBytes: size,
+  ttlMs: 0,
+  checksum: '',
+});
 
 /**
  * Keeps every thread of libuv's pool busy for a while, as the file reads and writes of other
@@ -175,50 +183,5 @@ describe('replacing an object', () => {
     expect(checksumOf(buf)).toBe(reader.ref.checksum);
     expect(await read(s, 'r:d:1')).toEqual({ bytes: [2], matchesRef: true });
     expect(s.usage().disk).toMatchObject({ objects: 1, bytes: 100 });
-  });
-});
-
-describe.skipIf(!existsSync('/proc/self/stat'))('taking over a directory left by a tensor-svc', () => {
-  /** A directory as a tensor-svc that is gone left it: its marker says `marker`, and an object file remains. */
-  async function leftDir(marker: string): Promise<string> {
-    seq += 1;
-    const dir = path.join(root, `left-${seq}`);
-    await mkdir(dir);
-    await writeFile(path.join(dir, DIR_MARKER), marker);
-    await writeFile(path.join(dir, 'r:x:1'), 'old');
-    return dir;
-  }
-  /** Another live process (not a tensor-svc), and its start time as /proc tells it. */
-  async function otherProcess(): Promise<{ pid: number; start: string; kill(): void }> {
-    const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
-    await once(child, 'spawn');
-    const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8');
-    return { pid: child.pid as number, start: stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19], kill: () => child.kill() };
-  }
-
-  it('takes it over when the pid in its marker now belongs to another process', async () => {
-    const other = await otherProcess();
-    try {
-      const dir = await leftDir(`${other.pid} 1\n`); // started 1 tick after boot: not that process
-      await store({ shmDir: dir });
-      expect(readdirSync(dir).sort()).toEqual(['.incoming', DIR_MARKER]);
-      expect(readFileSync(path.join(dir, DIR_MARKER), 'utf8')).toMatch(new RegExp(`^${process.pid} \\d+\n$`));
-    } finally {
-      other.kill();
-    }
-  });
-
-  it('refuses it while the process that wrote the marker runs', async () => {
-    const other = await otherProcess();
-    try {
-      const dir = await leftDir(`${other.pid} ${other.start}\n`);
-      await expect(store({ shmDir: dir })).rejects.toThrow(`in use by another tensor-svc (pid ${other.pid})`);
-      // A marker without a start time (an older tensor-svc): a live pid is the owner.
-      const old = await leftDir(`${other.pid}\n`);
-      await expect(store({ shmDir: old })).rejects.toThrow(/in use by another tensor-svc/);
-      expect(existsSync(path.join(dir, 'r:x:1'))).toBe(true);
-    } finally {
-      other.kill();
-    }
   });
 });

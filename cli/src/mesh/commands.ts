@@ -1,15 +1,14 @@
 import { randomBytes } from 'node:crypto';
-import {
-  NatsServerNotFoundError,
-  createDiscovery,
-  createLogger,
-  type Instance,
-  type LogLevel,
-} from '@diffmesh/runtime';
-import { startLocalMesh } from './local-mesh.js';
-import { clearState, readState, writeState } from './state.js';
+import { NatsServerNotFoundError, RedisServerNotFoundError } from '@diffmesh/testing';
+import { createDiscovery, type Instance } from '@diffmesh/discovery';
+import { createLogger, type LogLevel } from '@diffmesh/core';
+import { redactUri } from '@diffmesh/tensor-client';
+import { modelArgument } from '../model-argument.js';
+import { startLocalMesh, type ReplicaService } from './local-mesh.js';
+import { clearState, readState, writeState, type MeshState } from './state.js';
 
-interface UpFlags {
+/** The flags of `diffmesh up`, as commander parses them. */
+export interface UpFlags {
   nats?: string;
   gateway: boolean;
   gatewayListen: string;
@@ -17,89 +16,279 @@ interface UpFlags {
   modelsDir: string[];
   threads: string;
   logLevel: string;
+  queue: string;
+  queueUrl?: string;
+  sqlitePath?: string;
+  replicas?: string;
+  tensorBackend: string;
+  tensorDurable?: string;
+  s3Endpoint?: string;
 }
 
-/** `diffmesh up`: runs until SIGINT/SIGTERM; returns the exit code. */
+/** Short names `--replicas` takes for each service. */
+const REPLICA_NAMES: Record<string, ReplicaService> = {
+  scheduler: 'scheduler',
+  encoder: 'encoder-svc',
+  'encoder-svc': 'encoder-svc',
+  dit: 'dit-svc',
+  'dit-svc': 'dit-svc',
+  vae: 'vae-svc',
+  'vae-svc': 'vae-svc',
+  gateway: 'gateway',
+};
+
+/** Parses `--replicas scheduler=2,dit=3`; throws a message naming the flag. */
+export function parseReplicas(text: string | undefined): Partial<Record<ReplicaService, number>> {
+  const out: Partial<Record<ReplicaService, number>> = {};
+  for (const part of (text ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
+    const m = /^([a-z-]+)=(\d+)$/.exec(part);
+    if (!m) throw new Error(`replicas: expected service=count[,service=count…], got "${part}" (--replicas)`);
+    const [, name, count] = m;
+    if (name === 'tensor' || name === 'tensor-svc') throw new Error('replicas: tensor-svc runs once per node (--replicas)');
+    const service = REPLICA_NAMES[name];
+    if (!service) throw new Error(`replicas: unknown service "${name}" (known: scheduler, encoder, dit, vae, gateway) (--replicas)`);
+    const n = Number(count);
+    if (n < 1 || n > 16) throw new Error(`replicas: ${name} must be from 1 to 16, got ${n} (--replicas)`);
+    out[service] = n;
+  }
+  return out;
+}
+
+/** Queue backends `up` takes. */
+const QUEUES = ['memory', 'sqlite', 'redis', 'jetstream'] as const;
+
+/**
+ * `diffmesh up`: runs until SIGINT/SIGTERM; returns the exit code. One Ctrl-C stops the mesh:
+ * every process runs in its own process group, so the terminal's interrupt reaches `up`
+ * alone (npm's forwarded copy of it within a second counts as the same one), and `up` stops
+ * the gateway, the schedulers, the stages and tensor-svc, and NATS last, once each. A later
+ * second Ctrl-C kills what is left at once.
+ */
 export async function runUp(flags: UpFlags): Promise<number> {
   const log = createLogger({ name: 'diffmesh-up', level: flags.logLevel as LogLevel });
-  const models = flags.models.split(',').map((m) => m.trim()).filter(Boolean);
+  const given = flags.models
+    .split(',')
+    .map((m) => m.trim())
+    .filter(Boolean);
+  // A model directory is served under its real path; it is checked here, before any process starts.
+  const models: string[] = [];
+  const modelDirectories: string[] = [];
+  for (const m of given) {
+    try {
+      const arg = await modelArgument(m);
+      models.push(arg.id);
+      if (arg.directory) modelDirectories.push(arg.directory);
+    } catch (err) {
+      process.stderr.write(`diffmesh: ${err instanceof Error ? err.message : String(err)} (--models)\n`);
+      return 2;
+    }
+  }
   const threads = Number(flags.threads);
   if (!Number.isInteger(threads) || threads < 0) {
     process.stderr.write(`diffmesh: threads: expected a non-negative integer, got "${flags.threads}"\n`);
     return 2;
   }
+  const queue = flags.queue as (typeof QUEUES)[number];
+  if (!QUEUES.includes(queue)) {
+    process.stderr.write(`diffmesh: queue: expected one of ${QUEUES.join(', ')}, got "${flags.queue}" (--queue)\n`);
+    return 2;
+  }
+  let replicas: Partial<Record<ReplicaService, number>>;
+  try {
+    replicas = parseReplicas(flags.replicas);
+  } catch (err) {
+    process.stderr.write(`diffmesh: ${(err as Error).message}\n`);
+    return 2;
+  }
+  if (queue === 'memory' && (replicas.scheduler ?? 1) > 1) {
+    process.stderr.write(
+      'diffmesh: replicas: several schedulers need a shared queue; use --queue sqlite, redis or jetstream (--replicas)\n',
+    );
+    return 2;
+  }
+  const tensor = tensorStoreArgs(flags);
+  if (typeof tensor === 'string') {
+    process.stderr.write(`diffmesh: ${tensor}\n`);
+    return 2;
+  }
   // The gateway turns auth on with a key from DIFFMESH_API_KEY, or one made up here.
   const apiKey = process.env.DIFFMESH_API_KEY || `dm-${randomBytes(24).toString('base64url')}`;
-  let mesh;
+
+  // Signals: the first starts the stop; a copy within a second (npm forwards the terminal's
+  // interrupt to its child too) is the same keypress; a later one forces.
+  let stopRequested: (() => void) | undefined;
+  const stopWanted = new Promise<void>((resolve) => (stopRequested = resolve));
+  let firstSignalAt = 0;
+  let mesh: Awaited<ReturnType<typeof startLocalMesh>> | undefined;
+  const onSignal = (): void => {
+    const now = Date.now();
+    if (firstSignalAt === 0) {
+      firstSignalAt = now;
+      stopRequested?.();
+      return;
+    }
+    if (now - firstSignalAt < 1000) return;
+    process.stderr.write('diffmesh: interrupted again; killing the mesh now\n');
+    for (const p of mesh?.supervisor.processes ?? []) p.child.kill('SIGKILL');
+    process.exit(130);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  let state: MeshState | undefined;
+  const writeProcesses = async (): Promise<void> => {
+    if (!state || !mesh) return;
+    state.processes = mesh.supervisor.processes.map((p) => ({
+      name: p.name,
+      pid: p.pid,
+      address: p.address,
+      restarts: p.restarts,
+      state: p.state,
+    }));
+    state.schedulerAddresses = mesh.schedulers.map((n) => mesh?.supervisor.get(n)?.address ?? '').filter(Boolean);
+    await writeState(state).catch(() => undefined);
+  };
   try {
-    mesh = await startLocalMesh({
+    const started = startLocalMesh({
       ...(flags.nats ? { natsUrl: flags.nats } : {}),
       ...(flags.gateway ? { gateway: { listen: flags.gatewayListen, apiKeys: [apiKey] } } : {}),
       modelsDirs: flags.modelsDir,
       models,
+      modelDirectories,
       threads,
       log,
+      queue,
+      ...(flags.queueUrl ? { queueUrl: flags.queueUrl } : {}),
+      ...(flags.sqlitePath ? { sqlitePath: flags.sqlitePath } : {}),
+      replicas,
+      restart: true,
+      ownProcessGroup: true,
+      onEvent: (e) => {
+        if (e.type === 'exited' && e.restartInMs !== undefined) {
+          process.stderr.write(`diffmesh: ${e.name} exited (${e.how}); restarting in ${e.restartInMs} ms (restart ${e.restarts + 1})\n`);
+        } else if (e.type === 'exited') {
+          process.stderr.write(`diffmesh: ${e.name} exited (${e.how})\n`);
+        } else if (e.type === 'restarted') {
+          process.stderr.write(`diffmesh: ${e.name} restarted (pid ${e.pid}, ${e.address}, restart ${e.restarts})\n`);
+          void writeProcesses();
+        } else {
+          process.stderr.write(`diffmesh: ${e.name} could not restart (${e.error}); trying again in ${e.restartInMs} ms\n`);
+        }
+      },
+      ...tensor,
     });
+    // Ctrl-C while the mesh starts: stop what started, then leave.
+    const first = await Promise.race([started.then((m) => ({ m })), stopWanted.then(() => undefined)]);
+    if (!first) {
+      process.stderr.write('stopping the mesh…\n');
+      await started.then((m) => m.stop()).catch(() => undefined);
+      return finish(130);
+    }
+    mesh = first.m;
   } catch (err) {
-    if (err instanceof NatsServerNotFoundError) {
+    if (err instanceof NatsServerNotFoundError || err instanceof RedisServerNotFoundError) {
       process.stderr.write(`diffmesh: ${err.message}\n`);
-      return 1;
+      return finish(1);
     }
     process.stderr.write(`diffmesh: could not start the mesh: ${err instanceof Error ? err.message : String(err)}\n`);
-    return 1;
+    return finish(1);
   }
   const out = (line: string): boolean => process.stdout.write(`${line}\n`);
   out(`nats ${mesh.natsUrl}`);
+  out(`queue ${queue}${mesh.queue.url ? ` ${mesh.queue.url}` : mesh.queue.sqlitePath ? ` ${mesh.queue.sqlitePath}` : ''}`);
   out(`tensor-svc ${mesh.tensorAddress}`);
-  out(`scheduler (gRPC) ${mesh.schedulerAddress}`);
+  if (flags.tensorBackend !== 'memory' || flags.tensorDurable) {
+    out(`tensor store ${flags.tensorBackend}${flags.tensorDurable ? ` ${redactUri(flags.tensorDurable)}` : ''}`);
+  }
+  for (const name of mesh.schedulers) out(`${name} (gRPC) ${mesh.supervisor.get(name)?.address ?? ''}`);
   const metricsUrl = (await mesh.discovery.instances()).find((i) => i.name === 'scheduler')?.metadata.metrics_url;
   if (metricsUrl) out(`scheduler metrics ${metricsUrl}`);
   for (const p of mesh.supervisor.processes) {
-    if (p.name !== 'scheduler' && p.name !== 'tensor-svc') out(`${p.name} ${p.address}`);
+    if (!mesh.schedulers.includes(p.name) && p.name !== 'tensor-svc' && !p.name.startsWith('gateway')) out(`${p.name} ${p.address}`);
   }
   if (mesh.gatewayUrl) {
     out(`gateway ${mesh.gatewayUrl} (OpenAPI: ${mesh.gatewayUrl}/openapi.json)`);
-    out(`API key ${apiKey}${process.env.DIFFMESH_API_KEY ? ' (from DIFFMESH_API_KEY)' : ' (generated; set DIFFMESH_API_KEY to choose one)'}`);
+    out(
+      `API key ${apiKey}${process.env.DIFFMESH_API_KEY ? ' (from DIFFMESH_API_KEY)' : ' (generated; set DIFFMESH_API_KEY to choose one)'}`,
+    );
   }
-  await writeState({
+  state = {
     pid: process.pid,
     ...(mesh.gatewayUrl ? { gatewayUrl: mesh.gatewayUrl } : {}),
     natsUrl: mesh.natsUrl,
     schedulerAddress: mesh.schedulerAddress,
+    schedulerAddresses: mesh.schedulerAddresses,
     tensorAddress: mesh.tensorAddress,
     logDir: mesh.logDir,
     startedAt: new Date().toISOString(),
-  });
+    queue,
+  };
+  await writeProcesses();
   out(`mesh ready: serving ${models.join(', ')} (logs in ${mesh.logDir}; Ctrl-C stops it)`);
-  await new Promise<void>((resolve) => {
-    process.once('SIGINT', resolve);
-    process.once('SIGTERM', resolve);
-  });
+  await stopWanted;
   process.stderr.write('stopping the mesh…\n');
   await mesh.stop();
   await clearState();
-  return 0;
+  return finish(0);
+}
+
+/**
+ * Leaves with `code` once the clean-up is done: anything left holding the event loop (a
+ * client reconnecting to a server that is gone) must not keep `up` alive.
+ */
+function finish(code: number): number {
+  setTimeout(() => process.exit(code), 1000).unref();
+  return code;
+}
+
+/**
+ * tensor-svc's flags for `--tensor-backend`, `--tensor-durable` and `--s3-endpoint` (its
+ * `--backend`, `--durable`, `--s3-endpoint`); every service also gets the S3 endpoint as
+ * `AWS_ENDPOINT_URL_S3`, to read durable copies. A message naming the flag when they do not fit.
+ */
+function tensorStoreArgs(flags: UpFlags): { tensorArgs: string[]; stageArgs?: string[]; env?: Record<string, string> } | string {
+  const backend = flags.tensorBackend;
+  if (!['memory', 'redis', 's3'].includes(backend))
+    return `tensor-backend: expected memory, redis or s3, got "${backend}" (--tensor-backend)`;
+  if (backend === 's3' && !flags.tensorDurable) return 'tensor-durable: backend s3 needs s3://bucket/prefix (--tensor-durable)';
+  if (backend === 'redis' && !flags.tensorDurable && !process.env.REDIS_URL) {
+    return 'tensor-durable: backend redis needs redis://host:port/db (--tensor-durable) or REDIS_URL';
+  }
+  const tensorArgs = ['--backend', backend];
+  if (flags.tensorDurable) tensorArgs.push('--durable', flags.tensorDurable);
+  if (!flags.s3Endpoint) return { tensorArgs };
+  tensorArgs.push('--s3-endpoint', flags.s3Endpoint);
+  return { tensorArgs, stageArgs: ['--s3-endpoint', flags.s3Endpoint], env: { AWS_ENDPOINT_URL_S3: flags.s3Endpoint } };
 }
 
 /** `diffmesh status`: prints the registered services. */
 export async function runStatus(flags: { nats?: string; json?: boolean }): Promise<number> {
   let url = flags.nats;
+  const state = await readState();
   if (!url) {
-    const state = await readState();
     if (!state) {
       process.stderr.write('diffmesh: no running mesh found on this machine; pass --nats URL or start one with `diffmesh up`\n');
       return 1;
     }
     url = state.natsUrl;
   }
+  // The processes `up` supervises (with their restarts), when this is its mesh.
+  const processes = state && state.natsUrl === url ? (state.processes ?? []) : [];
   const log = createLogger({ name: 'diffmesh-status', level: 'silent' });
   let discovery;
   try {
     discovery = await createDiscovery({ backend: 'nats', url }, log);
     await discovery.refresh();
     const instances = await discovery.instances();
-    if (flags.json) process.stdout.write(`${JSON.stringify(instances, null, 2)}\n`);
-    else process.stdout.write(formatTable(instances));
+    if (flags.json) {
+      process.stdout.write(`${JSON.stringify(processes.length > 0 ? { instances, processes } : instances, null, 2)}\n`);
+    } else {
+      process.stdout.write(formatTable(instances));
+      if (processes.length > 0) process.stdout.write(`\n${formatProcesses(processes, state?.queue)}`);
+    }
     return 0;
   } catch (err) {
     process.stderr.write(`diffmesh: cannot read the mesh at ${url}: ${err instanceof Error ? err.message : String(err)}\n`);
@@ -109,22 +298,41 @@ export async function runStatus(flags: { nats?: string; json?: boolean }): Promi
   }
 }
 
+/** The processes of the mesh `up` runs: one row each, with restarts. */
+function formatProcesses(processes: NonNullable<MeshState['processes']>, queue: string | undefined): string {
+  const rows = [
+    ['PROCESS', 'PID', 'STATE', 'RESTARTS', 'ADDRESS'],
+    ...processes.map((p) => [p.name, String(p.pid), p.state, String(p.restarts), p.address]),
+  ];
+  return `${columns(rows)}${queue ? `queue: ${queue}\n` : ''}`;
+}
+
+function columns(rows: string[][]): string {
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
+  return `${rows
+    .map((r) =>
+      r
+        .map((v, c) => v.padEnd(widths[c]))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')}\n`;
+}
+
 function formatTable(instances: Instance[]): string {
   const rows = [
     ['NAME', 'VERSION', 'POOL', 'STAGE', 'NODE', 'ADDRESS', 'LOAD', 'ID'],
     ...instances
       .sort((a, b) => a.name.localeCompare(b.name) || a.pool.localeCompare(b.pool) || a.id.localeCompare(b.id))
-      .map((i) => [
-        i.name,
-        i.version,
-        i.pool,
-        i.stage,
-        i.nodeId,
-        i.grpcAddress,
-        `${i.load?.inFlight ?? '?'}/${i.capacity}`,
-        i.id,
-      ]),
+      .map((i) => [i.name, i.version, i.pool, i.stage, i.nodeId, i.grpcAddress, `${i.load?.inFlight ?? '?'}/${i.capacity}`, i.id]),
   ];
   const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
-  return `${rows.map((r) => r.map((v, c) => v.padEnd(widths[c])).join('  ').trimEnd()).join('\n')}\n`;
+  return `${rows
+    .map((r) =>
+      r
+        .map((v, c) => v.padEnd(widths[c]))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')}\n`;
 }

@@ -2,21 +2,18 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  createDiscovery,
-  loadPlanRegistry,
-  startNatsServer,
-  type Discovery,
-  type Logger,
-  type RunningNatsServer,
-  type StageName,
-} from '@diffmesh/runtime';
-import { Supervisor, type ManagedProcess } from './supervisor.js';
+import { createDiscovery, type Discovery } from '@diffmesh/discovery';
+import { loadPlanRegistry } from '@diffmesh/scheduler';
+import { startNatsServer, startRedisServer, type RunningNatsServer, type RunningRedisServer } from '@diffmesh/testing';
+import { type Logger, type StageName } from '@diffmesh/core';
+import { Supervisor, type ManagedProcess, type RestartPolicy, type SupervisorEvent } from '@diffmesh/testing';
 
 /** One stage service process to run. */
 export interface StageProcessSpec {
   service: 'encoder-svc' | 'dit-svc' | 'vae-svc';
   pool: string;
+  /** `--stage`, for a service's second stage (encoder-svc `text_encoding_2`, vae-svc `image_encoding`). */
+  stage?: StageName;
   models: string[];
   capacity: number;
   /** Extra flags, e.g. `--max-batch 4`. */
@@ -35,6 +32,13 @@ export interface LocalMeshOptions {
   modelsDirs: string[];
   /** Models whose pools get one instance of each stage (from the plan registry). */
   models: string[];
+  /**
+   * Model directories (diffusers/optimum ONNX layout) among `models`, by their id (real path):
+   * the scheduler serves them (`--model-directories`) and their stage processes load them.
+   */
+  modelDirectories?: string[];
+  /** Plan registry file of the scheduler (and of this mesh's stage layout); default: the shipped one. */
+  plansFile?: string;
   /** Further stage processes (beyond one per pool of `models`). */
   extraStages?: StageProcessSpec[];
   /** onnxruntime threads per service. */
@@ -48,6 +52,8 @@ export interface LocalMeshOptions {
   schedulerArgs?: string[];
   /** Flags added to every stage process, e.g. `--inline-max-bytes 0`. */
   stageArgs?: string[];
+  /** Flags added to tensor-svc, e.g. `--backend redis --durable redis://127.0.0.1:6390/0`. */
+  tensorArgs?: string[];
   /** TLS files (PEM paths) for every service, as server and as client (mutual TLS). */
   tls?: { ca: string; cert: string; key: string };
   /** Start the HTTP gateway too (after the stages). */
@@ -59,13 +65,46 @@ export interface LocalMeshOptions {
    * `OTEL_*` variables of a trace collector. A stage's own `env` wins over it.
    */
   env?: Record<string, string>;
+  /**
+   * Where the schedulers keep requests and task queues (their `--queue`): `memory` (the
+   * default here; one scheduler only), `sqlite` (a file in the log folder unless
+   * `sqlitePath`), `redis` (a redis-server started for the mesh unless `queueUrl`) or
+   * `jetstream` (the mesh's NATS with JetStream on, unless `queueUrl`).
+   */
+  queue?: 'memory' | 'sqlite' | 'redis' | 'jetstream';
+  queueUrl?: string;
+  sqlitePath?: string;
+  /** Lease of a dispatched task (`--lease-ms` of the schedulers). */
+  leaseMs?: number;
+  /** Processes per service (default 1 each): `scheduler`, `encoder-svc`, `dit-svc`, `vae-svc`, `gateway`. */
+  replicas?: Partial<Record<ReplicaService, number>>;
+  /** Restart processes that die, with back-off (`true` = the default policy). Off by default. */
+  restart?: RestartPolicy | boolean;
+  /**
+   * Start every process in its own process group (so a terminal's Ctrl-C reaches only this
+   * one, which stops them in order) and have the services stop when this process dies.
+   */
+  ownProcessGroup?: boolean;
+  /** Sees the supervisor's exits and restarts. */
+  onEvent?: (event: SupervisorEvent) => void;
 }
+
+/** Services whose process count `replicas` sets. */
+export const REPLICA_SERVICES = ['scheduler', 'encoder-svc', 'dit-svc', 'vae-svc', 'gateway'] as const;
+export type ReplicaService = (typeof REPLICA_SERVICES)[number];
 
 export interface LocalMesh {
   /** The node id every process of the mesh runs with. */
   nodeId: string;
   natsUrl: string;
+  /** The first scheduler's gRPC address. */
   schedulerAddress: string;
+  /** Every scheduler's gRPC address (any of them serves any request with a shared queue). */
+  schedulerAddresses: string[];
+  /** Process names of the schedulers (`scheduler`, or `scheduler-1`… with replicas). */
+  schedulers: string[];
+  /** The queue backend and, for redis and jetstream, its URL. */
+  queue: { backend: 'memory' | 'sqlite' | 'redis' | 'jetstream'; url?: string; sqlitePath?: string };
   tensorAddress: string;
   /** `http://host:port` of the gateway, when started. */
   gatewayUrl?: string;
@@ -84,9 +123,14 @@ export function serviceEntry(pkg: 'scheduler' | 'tensor-svc' | 'encoder-svc' | '
 
 const SERVICE_OF_STAGE: Partial<Record<StageName, StageProcessSpec['service']>> = {
   text_encoding: 'encoder-svc',
+  text_encoding_2: 'encoder-svc',
+  image_encoding: 'vae-svc',
   denoising: 'dit-svc',
   vae_decoding: 'vae-svc',
 };
+
+/** Stages a service runs only when asked with `--stage`. */
+const SECOND_STAGES: ReadonlySet<StageName> = new Set(['text_encoding_2', 'image_encoding']);
 
 let meshesStarted = 0;
 
@@ -107,13 +151,39 @@ function defaultNodeId(): string {
  */
 export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh> {
   const logDir = opts.logDir ?? (await mkdtemp(path.join(tmpdir(), 'diffmesh-mesh-')));
-  const supervisor = new Supervisor({ logPath: (name) => path.join(logDir, `${name}.log`) });
+  const restart = opts.restart === true ? {} : opts.restart || undefined;
+  const supervisor = new Supervisor({
+    logPath: (name) => path.join(logDir, `${name}.log`),
+    ...(restart ? { restart } : {}),
+    ...(opts.ownProcessGroup ? { ownProcessGroup: true } : {}),
+    ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
+  });
   const nodeId = opts.nodeId ?? defaultNodeId();
+  const queue = opts.queue ?? 'memory';
+  const replicas = (service: ReplicaService): number => Math.max(1, Math.trunc(opts.replicas?.[service] ?? 1));
+  if (queue === 'memory' && replicas('scheduler') > 1) {
+    throw new Error(
+      'several schedulers need a shared queue: --queue memory keeps requests in one scheduler; use sqlite, redis or jetstream',
+    );
+  }
+  // Services stop when the supervisor dies without stopping them (their process group is their own).
+  const env = { ...opts.env, ...(opts.ownProcessGroup ? { DIFFMESH_EXIT_WITH_PARENT: '1' } : {}) };
   let nats: RunningNatsServer | undefined;
+  let redis: RunningRedisServer | undefined;
   let discovery: Discovery | undefined;
   try {
-    if (!opts.natsUrl) nats = await startNatsServer({ log: opts.log });
+    if (!opts.natsUrl) {
+      nats = await startNatsServer({
+        log: opts.log,
+        jetstream: queue === 'jetstream' && !opts.queueUrl,
+        ...(opts.ownProcessGroup ? { ownProcessGroup: true } : {}),
+      });
+    }
     const natsUrl = opts.natsUrl ?? nats!.url;
+    if (queue === 'redis' && !opts.queueUrl)
+      redis = await startRedisServer({ log: opts.log, ...(opts.ownProcessGroup ? { ownProcessGroup: true } : {}) });
+    const queueUrl = opts.queueUrl ?? redis?.url ?? (queue === 'jetstream' ? natsUrl : undefined);
+    const sqlitePath = queue === 'sqlite' ? (opts.sqlitePath ?? path.join(logDir, 'scheduler.sqlite')) : undefined;
     const tlsArgs = opts.tls
       ? ['--tls-ca', opts.tls.ca, '--tls-cert', opts.tls.cert, '--tls-key', opts.tls.key, '--tls-require-client-cert']
       : [];
@@ -121,17 +191,49 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     const tensor = await supervisor.start({
       name: 'tensor-svc',
       entry: serviceEntry('tensor-svc'),
-      args: [...common, '--nats', natsUrl],
-      ...(opts.env ? { env: opts.env } : {}),
+      args: [...common, '--listen', '127.0.0.1:0', '--nats', natsUrl, ...(opts.tensorArgs ?? [])],
+      env,
       readyPrefix: 'tensor-svc listening on ',
+      listenFlag: '--listen',
     });
-    const scheduler = await supervisor.start({
-      name: 'scheduler',
-      entry: serviceEntry('scheduler'),
-      args: [...common, '--nats', natsUrl, '--tensor', tensor.address, '--metrics-listen', '127.0.0.1:0', ...(opts.schedulerArgs ?? [])],
-      ...(opts.env ? { env: opts.env } : {}),
-      readyPrefix: 'scheduler listening on ',
-    });
+    const queueArgs = [
+      '--queue',
+      queue,
+      ...(queueUrl && queue !== 'memory' && queue !== 'sqlite' ? ['--queue-url', queueUrl] : []),
+      ...(sqlitePath ? ['--sqlite-path', sqlitePath] : []),
+      ...(opts.leaseMs ? ['--lease-ms', String(opts.leaseMs)] : []),
+    ];
+    const schedulerNames =
+      replicas('scheduler') === 1 ? ['scheduler'] : Array.from({ length: replicas('scheduler') }, (_, i) => `scheduler-${i + 1}`);
+    const schedulerProcs: ManagedProcess[] = [];
+    for (const name of schedulerNames) {
+      schedulerProcs.push(
+        await supervisor.start({
+          name,
+          entry: serviceEntry('scheduler'),
+          args: [
+            ...common,
+            '--instance-id',
+            name === 'scheduler' ? 'scheduler-1' : name,
+            '--listen',
+            '127.0.0.1:0',
+            '--nats',
+            natsUrl,
+            '--tensor',
+            tensor.address,
+            '--metrics-listen',
+            '127.0.0.1:0',
+            ...queueArgs,
+            ...(opts.modelDirectories?.length ? ['--model-directories', opts.modelDirectories.join(',')] : []),
+            ...(opts.plansFile ? ['--plans', opts.plansFile] : []),
+            ...(opts.schedulerArgs ?? []),
+          ],
+          env,
+          readyPrefix: 'scheduler listening on ',
+          listenFlag: '--listen',
+        }),
+      );
+    }
     discovery = await createDiscovery({ backend: 'nats', url: natsUrl }, opts.log);
     const disc = discovery;
 
@@ -145,87 +247,135 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
         entry: serviceEntry(spec.service),
         args: [
           ...common,
-          '--instance-id', procName,
-          '--nats', natsUrl,
-          '--tensor', tensor.address,
-          '--pool', spec.pool,
-          '--capacity', String(spec.capacity),
-          '--threads', String(opts.threads ?? 1),
-          '--models-dirs', (spec.modelsDirs ?? opts.modelsDirs).join(','),
-          '--metrics-listen', '127.0.0.1:0',
+          '--instance-id',
+          procName,
+          '--listen',
+          '127.0.0.1:0',
+          '--nats',
+          natsUrl,
+          '--tensor',
+          tensor.address,
+          '--pool',
+          spec.pool,
+          '--capacity',
+          String(spec.capacity),
+          '--threads',
+          String(opts.threads ?? 1),
+          '--models-dirs',
+          (spec.modelsDirs ?? opts.modelsDirs).join(','),
+          '--metrics-listen',
+          '127.0.0.1:0',
           ...(spec.lazy ? [] : ['--models', spec.models.join(',')]),
+          ...(spec.stage ? ['--stage', spec.stage] : []),
           ...(opts.stageArgs ?? []),
           ...(spec.args ?? []),
         ],
-        ...(opts.env || spec.env ? { env: { ...opts.env, ...spec.env } } : {}),
+        env: { ...env, ...spec.env },
         readyPrefix: `${spec.service} listening on `,
+        listenFlag: '--listen',
       });
       await waitForInstance(disc, procName, 15_000);
       return proc;
     };
 
-    const registry = await loadPlanRegistry();
+    const registry = await loadPlanRegistry(opts.plansFile, { directories: opts.modelDirectories ?? [] });
     const seen = new Set<string>();
     const specs: StageProcessSpec[] = [];
-    for (const model of opts.models) {
-      for (const stage of registry.lookup(model).stages) {
+    for (const id of opts.models) {
+      const entry = registry.lookup(id);
+      // A directory served under an id of its own is loaded by the stage processes as id=DIR.
+      const model = entry.directory !== undefined && entry.directory !== id ? `${id}=${entry.directory}` : id;
+      for (const stage of entry.stages) {
         const service = SERVICE_OF_STAGE[stage.name];
         if (!service) throw new Error(`stage ${stage.name} of ${model} has no service in this build`);
-        const key = `${service}|${stage.pool}`;
+        const key = `${service}|${stage.name}|${stage.pool}`;
         if (seen.has(key)) {
-          specs.find((s) => s.service === service && s.pool === stage.pool)?.models.push(model);
+          specs.find((s) => s.service === service && s.pool === stage.pool && (s.stage ?? stage.name) === stage.name)?.models.push(model);
           continue;
         }
         seen.add(key);
         const capacity = opts.capacities?.[service] ?? (service === 'dit-svc' ? 4 : 2);
-        specs.push({ service, pool: stage.pool, models: [model], capacity });
+        specs.push({
+          service,
+          pool: stage.pool,
+          models: [model],
+          capacity,
+          ...(SECOND_STAGES.has(stage.name) ? { stage: stage.name } : {}),
+        });
       }
     }
     // Start stage processes one at a time: on two cores, parallel model loading only thrashes.
-    for (const spec of [...specs, ...(opts.extraStages ?? [])]) await addStage(spec);
+    // A service's second stages (text_encoding_2, image_encoding) come after its first, so a
+    // model's main instances keep the names <service>-1….
+    const ordered = [...specs.filter((s) => !s.stage), ...specs.filter((s) => s.stage)];
+    for (const spec of ordered) for (let i = 0; i < replicas(spec.service); i += 1) await addStage(spec);
+    for (const spec of opts.extraStages ?? []) await addStage(spec);
 
-    let gatewayUrl: string | undefined;
+    const gatewayUrls: string[] = [];
     if (opts.gateway) {
-      const gw = await supervisor.start({
-        name: 'gateway',
-        entry: serviceEntry('gateway'),
-        args: [
-          '--node-id', nodeId,
-          '--log-level', 'info',
-          '--nats', natsUrl,
-          '--listen', opts.gateway.listen ?? '127.0.0.1:0',
-          '--admin-listen', opts.gateway.adminListen ?? '127.0.0.1:0',
-          ...(opts.tls ? ['--tls-ca', opts.tls.ca, '--tls-cert', opts.tls.cert, '--tls-key', opts.tls.key] : []),
-        ],
-        // Keys go in the environment, not argv (argv is visible to every user in ps).
-        env: { ...opts.env, DIFFMESH_GATEWAY_API_KEYS: opts.gateway.apiKeys.join(',') },
-        readyPrefix: 'gateway listening on ',
-      });
-      gatewayUrl = gw.address;
+      for (let i = 0; i < replicas('gateway'); i += 1) {
+        const gw = await supervisor.start({
+          name: i === 0 ? 'gateway' : `gateway-${i + 1}`,
+          entry: serviceEntry('gateway'),
+          args: [
+            '--node-id',
+            nodeId,
+            '--log-level',
+            'info',
+            '--nats',
+            natsUrl,
+            '--listen',
+            i === 0 ? (opts.gateway.listen ?? '127.0.0.1:0') : '127.0.0.1:0',
+            '--admin-listen',
+            i === 0 ? (opts.gateway.adminListen ?? '127.0.0.1:0') : '127.0.0.1:0',
+            ...(opts.tls ? ['--tls-ca', opts.tls.ca, '--tls-cert', opts.tls.cert, '--tls-key', opts.tls.key] : []),
+          ],
+          // Keys go in the environment, not argv (argv is visible to every user in ps).
+          env: { ...env, DIFFMESH_GATEWAY_API_KEYS: opts.gateway.apiKeys.join(',') },
+          readyPrefix: 'gateway listening on ',
+          listenFlag: '--listen',
+        });
+        gatewayUrls.push(gw.address);
+      }
     }
 
+    let stopping: Promise<void> | undefined;
     return {
       nodeId,
       natsUrl,
-      schedulerAddress: scheduler.address,
+      schedulerAddress: schedulerProcs[0].address,
+      schedulerAddresses: schedulerProcs.map((p) => p.address),
+      schedulers: schedulerNames,
+      queue: {
+        backend: queue,
+        ...(queueUrl && queue !== 'memory' && queue !== 'sqlite' ? { url: queueUrl } : {}),
+        ...(sqlitePath ? { sqlitePath } : {}),
+      },
       tensorAddress: tensor.address,
-      ...(gatewayUrl ? { gatewayUrl } : {}),
+      ...(gatewayUrls[0] ? { gatewayUrl: gatewayUrls[0] } : {}),
       logDir,
       supervisor,
       discovery: disc,
       addStage,
-      async stop() {
-        await supervisor.stop('gateway');
-        await supervisor.stop('scheduler');
-        await supervisor.stopAll();
-        await disc.close();
-        await nats?.stop();
+      stop() {
+        // The front doors first, then the schedulers (they hand back or finish their work),
+        // then everything else; NATS (and redis) last.
+        stopping ??= (async () => {
+          for (let i = gatewayUrls.length - 1; i >= 0; i -= 1) await supervisor.stop(i === 0 ? 'gateway' : `gateway-${i + 1}`);
+          await Promise.all(schedulerNames.map((n) => supervisor.stop(n)));
+          await supervisor.stopAll();
+          await disc.close();
+          await nats?.stop();
+          await redis?.stop();
+        })();
+        return stopping;
       },
     };
   } catch (err) {
     await supervisor.stopAll(2000);
     await discovery?.close();
     await nats?.stop();
+    await redis?.stop();
     throw err;
   }
 }

@@ -6,12 +6,19 @@ import path from 'node:path';
 export interface MeshState {
   pid: number;
   natsUrl: string;
+  /** The first scheduler's gRPC address. */
   schedulerAddress: string;
+  /** Every scheduler's gRPC address, when `up` runs several. */
+  schedulerAddresses?: string[];
   tensorAddress: string;
   /** `http://host:port` of the gateway, when `up` started one. */
   gatewayUrl?: string;
   logDir: string;
   startedAt: string;
+  /** The schedulers' queue backend (`--queue` of `up`). */
+  queue?: string;
+  /** Every process `up` supervises, with its restarts so far (updated as they happen). */
+  processes?: Array<{ name: string; pid: number; address: string; restarts: number; state: string }>;
 }
 
 /** `$DIFFMESH_STATE_FILE`, else `<runtime dir or tmp>/diffmesh/mesh.json`. */

@@ -1,11 +1,10 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { ModelManifestInput } from '@diffmesh/runtime';
+import type { ModelManifestInput } from '@diffmesh/stage-host';
 import { GraphBuilder, WeightRng } from '../onnx/graph.js';
 import {
   attention,
   conv2d,
-  dimScalar,
   dims,
   floatRange,
   gelu,
@@ -190,20 +189,14 @@ function buildDenoiser(cfg: SyntheticDitConfig): Uint8Array {
   const Hp = g.op('Div', [dims(g, shp, 3), g.i64([P])]);
   const Wp = g.op('Div', [dims(g, shp, 4), g.i64([P])]);
   const split = g.op('Reshape', [sample, shapeConcat(g, [B, C, F, Hp, P, Wp, P])]);
-  const patches = g.op('Reshape', [
-    g.op('Transpose', [split], { perm: [0, 2, 3, 5, 1, 4, 6] }),
-    g.i64([0, -1, PD]),
-  ]);
+  const patches = g.op('Reshape', [g.op('Transpose', [split], { perm: [0, 2, 3, 5, 1, 4, 6] }), g.i64([0, -1, PD])]);
   let x = linear(ctx, patches, PD, D, 'x_embedder');
   x = g.op('Add', [x, positionEmbedding3d(g, F, Hp, Wp, D)]);
 
   // Timestep → embedding [B,D] → shared modulation projection [B,6,D].
   const t1 = linear(ctx, timestepEmbedding(g, timestep, timestepDim), timestepDim, D, 't_embedder.fc1');
   const temb = linear(ctx, silu(g, t1), D, D, 't_embedder.fc2'); // [B,D]
-  const t0 = g.op('Reshape', [
-    linear(ctx, silu(g, temb), D, 6 * D, 't_block', { std: 0.1 / Math.sqrt(D) }),
-    g.i64([-1, 6, D]),
-  ]);
+  const t0 = g.op('Reshape', [linear(ctx, silu(g, temb), D, 6 * D, 't_block', { std: 0.1 / Math.sqrt(D) }), g.i64([-1, 6, D])]);
 
   // Caption projection: [B,L,Dt] → [B,L,D].
   const y = linear(ctx, gelu(g, linear(ctx, ehs, Dt, D, 'y_embedder.fc1')), D, D, 'y_embedder.fc2');
@@ -283,10 +276,7 @@ function buildVaeDecoder(cfg: SyntheticDitConfig): Uint8Array {
   const w = dims(g, shp, 4);
 
   // Frames into the batch: [B,C,F,h,w] → [B,F,C,h,w] → [B·F,C,h,w].
-  const perFrame = g.op('Reshape', [
-    g.op('Transpose', [latent], { perm: [0, 2, 1, 3, 4] }),
-    shapeConcat(g, [-1, C, h, w]),
-  ]);
+  const perFrame = g.op('Reshape', [g.op('Transpose', [latent], { perm: [0, 2, 1, 3, 4] }), shapeConcat(g, [-1, C, h, w])]);
   let x = silu(g, conv2d(ctx, perFrame, C, c0, 'conv_in'));
   x = silu(g, conv2d(ctx, x, c0, c0, 'mid.conv'));
 

@@ -1,6 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { ModelManifestInput } from '@diffmesh/runtime';
+import type { ModelManifestInput } from '@diffmesh/stage-host';
 import { GraphBuilder } from '../onnx/graph.js';
 import { wordPieceTokenizerJson } from '../tokenizer.js';
 
@@ -139,8 +139,7 @@ function buildTextEncoder(words: string[]): Uint8Array {
   const bgRole = slice(emb, C + S, C + S + 1, 2);
   const rest = slice(emb, C + S + 1, TOK_DIM, 2);
   // Colour of the previous one and two tokens: pad at the front of the length axis, drop the tail.
-  const shifted = (k: number): string =>
-    slice(g.op('Pad', [colour, g.i64([0, k, 0, 0, 0, 0])], { mode: 'constant' }), 0, -k, 1);
+  const shifted = (k: number): string => slice(g.op('Pad', [colour, g.i64([0, k, 0, 0, 0, 0])], { mode: 'constant' }), 0, -k, 1);
   const prevColour = g.op('Add', [shifted(1), shifted(2)]);
   const isShape = g.op('ReduceSum', [shapeRole, g.i64([2])], { keepdims: 1 });
   const fg = g.op('Mul', [prevColour, isShape]);
@@ -170,13 +169,11 @@ function buildDenoiser(): Uint8Array {
   const Hf = toF(H);
   const Wf = toF(W);
   const side = g.op('Min', [Hf, Wf]);
-  const grid = (n: string, nf: string): string =>
-    g.op('Div', [g.op('Add', [toF(g.op('Range', [g.i64(0), n, g.i64(1)])), g.f32(0.5)]), nf]);
+  const grid = (n: string, nf: string): string => g.op('Div', [g.op('Add', [toF(g.op('Range', [g.i64(0), n, g.i64(1)])), g.f32(0.5)]), nf]);
   const xs = g.op('Reshape', [grid(W, Wf), g.i64([1, 1, 1, -1])]); // [1,1,1,w]
   const ys = g.op('Reshape', [grid(H, Hf), g.i64([1, 1, -1, 1])]); // [1,1,h,1]
   const fs = g.op('Reshape', [grid(F, Ff), g.i64([1, -1, 1, 1])]); // [1,F,1,1], 0.5 for a single frame
-  const param = (name: string, pick: (s: MaskSpec) => number): string =>
-    f32(name, specs.map(pick), [M, 1, 1, 1]);
+  const param = (name: string, pick: (s: MaskSpec) => number): string => f32(name, specs.map(pick), [M, 1, 1, 1]);
   const cx0 = param('mask_cx', (s) => s.cx);
   const vx = param('mask_vx', (s) => s.vx);
   const cy = param('mask_cy', (s) => s.cy);
@@ -186,10 +183,7 @@ function buildDenoiser(): Uint8Array {
   const dy = g.op('Mul', [g.op('Sub', [ys, cy]), g.op('Div', [Hf, side])]); // [M,1,h,1]
   const adx = g.op('Abs', [dx]);
   const ady = g.op('Abs', [dy]);
-  const dCircle = g.op('Sub', [
-    g.op('Sqrt', [g.op('Add', [g.op('Mul', [dx, dx]), g.op('Mul', [dy, dy])])]),
-    r,
-  ]);
+  const dCircle = g.op('Sub', [g.op('Sqrt', [g.op('Add', [g.op('Mul', [dx, dx]), g.op('Mul', [dy, dy])])]), r]);
   const dSquare = g.op('Sub', [g.op('Max', [adx, ady]), g.op('Mul', [r, g.f32(0.85)])]);
   // Apex-up triangle: base at dy = 0.6r, apex at dy = -r, half-base r.
   const dTriangle = g.op('Max', [
@@ -197,11 +191,7 @@ function buildDenoiser(): Uint8Array {
     g.op('Div', [g.op('Sub', [g.op('Sub', [g.op('Mul', [adx, g.f32(1.6)]), dy]), r]), g.f32(Math.hypot(1.6, 1))]),
   ]);
   const oneHot = (k: number): string => param(`mask_is_${TINY_SHAPES_SHAPES[k]}`, (s) => (s.shape === k ? 1 : 0));
-  const dist = g.op('Sum', [
-    g.op('Mul', [dCircle, oneHot(0)]),
-    g.op('Mul', [dSquare, oneHot(1)]),
-    g.op('Mul', [dTriangle, oneHot(2)]),
-  ]); // [M,F,h,w]
+  const dist = g.op('Sum', [g.op('Mul', [dCircle, oneHot(0)]), g.op('Mul', [dSquare, oneHot(1)]), g.op('Mul', [dTriangle, oneHot(2)])]); // [M,F,h,w]
   // Soft edge about half a latent cell wide.
   const masks4 = g.op('Sigmoid', [g.op('Mul', [g.op('Neg', [dist]), g.op('Mul', [side, g.f32(6)])])]);
   const masks = g.op('Reshape', [masks4, g.i64([M, -1])]); // [M,N]
@@ -250,10 +240,7 @@ function buildDenoiser(): Uint8Array {
   const alpha = g.op('Sub', [g.f32(1), sigmaB]);
   const cross = g.op('Add', [u4(term1, 3), u4(term2, 2)]); // [B,M,C,C']
   const quad = g.op('Add', [g.op('Add', [u4(term3, 2), term4]), u4(term5, 1)]); // [M,C,C']
-  const energy = g.op('Add', [
-    g.op('Mul', [g.op('Mul', [alpha, g.f32(-2)]), cross]),
-    g.op('Mul', [g.op('Mul', [alpha, alpha]), quad]),
-  ]);
+  const energy = g.op('Add', [g.op('Mul', [g.op('Mul', [alpha, g.f32(-2)]), cross]), g.op('Mul', [g.op('Mul', [alpha, alpha]), quad])]);
   const likelihood = g.op('Div', [g.op('Neg', [energy]), g.op('Mul', [g.op('Mul', [sigmaB, sigmaB]), g.f32(2)])]);
 
   // --- Text prior over the picture set ---
@@ -289,10 +276,7 @@ function buildDenoiser(): Uint8Array {
     excludeSame,
   ]);
   const logits = g.op('Add', [likelihood, prior]); // [B,M,C,C']
-  const weights = g.op('Reshape', [
-    g.op('Softmax', [g.op('Reshape', [logits, g.i64([0, -1])])], { axis: 1 }),
-    g.i64([-1, M, C, C]),
-  ]);
+  const weights = g.op('Reshape', [g.op('Softmax', [g.op('Reshape', [logits, g.i64([0, -1])])], { axis: 1 }), g.i64([-1, M, C, C])]);
 
   // --- Posterior mean picture and the velocity that points away from it ---
   const wFg = g.op('MatMul', [g.op('ReduceSum', [weights, g.i64([3])], { keepdims: 0 }), colours]); // [B,M,3]
@@ -328,8 +312,30 @@ function buildVaeDecoder(): Uint8Array {
   return g.build('diffmesh/tiny-shapes decoder: ×8 bilinear upsampler');
 }
 
+/**
+ * The VAE encoder, for image-to-video: 8×8 average pooling of each frame (the latent is the
+ * picture at 1/8 resolution), the decoder's right inverse for pictures constant on 8×8 blocks.
+ */
+function buildVaeEncoder(): Uint8Array {
+  const g = new GraphBuilder('tiny_shapes_vae_encoder');
+  const sample = g.input('sample', 'float32', ['batch', 3, 'frames', 'pixel_height', 'pixel_width']);
+  const shp = g.op('Shape', [sample]);
+  const dims = (idx: number[]): string => g.op('Gather', [shp, g.i64(idx)], { axis: 0 });
+  // [B,3,F,H,W] → [B,F,3,H,W] → [B·F,3,H,W] → 8×8 mean → back.
+  const bf = g.op('Transpose', [sample], { perm: [0, 2, 1, 3, 4] });
+  const flat = g.op('Reshape', [bf, g.op('Concat', [g.i64([-1, 3]), dims([3, 4])], { axis: 0 })]);
+  const pooled = g.op('AveragePool', [flat], { kernel_shape: [8, 8], strides: [8, 8] });
+  const pooledShape = g.op('Shape', [pooled]);
+  const back = g.op('Reshape', [
+    pooled,
+    g.op('Concat', [dims([0, 2]), g.i64([3]), g.op('Gather', [pooledShape, g.i64([2, 3])], { axis: 0 })], { axis: 0 }),
+  ]);
+  g.output(g.op('Transpose', [back], { perm: [0, 2, 1, 3, 4] }), 'latent', 'float32', ['batch', 3, 'frames', 'height', 'width']);
+  return g.build('diffmesh/tiny-shapes encoder: 8×8 average pooling');
+}
+
 /** Bump when the builder's output changes, so cached builds are redone. */
-export const TINY_SHAPES_BUILDER_VERSION = '1';
+export const TINY_SHAPES_BUILDER_VERSION = '2';
 
 /** Builds `diffmesh/tiny-shapes` into `outDir`. */
 export async function buildTinyShapes(outDir: string): Promise<void> {
@@ -341,18 +347,19 @@ export async function buildTinyShapes(outDir: string): Promise<void> {
     description:
       'Built-in model whose pictures follow prompts of colour, shape, size and position; ' +
       'the exact posterior-mean denoiser of a rendered picture set.',
-    modalities: ['text-to-image', 'text-to-video'],
+    modalities: ['text-to-image', 'text-to-video', 'image-to-video'],
     prediction: 'flow',
     sampler: { type: 'flow_euler', shift: 1 },
     latent: { channels: 3, spatialFactor: 8, temporalFactor: 1 },
     text: { tokenizer: 'tokenizer.json', maxLength: MAX_LENGTH, hiddenSize: TINY_SHAPES_HIDDEN, padId: 0 },
     defaults: { width: 256, height: 256, numFrames: 1, steps: 20, guidanceScale: 3, fps: 8 },
     limits: { maxWidth: 512, maxHeight: 512, maxFrames: 32 },
-    files: { textEncoder: 'text_encoder.onnx', denoiser: 'denoiser.onnx', vaeDecoder: 'vae_decoder.onnx' },
+    files: { textEncoder: 'text_encoder.onnx', denoiser: 'denoiser.onnx', vaeDecoder: 'vae_decoder.onnx', vaeEncoder: 'vae_encoder.onnx' },
   };
   await writeFile(path.join(outDir, 'model.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   await writeFile(path.join(outDir, 'tokenizer.json'), wordPieceTokenizerJson(words));
   await writeFile(path.join(outDir, 'text_encoder.onnx'), buildTextEncoder(words));
   await writeFile(path.join(outDir, 'denoiser.onnx'), buildDenoiser());
   await writeFile(path.join(outDir, 'vae_decoder.onnx'), buildVaeDecoder());
+  await writeFile(path.join(outDir, 'vae_encoder.onnx'), buildVaeEncoder());
 }

@@ -3,10 +3,11 @@ import onnxProto from 'onnx-proto';
 const { onnx } = onnxProto;
 
 /** ONNX element types used by the built-in models. */
-export type ElemType = 'float32' | 'int64' | 'int32' | 'bool';
+export type ElemType = 'float32' | 'float16' | 'int64' | 'int32' | 'bool';
 
 const ELEM: Record<ElemType, number> = {
   float32: onnx.TensorProto.DataType.FLOAT,
+  float16: onnx.TensorProto.DataType.FLOAT16,
   int64: onnx.TensorProto.DataType.INT64,
   int32: onnx.TensorProto.DataType.INT32,
   bool: onnx.TensorProto.DataType.BOOL,

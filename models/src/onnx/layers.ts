@@ -21,14 +21,7 @@ export interface LinearOptions {
 }
 
 /** `x @ W + b` with `W: [inDim, outDim]`, applied to the last axis. */
-export function linear(
-  ctx: LayerCtx,
-  x: string,
-  inDim: number,
-  outDim: number,
-  name: string,
-  opts: LinearOptions = {},
-): string {
+export function linear(ctx: LayerCtx, x: string, inDim: number, outDim: number, name: string, opts: LinearOptions = {}): string {
   const { g, rng } = ctx;
   const std = opts.std ?? 1 / Math.sqrt(inDim);
   const w = g.weight(`${name}.weight`, rng.normals(inDim * outDim, std), [inDim, outDim]);
@@ -107,14 +100,7 @@ export interface AttentionOptions {
  * Multi-head attention with q/k/v/out projections: self-attention when `kv === x`,
  * cross-attention otherwise. `x: [B, Nq, dim]`, `kv: [B, Nk, kvDim]` → `[B, Nq, dim]`.
  */
-export function attention(
-  ctx: LayerCtx,
-  x: string,
-  kv: string,
-  dim: number,
-  name: string,
-  opts: AttentionOptions,
-): string {
+export function attention(ctx: LayerCtx, x: string, kv: string, dim: number, name: string, opts: AttentionOptions): string {
   const { heads } = opts;
   if (dim % heads !== 0) throw new Error(`${name}: width ${dim} is not divisible by ${heads} heads`);
   const kvDim = opts.kvDim ?? dim;

@@ -23,6 +23,8 @@ import type { GenerateRequest as _diffmesh_scheduler_v1_GenerateRequest, Generat
 import type { GenerateResponse as _diffmesh_scheduler_v1_GenerateResponse, GenerateResponse__Output as _diffmesh_scheduler_v1_GenerateResponse__Output } from './diffmesh/scheduler/v1/GenerateResponse.js';
 import type { GetRequest as _diffmesh_scheduler_v1_GetRequest, GetRequest__Output as _diffmesh_scheduler_v1_GetRequest__Output } from './diffmesh/scheduler/v1/GetRequest.js';
 import type { GetResponse as _diffmesh_scheduler_v1_GetResponse, GetResponse__Output as _diffmesh_scheduler_v1_GetResponse__Output } from './diffmesh/scheduler/v1/GetResponse.js';
+import type { GetResultRequest as _diffmesh_scheduler_v1_GetResultRequest, GetResultRequest__Output as _diffmesh_scheduler_v1_GetResultRequest__Output } from './diffmesh/scheduler/v1/GetResultRequest.js';
+import type { GetResultResponse as _diffmesh_scheduler_v1_GetResultResponse, GetResultResponse__Output as _diffmesh_scheduler_v1_GetResultResponse__Output } from './diffmesh/scheduler/v1/GetResultResponse.js';
 import type { GetStatusRequest as _diffmesh_scheduler_v1_GetStatusRequest, GetStatusRequest__Output as _diffmesh_scheduler_v1_GetStatusRequest__Output } from './diffmesh/scheduler/v1/GetStatusRequest.js';
 import type { GetStatusResponse as _diffmesh_scheduler_v1_GetStatusResponse, GetStatusResponse__Output as _diffmesh_scheduler_v1_GetStatusResponse__Output } from './diffmesh/scheduler/v1/GetStatusResponse.js';
 import type { ListModelsRequest as _diffmesh_scheduler_v1_ListModelsRequest, ListModelsRequest__Output as _diffmesh_scheduler_v1_ListModelsRequest__Output } from './diffmesh/scheduler/v1/ListModelsRequest.js';
@@ -31,6 +33,7 @@ import type { ModelInfo as _diffmesh_scheduler_v1_ModelInfo, ModelInfo__Output a
 import type { PoolInstance as _diffmesh_scheduler_v1_PoolInstance, PoolInstance__Output as _diffmesh_scheduler_v1_PoolInstance__Output } from './diffmesh/scheduler/v1/PoolInstance.js';
 import type { PoolStatus as _diffmesh_scheduler_v1_PoolStatus, PoolStatus__Output as _diffmesh_scheduler_v1_PoolStatus__Output } from './diffmesh/scheduler/v1/PoolStatus.js';
 import type { RecentRequest as _diffmesh_scheduler_v1_RecentRequest, RecentRequest__Output as _diffmesh_scheduler_v1_RecentRequest__Output } from './diffmesh/scheduler/v1/RecentRequest.js';
+import type { ResultHeader as _diffmesh_scheduler_v1_ResultHeader, ResultHeader__Output as _diffmesh_scheduler_v1_ResultHeader__Output } from './diffmesh/scheduler/v1/ResultHeader.js';
 import type { SchedulerServiceClient as _diffmesh_scheduler_v1_SchedulerServiceClient, SchedulerServiceDefinition as _diffmesh_scheduler_v1_SchedulerServiceDefinition } from './diffmesh/scheduler/v1/SchedulerService.js';
 import type { SessionAnswer as _diffmesh_scheduler_v1_SessionAnswer, SessionAnswer__Output as _diffmesh_scheduler_v1_SessionAnswer__Output } from './diffmesh/scheduler/v1/SessionAnswer.js';
 import type { SessionRequest as _diffmesh_scheduler_v1_SessionRequest, SessionRequest__Output as _diffmesh_scheduler_v1_SessionRequest__Output } from './diffmesh/scheduler/v1/SessionRequest.js';
@@ -106,6 +109,8 @@ export interface ProtoGrpcType {
         GenerateResponse: MessageTypeDefinition<_diffmesh_scheduler_v1_GenerateResponse, _diffmesh_scheduler_v1_GenerateResponse__Output>
         GetRequest: MessageTypeDefinition<_diffmesh_scheduler_v1_GetRequest, _diffmesh_scheduler_v1_GetRequest__Output>
         GetResponse: MessageTypeDefinition<_diffmesh_scheduler_v1_GetResponse, _diffmesh_scheduler_v1_GetResponse__Output>
+        GetResultRequest: MessageTypeDefinition<_diffmesh_scheduler_v1_GetResultRequest, _diffmesh_scheduler_v1_GetResultRequest__Output>
+        GetResultResponse: MessageTypeDefinition<_diffmesh_scheduler_v1_GetResultResponse, _diffmesh_scheduler_v1_GetResultResponse__Output>
         GetStatusRequest: MessageTypeDefinition<_diffmesh_scheduler_v1_GetStatusRequest, _diffmesh_scheduler_v1_GetStatusRequest__Output>
         GetStatusResponse: MessageTypeDefinition<_diffmesh_scheduler_v1_GetStatusResponse, _diffmesh_scheduler_v1_GetStatusResponse__Output>
         ListModelsRequest: MessageTypeDefinition<_diffmesh_scheduler_v1_ListModelsRequest, _diffmesh_scheduler_v1_ListModelsRequest__Output>
@@ -115,6 +120,7 @@ export interface ProtoGrpcType {
         PoolInstance: MessageTypeDefinition<_diffmesh_scheduler_v1_PoolInstance, _diffmesh_scheduler_v1_PoolInstance__Output>
         PoolStatus: MessageTypeDefinition<_diffmesh_scheduler_v1_PoolStatus, _diffmesh_scheduler_v1_PoolStatus__Output>
         RecentRequest: MessageTypeDefinition<_diffmesh_scheduler_v1_RecentRequest, _diffmesh_scheduler_v1_RecentRequest__Output>
+        ResultHeader: MessageTypeDefinition<_diffmesh_scheduler_v1_ResultHeader, _diffmesh_scheduler_v1_ResultHeader__Output>
         /**
          * The public entry point of diffmesh: accepts generation requests, runs them
          * through their model's execution plan and reports their progress.

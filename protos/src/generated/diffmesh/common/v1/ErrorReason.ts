@@ -58,6 +58,16 @@ export const ErrorReason = {
    * happened.
    */
   ERROR_REASON_TRANSPORT: 'ERROR_REASON_TRANSPORT',
+  /**
+   * The request has not completed (it is still running, failed or was
+   * cancelled), so it has no result to give.
+   */
+  ERROR_REASON_REQUEST_NOT_FINISHED: 'ERROR_REASON_REQUEST_NOT_FINISHED',
+  /**
+   * A stage instance takes work from one scheduler at a time: another scheduler
+   * holds its Work stream.
+   */
+  ERROR_REASON_INSTANCE_HELD: 'ERROR_REASON_INSTANCE_HELD',
 } as const;
 
 /**
@@ -140,6 +150,18 @@ export type ErrorReason =
    */
   | 'ERROR_REASON_TRANSPORT'
   | 21
+  /**
+   * The request has not completed (it is still running, failed or was
+   * cancelled), so it has no result to give.
+   */
+  | 'ERROR_REASON_REQUEST_NOT_FINISHED'
+  | 22
+  /**
+   * A stage instance takes work from one scheduler at a time: another scheduler
+   * holds its Work stream.
+   */
+  | 'ERROR_REASON_INSTANCE_HELD'
+  | 23
 
 /**
  * Why a diffmesh call failed. On gRPC errors the same value travels, without

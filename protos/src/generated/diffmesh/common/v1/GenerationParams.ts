@@ -27,9 +27,16 @@ export interface GenerationParams {
    */
   'fps'?: (number | string);
   /**
-   * For image-to-video models.
+   * The image to start from: img2img for image-to-image models, the first frame
+   * for image-to-video models. A model whose plan has no stage that takes an
+   * image refuses it (INVALID_ARGUMENT naming `input_image`).
    */
   'inputImage'?: (_diffmesh_common_v1_InputImage | null);
+  /**
+   * img2img strength in (0, 1]: how much of the input image is noised away
+   * (1 = start from pure noise). Only with `input_image`; default 0.8.
+   */
+  'strength'?: (number | string);
   '_negativePrompt'?: "negativePrompt";
   '_width'?: "width";
   '_height'?: "height";
@@ -38,6 +45,7 @@ export interface GenerationParams {
   '_guidanceScale'?: "guidanceScale";
   '_seed'?: "seed";
   '_fps'?: "fps";
+  '_strength'?: "strength";
 }
 
 /**
@@ -64,9 +72,16 @@ export interface GenerationParams__Output {
    */
   'fps'?: (number);
   /**
-   * For image-to-video models.
+   * The image to start from: img2img for image-to-image models, the first frame
+   * for image-to-video models. A model whose plan has no stage that takes an
+   * image refuses it (INVALID_ARGUMENT naming `input_image`).
    */
   'inputImage': (_diffmesh_common_v1_InputImage__Output | null);
+  /**
+   * img2img strength in (0, 1]: how much of the input image is noised away
+   * (1 = start from pure noise). Only with `input_image`; default 0.8.
+   */
+  'strength'?: (number);
   '_negativePrompt'?: "negativePrompt";
   '_width'?: "width";
   '_height'?: "height";
@@ -75,4 +90,5 @@ export interface GenerationParams__Output {
   '_guidanceScale'?: "guidanceScale";
   '_seed'?: "seed";
   '_fps'?: "fps";
+  '_strength'?: "strength";
 }

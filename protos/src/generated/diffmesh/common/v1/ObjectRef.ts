@@ -50,6 +50,15 @@ export interface ObjectRef {
    * tensor service (empty otherwise). Such a ref has no owner and needs no delete.
    */
   'inlineData'?: (Buffer | Uint8Array | string);
+  /**
+   * Where the object's durable copy is, when it was written through to a
+   * redis or S3-compatible store (or put there directly): the store's URI
+   * without credentials, `redis://host:6379/0[/prefix]` or
+   * `s3://bucket[/prefix]`, in which the copy is found by `object_id`. Empty
+   * when the object has no durable copy. Readers try shared memory on the
+   * owner's node, then the owner, then this copy.
+   */
+  'durableUri'?: (string);
 }
 
 /**
@@ -98,4 +107,13 @@ export interface ObjectRef__Output {
    * tensor service (empty otherwise). Such a ref has no owner and needs no delete.
    */
   'inlineData': (Buffer);
+  /**
+   * Where the object's durable copy is, when it was written through to a
+   * redis or S3-compatible store (or put there directly): the store's URI
+   * without credentials, `redis://host:6379/0[/prefix]` or
+   * `s3://bucket[/prefix]`, in which the copy is found by `object_id`. Empty
+   * when the object has no durable copy. Readers try shared memory on the
+   * owner's node, then the owner, then this copy.
+   */
+  'durableUri': (string);
 }

@@ -15,7 +15,14 @@ export interface PlanStage {
    * Semver range the serving instances must satisfy, e.g. `^1.2.0`; unset = any.
    */
   'version'?: (string);
+  /**
+   * A request input the stage needs, by its object name: `input_image` (the
+   * only one today). The stage runs only for requests that have it and is left
+   * out of the plan of those that do not. Unset = the stage always runs.
+   */
+  'requires'?: (string);
   '_version'?: "version";
+  '_requires'?: "requires";
 }
 
 /**
@@ -31,5 +38,12 @@ export interface PlanStage__Output {
    * Semver range the serving instances must satisfy, e.g. `^1.2.0`; unset = any.
    */
   'version'?: (string);
+  /**
+   * A request input the stage needs, by its object name: `input_image` (the
+   * only one today). The stage runs only for requests that have it and is left
+   * out of the plan of those that do not. Unset = the stage always runs.
+   */
+  'requires'?: (string);
   '_version'?: "version";
+  '_requires'?: "requires";
 }

@@ -9,6 +9,11 @@ import type { ObjectRef as _diffmesh_common_v1_ObjectRef, ObjectRef__Output as _
 export interface StageFinishedEvent {
   'timing'?: (_diffmesh_common_v1_StageTiming | null);
   'outputs'?: ({[key: string]: _diffmesh_common_v1_ObjectRef});
+  /**
+   * Things the user should know that did not stop the stage, e.g. a prompt cut
+   * to the text encoder's length ("prompt: cut to 77 tokens …").
+   */
+  'warnings'?: (string)[];
 }
 
 /**
@@ -17,4 +22,9 @@ export interface StageFinishedEvent {
 export interface StageFinishedEvent__Output {
   'timing': (_diffmesh_common_v1_StageTiming__Output | null);
   'outputs': ({[key: string]: _diffmesh_common_v1_ObjectRef__Output});
+  /**
+   * Things the user should know that did not stop the stage, e.g. a prompt cut
+   * to the text encoder's length ("prompt: cut to 77 tokens …").
+   */
+  'warnings': (string)[];
 }

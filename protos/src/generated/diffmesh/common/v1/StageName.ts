@@ -11,7 +11,7 @@ export const StageName = {
    */
   STAGE_NAME_TEXT_ENCODING_2: 'STAGE_NAME_TEXT_ENCODING_2',
   /**
-   * Encodes the input image of an image-to-video request.
+   * Encodes the input image of an image-to-image or image-to-video request.
    */
   STAGE_NAME_IMAGE_ENCODING: 'STAGE_NAME_IMAGE_ENCODING',
   STAGE_NAME_DENOISING: 'STAGE_NAME_DENOISING',
@@ -32,7 +32,7 @@ export type StageName =
   | 'STAGE_NAME_TEXT_ENCODING_2'
   | 2
   /**
-   * Encodes the input image of an image-to-video request.
+   * Encodes the input image of an image-to-image or image-to-video request.
    */
   | 'STAGE_NAME_IMAGE_ENCODING'
   | 3

@@ -8,6 +8,10 @@ export const Modality = {
   MODALITY_TEXT_TO_IMAGE: 'MODALITY_TEXT_TO_IMAGE',
   MODALITY_TEXT_TO_VIDEO: 'MODALITY_TEXT_TO_VIDEO',
   MODALITY_IMAGE_TO_VIDEO: 'MODALITY_IMAGE_TO_VIDEO',
+  /**
+   * img2img: a prompt and an input image make an image.
+   */
+  MODALITY_IMAGE_TO_IMAGE: 'MODALITY_IMAGE_TO_IMAGE',
 } as const;
 
 /**
@@ -22,6 +26,11 @@ export type Modality =
   | 2
   | 'MODALITY_IMAGE_TO_VIDEO'
   | 3
+  /**
+   * img2img: a prompt and an input image make an image.
+   */
+  | 'MODALITY_IMAGE_TO_IMAGE'
+  | 4
 
 /**
  * What a model can generate.

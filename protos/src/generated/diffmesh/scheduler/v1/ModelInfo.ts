@@ -5,7 +5,7 @@ import type { ExecutionPlan as _diffmesh_common_v1_ExecutionPlan, ExecutionPlan_
 import type { GenerationParams as _diffmesh_common_v1_GenerationParams, GenerationParams__Output as _diffmesh_common_v1_GenerationParams__Output } from '../../../diffmesh/common/v1/GenerationParams.js';
 
 /**
- * A model the scheduler can serve.
+ * A model in the scheduler's plan registry, and whether the mesh can serve it now.
  */
 export interface ModelInfo {
   /**
@@ -22,10 +22,21 @@ export interface ModelInfo {
    * Values used for parameters a request leaves unset.
    */
   'defaults'?: (_diffmesh_common_v1_GenerationParams | null);
+  /**
+   * True when every stage of the plan has an instance that can run it now (in
+   * its pool, of a version the plan accepts, serving the model, its breaker not
+   * open). False: the model is only a registered plan; a request for it fails
+   * with UNAVAILABLE (POOL_UNAVAILABLE) until instances come.
+   */
+  'ready'?: (boolean);
+  /**
+   * The plan's pools that have no instance able to run it (empty when ready).
+   */
+  'unavailablePools'?: (string)[];
 }
 
 /**
- * A model the scheduler can serve.
+ * A model in the scheduler's plan registry, and whether the mesh can serve it now.
  */
 export interface ModelInfo__Output {
   /**
@@ -42,4 +53,15 @@ export interface ModelInfo__Output {
    * Values used for parameters a request leaves unset.
    */
   'defaults': (_diffmesh_common_v1_GenerationParams__Output | null);
+  /**
+   * True when every stage of the plan has an instance that can run it now (in
+   * its pool, of a version the plan accepts, serving the model, its breaker not
+   * open). False: the model is only a registered plan; a request for it fails
+   * with UNAVAILABLE (POOL_UNAVAILABLE) until instances come.
+   */
+  'ready': (boolean);
+  /**
+   * The plan's pools that have no instance able to run it (empty when ready).
+   */
+  'unavailablePools': (string)[];
 }

@@ -8,6 +8,8 @@ import type { GenerateRequest as _diffmesh_scheduler_v1_GenerateRequest, Generat
 import type { GenerateResponse as _diffmesh_scheduler_v1_GenerateResponse, GenerateResponse__Output as _diffmesh_scheduler_v1_GenerateResponse__Output } from '../../../diffmesh/scheduler/v1/GenerateResponse.js';
 import type { GetRequest as _diffmesh_scheduler_v1_GetRequest, GetRequest__Output as _diffmesh_scheduler_v1_GetRequest__Output } from '../../../diffmesh/scheduler/v1/GetRequest.js';
 import type { GetResponse as _diffmesh_scheduler_v1_GetResponse, GetResponse__Output as _diffmesh_scheduler_v1_GetResponse__Output } from '../../../diffmesh/scheduler/v1/GetResponse.js';
+import type { GetResultRequest as _diffmesh_scheduler_v1_GetResultRequest, GetResultRequest__Output as _diffmesh_scheduler_v1_GetResultRequest__Output } from '../../../diffmesh/scheduler/v1/GetResultRequest.js';
+import type { GetResultResponse as _diffmesh_scheduler_v1_GetResultResponse, GetResultResponse__Output as _diffmesh_scheduler_v1_GetResultResponse__Output } from '../../../diffmesh/scheduler/v1/GetResultResponse.js';
 import type { GetStatusRequest as _diffmesh_scheduler_v1_GetStatusRequest, GetStatusRequest__Output as _diffmesh_scheduler_v1_GetStatusRequest__Output } from '../../../diffmesh/scheduler/v1/GetStatusRequest.js';
 import type { GetStatusResponse as _diffmesh_scheduler_v1_GetStatusResponse, GetStatusResponse__Output as _diffmesh_scheduler_v1_GetStatusResponse__Output } from '../../../diffmesh/scheduler/v1/GetStatusResponse.js';
 import type { ListModelsRequest as _diffmesh_scheduler_v1_ListModelsRequest, ListModelsRequest__Output as _diffmesh_scheduler_v1_ListModelsRequest__Output } from '../../../diffmesh/scheduler/v1/ListModelsRequest.js';
@@ -69,6 +71,29 @@ export interface SchedulerServiceClient extends grpc.Client {
   get(argument: _diffmesh_scheduler_v1_GetRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetResponse__Output>): grpc.ClientUnaryCall;
   get(argument: _diffmesh_scheduler_v1_GetRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetResponse__Output>): grpc.ClientUnaryCall;
   get(argument: _diffmesh_scheduler_v1_GetRequest, callback: grpc.requestCallback<_diffmesh_scheduler_v1_GetResponse__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * The result of a completed request as a file: PNG, JPEG or WebP for a
+   * picture; MP4 (H.264), WebM (VP9), GIF or APNG for a video. The first message
+   * is a header (media type, size in bytes, format, size in pixels, frames); the
+   * encoded bytes follow in chunks. An unknown id is NOT_FOUND; a request that is
+   * still running, failed or was cancelled is FAILED_PRECONDITION
+   * (REQUEST_NOT_FINISHED); a format the result cannot take is INVALID_ARGUMENT
+   * naming `format`. Over HTTP the gateway answers with the file itself.
+   */
+  GetResult(argument: _diffmesh_scheduler_v1_GetResultRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_GetResultResponse__Output>;
+  GetResult(argument: _diffmesh_scheduler_v1_GetResultRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_GetResultResponse__Output>;
+  /**
+   * The result of a completed request as a file: PNG, JPEG or WebP for a
+   * picture; MP4 (H.264), WebM (VP9), GIF or APNG for a video. The first message
+   * is a header (media type, size in bytes, format, size in pixels, frames); the
+   * encoded bytes follow in chunks. An unknown id is NOT_FOUND; a request that is
+   * still running, failed or was cancelled is FAILED_PRECONDITION
+   * (REQUEST_NOT_FINISHED); a format the result cannot take is INVALID_ARGUMENT
+   * naming `format`. Over HTTP the gateway answers with the file itself.
+   */
+  getResult(argument: _diffmesh_scheduler_v1_GetResultRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_GetResultResponse__Output>;
+  getResult(argument: _diffmesh_scheduler_v1_GetResultRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_GetResultResponse__Output>;
   
   /**
    * Returns what this scheduler sees: its pools with their stage instances and
@@ -147,14 +172,18 @@ export interface SchedulerServiceClient extends grpc.Client {
   submit(argument: _diffmesh_scheduler_v1_SubmitRequest, callback: grpc.requestCallback<_diffmesh_scheduler_v1_SubmitResponse__Output>): grpc.ClientUnaryCall;
   
   /**
-   * Streams the events of an existing request: every event so far, then live
-   * ones until it ends. For a finished request it sends them all and ends.
+   * Streams the events of an existing request: every event so far (or those
+   * after `after_sequence`), then live ones until it ends. For a finished
+   * request it sends them and ends. Any scheduler sharing the request store
+   * answers for any request.
    */
   Watch(argument: _diffmesh_scheduler_v1_WatchRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_WatchResponse__Output>;
   Watch(argument: _diffmesh_scheduler_v1_WatchRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_WatchResponse__Output>;
   /**
-   * Streams the events of an existing request: every event so far, then live
-   * ones until it ends. For a finished request it sends them all and ends.
+   * Streams the events of an existing request: every event so far (or those
+   * after `after_sequence`), then live ones until it ends. For a finished
+   * request it sends them and ends. Any scheduler sharing the request store
+   * answers for any request.
    */
   watch(argument: _diffmesh_scheduler_v1_WatchRequest, metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_WatchResponse__Output>;
   watch(argument: _diffmesh_scheduler_v1_WatchRequest, options?: grpc.CallOptions): grpc.ClientReadableStream<_diffmesh_scheduler_v1_WatchResponse__Output>;
@@ -184,6 +213,17 @@ export interface SchedulerServiceHandlers extends grpc.UntypedServiceImplementat
    * Returns the state of a request.
    */
   Get: grpc.handleUnaryCall<_diffmesh_scheduler_v1_GetRequest__Output, _diffmesh_scheduler_v1_GetResponse>;
+  
+  /**
+   * The result of a completed request as a file: PNG, JPEG or WebP for a
+   * picture; MP4 (H.264), WebM (VP9), GIF or APNG for a video. The first message
+   * is a header (media type, size in bytes, format, size in pixels, frames); the
+   * encoded bytes follow in chunks. An unknown id is NOT_FOUND; a request that is
+   * still running, failed or was cancelled is FAILED_PRECONDITION
+   * (REQUEST_NOT_FINISHED); a format the result cannot take is INVALID_ARGUMENT
+   * naming `format`. Over HTTP the gateway answers with the file itself.
+   */
+  GetResult: grpc.handleServerStreamingCall<_diffmesh_scheduler_v1_GetResultRequest__Output, _diffmesh_scheduler_v1_GetResultResponse>;
   
   /**
    * Returns what this scheduler sees: its pools with their stage instances and
@@ -216,8 +256,10 @@ export interface SchedulerServiceHandlers extends grpc.UntypedServiceImplementat
   Submit: grpc.handleUnaryCall<_diffmesh_scheduler_v1_SubmitRequest__Output, _diffmesh_scheduler_v1_SubmitResponse>;
   
   /**
-   * Streams the events of an existing request: every event so far, then live
-   * ones until it ends. For a finished request it sends them all and ends.
+   * Streams the events of an existing request: every event so far (or those
+   * after `after_sequence`), then live ones until it ends. For a finished
+   * request it sends them and ends. Any scheduler sharing the request store
+   * answers for any request.
    */
   Watch: grpc.handleServerStreamingCall<_diffmesh_scheduler_v1_WatchRequest__Output, _diffmesh_scheduler_v1_WatchResponse>;
   
@@ -227,6 +269,7 @@ export interface SchedulerServiceDefinition extends grpc.ServiceDefinition {
   Cancel: MethodDefinition<_diffmesh_scheduler_v1_CancelRequest, _diffmesh_scheduler_v1_CancelResponse, _diffmesh_scheduler_v1_CancelRequest__Output, _diffmesh_scheduler_v1_CancelResponse__Output>
   Generate: MethodDefinition<_diffmesh_scheduler_v1_GenerateRequest, _diffmesh_scheduler_v1_GenerateResponse, _diffmesh_scheduler_v1_GenerateRequest__Output, _diffmesh_scheduler_v1_GenerateResponse__Output>
   Get: MethodDefinition<_diffmesh_scheduler_v1_GetRequest, _diffmesh_scheduler_v1_GetResponse, _diffmesh_scheduler_v1_GetRequest__Output, _diffmesh_scheduler_v1_GetResponse__Output>
+  GetResult: MethodDefinition<_diffmesh_scheduler_v1_GetResultRequest, _diffmesh_scheduler_v1_GetResultResponse, _diffmesh_scheduler_v1_GetResultRequest__Output, _diffmesh_scheduler_v1_GetResultResponse__Output>
   GetStatus: MethodDefinition<_diffmesh_scheduler_v1_GetStatusRequest, _diffmesh_scheduler_v1_GetStatusResponse, _diffmesh_scheduler_v1_GetStatusRequest__Output, _diffmesh_scheduler_v1_GetStatusResponse__Output>
   ListModels: MethodDefinition<_diffmesh_scheduler_v1_ListModelsRequest, _diffmesh_scheduler_v1_ListModelsResponse, _diffmesh_scheduler_v1_ListModelsRequest__Output, _diffmesh_scheduler_v1_ListModelsResponse__Output>
   Session: MethodDefinition<_diffmesh_scheduler_v1_SessionRequest, _diffmesh_scheduler_v1_SessionResponse, _diffmesh_scheduler_v1_SessionRequest__Output, _diffmesh_scheduler_v1_SessionResponse__Output>

@@ -31,6 +31,11 @@ export interface Task {
    * W3C trace context (`traceparent`, `tracestate`).
    */
   'traceContext'?: ({[key: string]: string});
+  /**
+   * This is the last stage of the request's plan: its outputs are the
+   * request's result (stores may keep them durably, see PutHeader.final_result).
+   */
+  'lastStage'?: (boolean);
 }
 
 /**
@@ -59,4 +64,9 @@ export interface Task__Output {
    * W3C trace context (`traceparent`, `tracestate`).
    */
   'traceContext': ({[key: string]: string});
+  /**
+   * This is the last stage of the request's plan: its outputs are the
+   * request's result (stores may keep them durably, see PutHeader.final_result).
+   */
+  'lastStage': (boolean);
 }

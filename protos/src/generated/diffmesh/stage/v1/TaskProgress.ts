@@ -1,5 +1,6 @@
 // Original file: proto/diffmesh/stage/v1/stage.proto
 
+import type { ObjectRef as _diffmesh_common_v1_ObjectRef, ObjectRef__Output as _diffmesh_common_v1_ObjectRef__Output } from '../../../diffmesh/common/v1/ObjectRef.js';
 
 /**
  * Progress inside a task, e.g. a denoising step.
@@ -13,6 +14,14 @@ export interface TaskProgress {
    */
   'step'?: (number);
   'totalSteps'?: (number);
+  /**
+   * Objects the task keeps for a later try of itself, by name (e.g. a denoising
+   * checkpoint: latents and sampler state every K steps). The scheduler passes
+   * the latest of each name to the next try of this stage among its inputs, and
+   * deletes them when the stage completes or the request ends. Store them in
+   * tensor-svc under the request (object id `{req_id}:{name}:…`).
+   */
+  'checkpoint'?: ({[key: string]: _diffmesh_common_v1_ObjectRef});
 }
 
 /**
@@ -27,4 +36,12 @@ export interface TaskProgress__Output {
    */
   'step': (number);
   'totalSteps': (number);
+  /**
+   * Objects the task keeps for a later try of itself, by name (e.g. a denoising
+   * checkpoint: latents and sampler state every K steps). The scheduler passes
+   * the latest of each name to the next try of this stage among its inputs, and
+   * deletes them when the stage completes or the request ends. Store them in
+   * tensor-svc under the request (object id `{req_id}:{name}:…`).
+   */
+  'checkpoint': ({[key: string]: _diffmesh_common_v1_ObjectRef__Output});
 }

@@ -16,6 +16,11 @@ export interface TaskResult {
   'outputs'?: ({[key: string]: _diffmesh_common_v1_ObjectRef});
   'startedAt'?: (_google_protobuf_Timestamp | null);
   'finishedAt'?: (_google_protobuf_Timestamp | null);
+  /**
+   * Things the user should know that did not stop the stage (see
+   * diffmesh.common.v1.StageFinishedEvent.warnings).
+   */
+  'warnings'?: (string)[];
 }
 
 /**
@@ -31,4 +36,9 @@ export interface TaskResult__Output {
   'outputs': ({[key: string]: _diffmesh_common_v1_ObjectRef__Output});
   'startedAt': (_google_protobuf_Timestamp__Output | null);
   'finishedAt': (_google_protobuf_Timestamp__Output | null);
+  /**
+   * Things the user should know that did not stop the stage (see
+   * diffmesh.common.v1.StageFinishedEvent.warnings).
+   */
+  'warnings': (string)[];
 }

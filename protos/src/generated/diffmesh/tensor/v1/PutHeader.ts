@@ -26,6 +26,12 @@ export interface PutHeader {
    * `crc32c:<hex>` of the bytes; empty = not checked.
    */
   'checksum'?: (string);
+  /**
+   * The object is a request's final result (the output of its plan's last
+   * stage). A tensor service whose write-through policy is `final` copies
+   * only such objects to its durable store.
+   */
+  'finalResult'?: (boolean);
 }
 
 /**
@@ -51,4 +57,10 @@ export interface PutHeader__Output {
    * `crc32c:<hex>` of the bytes; empty = not checked.
    */
   'checksum': (string);
+  /**
+   * The object is a request's final result (the output of its plan's last
+   * stage). A tensor service whose write-through policy is `final` copies
+   * only such objects to its durable store.
+   */
+  'finalResult': (boolean);
 }

@@ -1,0 +1,179 @@
+/**
+ * (d) What each queue backend costs per request: the scheduler section's 3-stage no-op plan
+ * (every service its own process, gRPC on loopback), once per backend, side by side with
+ * the in-process memory store, in one run.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { serviceEntry, waitForInstance } from '@diffmesh/cli';
+import { SchedulerSession, schedulerStub } from '@diffmesh/client';
+import { silentLogger } from '@diffmesh/core';
+import { createDiscovery } from '@diffmesh/discovery';
+import { Supervisor, startNatsServer, startRedisServer, type RunningRedisServer } from '@diffmesh/testing';
+import { cpuSnapshot, pct, timedSessionRequest } from './mesh.js';
+
+export const QUEUE_BACKENDS = ['memory', 'sqlite', 'redis', 'jetstream'] as const;
+export type QueueBackend = (typeof QUEUE_BACKENDS)[number];
+
+export interface QueueRow {
+  backend: QueueBackend;
+  /** 1 client: p50 and p99 ms. */
+  p50: number;
+  p99: number;
+  /** 8 clients: requests per second, and p50 ms. */
+  perSecond: number;
+  p50At8: number;
+  /** CPU ms per request (8 clients) of the scheduler and of the store's server (redis-server, nats-server). */
+  schedulerCpuMs?: number;
+  serverCpuMs?: number;
+}
+
+const PLANS = [
+  'version: 1',
+  'plans:',
+  '  - model: bench/noop',
+  '    modalities: [text-to-image]',
+  '    stages:',
+  '      - { name: text_encoding, pool: noop-enc }',
+  '      - { name: denoising, pool: noop-dit }',
+  '      - { name: vae_decoding, pool: noop-vae }',
+  '    defaults: { width: 64, height: 64, numFrames: 1, steps: 1, guidanceScale: 1, fps: 8 }',
+  '    constraints: { sizeMultiple: 8, maxWidth: 64, maxHeight: 64, maxFrames: 1 }',
+  '',
+].join('\n');
+
+/** Runs the no-op plan through a scheduler on each backend in turn. */
+export async function runQueueBackends(requests = 300, backends: readonly QueueBackend[] = QUEUE_BACKENDS): Promise<QueueRow[]> {
+  const rows: QueueRow[] = [];
+  for (const backend of backends) {
+    process.stderr.write(`queues: ${backend}…\n`);
+    rows.push(await runOne(backend, requests));
+  }
+  return rows;
+}
+
+async function runOne(backend: QueueBackend, requests: number): Promise<QueueRow> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-bench-queue-'));
+  const log = silentLogger();
+  const nats = await startNatsServer({ log, jetstream: backend === 'jetstream' });
+  let redis: RunningRedisServer | undefined;
+  const supervisor = new Supervisor({ logPath: (n) => path.join(dir, `${n}.log`) });
+  const discovery = await createDiscovery({ backend: 'nats', url: nats.url }, log);
+  try {
+    const plans = path.join(dir, 'plans.yaml');
+    await writeFile(plans, PLANS);
+    if (backend === 'redis') redis = await startRedisServer({ log });
+    const queueArgs =
+      backend === 'memory'
+        ? []
+        : backend === 'sqlite'
+          ? ['--queue', 'sqlite', '--sqlite-path', path.join(dir, 'scheduler.sqlite')]
+          : ['--queue', backend, '--queue-url', backend === 'redis' ? redis!.url : nats.url];
+    const sched = await supervisor.start({
+      name: 'scheduler',
+      entry: serviceEntry('scheduler'),
+      args: ['--nats', nats.url, '--plans', plans, '--log-level', 'warn', '--max-in-flight', '10000', ...queueArgs],
+      readyPrefix: 'scheduler listening on ',
+    });
+    const pids: Record<string, number> = {
+      scheduler: sched.pid,
+      ...(redis ? { server: redis.pid } : backend === 'jetstream' ? { server: nats.pid } : {}),
+    };
+    const noop = fileURLToPath(new URL('./noop-stage.js', import.meta.url));
+    for (const [stage, pool] of [
+      ['text_encoding', 'noop-enc'],
+      ['denoising', 'noop-dit'],
+      ['vae_decoding', 'noop-vae'],
+    ] as const) {
+      await supervisor.start({
+        name: pool,
+        entry: noop,
+        args: [
+          '--stage',
+          stage,
+          '--pool',
+          pool,
+          '--instance-id',
+          pool,
+          '--capacity',
+          '64',
+          '--nats',
+          nats.url,
+          '--models-dirs',
+          dir,
+          '--log-level',
+          'warn',
+        ],
+        readyPrefix: 'noop-stage listening on ',
+      });
+      await waitForInstance(discovery, pool, 15_000);
+    }
+    const client = schedulerStub(sched.address);
+    const session = new SchedulerSession(client);
+    const run = (): Promise<number> => timedSessionRequest(session, 'bench/noop', { prompt: 'noop' });
+    // The scheduler attaches the stages just after they register: the first requests may wait.
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        for (let i = 0; i < 100; i += 1) await run();
+      }),
+    );
+    const one: number[] = [];
+    for (let i = 0; i < requests; i += 1) one.push(await run());
+    one.sort((a, b) => a - b);
+    const eight: number[] = [];
+    const per = Math.ceil(requests / 8);
+    const before = cpuSnapshot(pids);
+    const start = performance.now();
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        for (let i = 0; i < per; i += 1) eight.push(await run());
+      }),
+    );
+    const elapsed = (performance.now() - start) / 1000;
+    const after = cpuSnapshot(pids);
+    eight.sort((a, b) => a - b);
+    await session.close();
+    client.close();
+    const cpu = (name: string): number | undefined =>
+      after[name] !== undefined && before[name] !== undefined ? (after[name] - before[name]) / eight.length : undefined;
+    const schedulerCpuMs = cpu('scheduler');
+    const serverCpuMs = cpu('server');
+    return {
+      backend,
+      p50: pct(one, 50),
+      p99: pct(one, 99),
+      perSecond: eight.length / elapsed,
+      p50At8: pct(eight, 50),
+      ...(schedulerCpuMs !== undefined ? { schedulerCpuMs } : {}),
+      ...(serverCpuMs !== undefined ? { serverCpuMs } : {}),
+    };
+  } finally {
+    await supervisor.stopAll(5000);
+    await discovery.close();
+    await nats.stop();
+    await redis?.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+export function formatQueueBackends(rows: QueueRow[]): string {
+  const memory = rows.find((r) => r.backend === 'memory');
+  const lines = [
+    '(d) queue backends — the 3-stage no-op plan through one scheduler per backend (requests on a Session stream, send to completed event)',
+    '    memory = in the scheduler process; sqlite = a file on this node; redis = a redis-server; jetstream = nats-server -js (loopback)',
+    '    backend    1 client: p50 ms  p99 ms   8 clients: p50 ms  requests/s   vs memory: p50   requests/s   CPU ms/request: scheduler  store server',
+    ...rows.map((r) => {
+      const vs =
+        memory && r !== memory
+          ? `${(r.p50 / memory.p50).toFixed(2)}×`.padStart(6) + `${(r.perSecond / memory.perSecond).toFixed(2)}×`.padStart(13)
+          : ''.padStart(19);
+      return (
+        `    ${r.backend.padEnd(9)}  ${r.p50.toFixed(2).padStart(16)}  ${r.p99.toFixed(2).padStart(6)}  ${r.p50At8.toFixed(2).padStart(18)}  ${r.perSecond.toFixed(0).padStart(10)}` +
+        `   ${vs}   ${(r.schedulerCpuMs?.toFixed(2) ?? '-').padStart(24)}  ${(r.serverCpuMs?.toFixed(2) ?? '-').padStart(12)}`
+      );
+    }),
+  ];
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,50 @@
+import { randomBytes } from 'node:crypto';
+
+/** Parameters of one generation request, as the user gave them plus defaults. */
+export interface GenerationParams {
+  prompt: string;
+  negativePrompt: string;
+  width: number;
+  height: number;
+  /** 1 for an image. */
+  numFrames: number;
+  numInferenceSteps: number;
+  guidanceScale: number;
+  /** Unsigned 64-bit seed as a decimal string (JSON-safe). */
+  seed: string;
+  /** Frames per second of a video result. */
+  fps: number;
+  /**
+   * img2img strength in (0, 1]: how much of the input image is noised away (1 = pure noise).
+   * Set exactly when the request has an input image (default {@link DEFAULT_STRENGTH}).
+   */
+  strength?: number;
+}
+
+/** Strength of a request with an input image that gives none (diffusers' img2img default). */
+export const DEFAULT_STRENGTH = 0.8;
+
+/** Longest prompt (and negative prompt) accepted, in characters (Unicode code points). */
+export const MAX_PROMPT_LENGTH = 10_000;
+/** Range of `num_inference_steps`. */
+export const MIN_STEPS = 1;
+export const MAX_STEPS = 200;
+/** Range of `fps`. */
+export const MIN_FPS = 1;
+export const MAX_FPS = 60;
+/** Largest seed: seeds are unsigned 64-bit integers. */
+export const MAX_SEED = (1n << 64n) - 1n;
+
+/** Random bytes drawn 8 at a time by {@link randomSeed}, refilled 4 KiB at once (one call per 512 seeds). */
+const seedPool = { bytes: Buffer.alloc(0), at: 0 };
+
+/** A uniformly random unsigned 64-bit seed as a decimal string. */
+export function randomSeed(): string {
+  if (seedPool.at + 8 > seedPool.bytes.length) {
+    seedPool.bytes = randomBytes(4096);
+    seedPool.at = 0;
+  }
+  const seed = seedPool.bytes.readBigUInt64BE(seedPool.at);
+  seedPool.at += 8;
+  return seed.toString();
+}

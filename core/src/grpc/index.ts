@@ -1,0 +1,15 @@
+export { countsForBreaker, createBreaker } from './breaker.js';
+export type { BreakerOptions, CircuitBreaker } from './breaker.js';
+export {
+  MAX_MESSAGE_BYTES,
+  TlsConfigSchema,
+  channelOptions,
+  clientCredentials,
+  loadTlsFiles,
+  serverCredentials,
+  tlsConfigMappings,
+} from './options.js';
+export type { TlsConfig, TlsFiles } from './options.js';
+export { GrpcServer } from './server.js';
+export { REFLECTION_SERVICE_NAMES, ReflectionService, type ReflectionServiceOptions } from './reflection.js';
+export type { GrpcServerOptions, ServiceBinding } from './server.js';

@@ -1,0 +1,47 @@
+import type { StageName } from './execution-plan.js';
+import type { ObjectRef } from './object-ref.js';
+
+/** Events of one request, in order; the last one is `completed`, `failed` or `cancelled`. */
+export type RequestEvent =
+  | {
+      type: 'queued';
+      reqId: string;
+      stageIndex: number;
+      stage: StageName;
+      pool: string;
+      /** Tasks waiting in the same queue when this one joined it (0 = first in line). */
+      position: number;
+      at: number;
+    }
+  | {
+      type: 'stage_started';
+      reqId: string;
+      stageIndex: number;
+      stage: StageName;
+      pool: string;
+      instanceId: string;
+      attempt: number;
+      at: number;
+    }
+  | { type: 'progress'; reqId: string; stageIndex: number; stage: StageName; step: number; totalSteps: number; at: number }
+  | {
+      type: 'stage_finished';
+      reqId: string;
+      stageIndex: number;
+      stage: StageName;
+      queueMs: number;
+      runMs: number;
+      /** Objects the stage produced. */
+      outputs: Record<string, ObjectRef>;
+      /** Warnings of the stage (e.g. a prompt cut to the text encoder's length); absent when none. */
+      warnings?: string[];
+      at: number;
+    }
+  | { type: 'completed'; reqId: string; outputs: Record<string, ObjectRef>; at: number }
+  | { type: 'failed'; reqId: string; error: { code: number; reason: string; message: string; field?: string }; at: number }
+  | { type: 'cancelled'; reqId: string; at: number };
+
+/** True for the last event of a request: `completed`, `failed` or `cancelled`. */
+export function isTerminal(e: RequestEvent): boolean {
+  return e.type === 'completed' || e.type === 'failed' || e.type === 'cancelled';
+}

@@ -1,0 +1,71 @@
+import type { GenerationParams } from './generation-params.js';
+import type { ObjectRef } from './object-ref.js';
+import type { StageName } from './execution-plan.js';
+import type { Logger } from 'pino';
+
+/**
+ * One unit of work for a stage instance: stage `stageIndex` of request `reqId`.
+ * `(reqId, stageIndex)` is the task's identity, so running it twice is harmless.
+ */
+export interface StageTask {
+  reqId: string;
+  stageIndex: number;
+  stage: StageName;
+  /** 1 for the first try. */
+  attempt: number;
+  model: string;
+  params: GenerationParams;
+  /** Objects produced by earlier stages, by name. */
+  inputs: Record<string, ObjectRef>;
+  /** Absolute deadline in ms since the epoch; 0 = none. */
+  deadline: number;
+  traceContext: Record<string, string>;
+  /** The plan's last stage: its outputs are the request's result (absent = false). */
+  lastStage?: boolean;
+}
+
+/** Progress within a stage (denoising steps; other stages report 1 of 1). */
+export interface StageProgress {
+  step: number;
+  totalSteps: number;
+  /**
+   * Objects the task keeps for a later try of itself, by name (e.g. a denoising checkpoint).
+   * The scheduler hands the latest of each name to the next try of the stage in
+   * `task.inputs` (a retry has `attempt` > 1), and deletes them when the stage completes or
+   * the request ends.
+   */
+  checkpoint?: Record<string, ObjectRef>;
+}
+
+/** What a stage hands on: new objects by name. */
+export interface StageResult {
+  outputs: Record<string, ObjectRef>;
+  /**
+   * Things the user should know that did not stop the stage (e.g. a prompt cut to the text
+   * encoder's length); they reach the request's `stage_finished` event.
+   */
+  warnings?: string[];
+}
+
+/** Per-call context given to a stage handler. */
+export interface StageContext {
+  /** Aborted when the request is cancelled or the task's deadline passes. */
+  signal: AbortSignal;
+  onProgress(progress: StageProgress): void;
+  log: Logger;
+}
+
+/**
+ * The work a stage service does, independent of transport: the embedded runtime calls it
+ * in-process; the mesh calls it behind the StageService gRPC API.
+ */
+export interface StageHandler {
+  readonly stage: StageName;
+  /** Models this handler can serve. */
+  models(): string[];
+  /** Loads a model ahead of the first task (optional warm-up). */
+  warm?(model: string): Promise<void>;
+  execute(task: StageTask, ctx: StageContext): Promise<StageResult>;
+  /** Releases model sessions. */
+  close?(): Promise<void>;
+}

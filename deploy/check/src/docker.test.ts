@@ -1,0 +1,104 @@
+// The image's entrypoint and health probe, run here against an in-process gRPC health server.
+import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { HealthImplementation } from 'grpc-health-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEPLOY_DIR } from './run.js';
+
+type Entrypoint = {
+  COMMANDS: Record<string, { envPrefix?: string }>;
+  withDefaults(cmd: unknown, args: string[], env: Record<string, string>, v: { ip: string; host: string }): string[];
+  healthTarget(cmd: unknown, args: string[], env: Record<string, string>): unknown;
+  podIp(env: Record<string, string>, nets: Record<string, unknown>): string;
+};
+type Probe = { checkGrpc(address: string, service: string, timeoutMs: number): Promise<string>; parseArgs(argv: string[]): unknown };
+
+let ep: Entrypoint;
+let probe: Probe;
+let server: grpc.Server;
+let health: HealthImplementation;
+let address: string;
+
+beforeAll(async () => {
+  ep = (await import(path.join(DEPLOY_DIR, 'docker', 'entrypoint.mjs'))) as Entrypoint;
+  probe = (await import(path.join(DEPLOY_DIR, 'docker', 'healthcheck.mjs'))) as Probe;
+  server = new grpc.Server();
+  health = new HealthImplementation({ '': 'SERVING' });
+  health.addToServer(server);
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  address = `127.0.0.1:${port}`;
+});
+afterAll(() => server.forceShutdown());
+
+describe('entrypoint.mjs', () => {
+  const v = { ip: '10.1.2.3', host: 'pod-a' };
+
+  it('adds container defaults only where nothing sets the value', () => {
+    const dit = ep.COMMANDS['dit-svc'];
+    expect(ep.withDefaults(dit, ['--pool=dit-tiny'], {}, v)).toEqual([
+      '--pool=dit-tiny',
+      '--listen',
+      '10.1.2.3:7100',
+      '--metrics-listen',
+      '0.0.0.0:9464',
+      '--models-dirs',
+      '/models,/app/models/generated',
+    ]);
+    // A flag, the service's env variable or a config file wins.
+    const args = ep.withDefaults(
+      dit,
+      ['--listen=$(POD_IP):9000'],
+      { DIFFMESH_DIT_METRICS_LISTEN: '0.0.0.0:1', DIFFMESH_DIT_MODELS_DIRS: '/m' },
+      v,
+    );
+    expect(args).toEqual(['--listen=10.1.2.3:9000']);
+    expect(ep.withDefaults(dit, ['--config', '/etc/dit.yaml'], {}, v)).toEqual(['--config', '/etc/dit.yaml']);
+  });
+
+  it('tells the health probe where to look, loopback for a wildcard address', () => {
+    expect(ep.healthTarget(ep.COMMANDS.scheduler, ['--listen', '10.1.2.3:7000', '--tls-ca', '/ca'], {})).toEqual({
+      grpc: '10.1.2.3:7000',
+      tls: { ca: '/ca' },
+    });
+    expect(ep.healthTarget(ep.COMMANDS['tensor-svc'], ['--listen=0.0.0.0:7070'], {})).toEqual({ grpc: '127.0.0.1:7070' });
+    expect(ep.healthTarget(ep.COMMANDS.gateway, [], { DIFFMESH_GATEWAY_ADMIN_LISTEN: '0.0.0.0:9464' })).toEqual({
+      http: 'http://127.0.0.1:9464/healthz',
+    });
+  });
+
+  it('finds the container address: POD_IP, else the first external IPv4', () => {
+    expect(ep.podIp({ POD_IP: '10.9.9.9' }, {})).toBe('10.9.9.9');
+    expect(
+      ep.podIp(
+        {},
+        {
+          lo: [{ family: 'IPv4', internal: true, address: '127.0.0.1' }],
+          eth0: [
+            { family: 'IPv6', internal: false, address: 'fe80::1' },
+            { family: 'IPv4', internal: false, address: '172.18.0.5' },
+          ],
+        },
+      ),
+    ).toBe('172.18.0.5');
+  });
+});
+
+describe('healthcheck.mjs', () => {
+  it('reports SERVING, then NOT_SERVING after the service drains', async () => {
+    expect(await probe.checkGrpc(address, '', 2000)).toBe('SERVING');
+    health.setStatus('', 'NOT_SERVING');
+    expect(await probe.checkGrpc(address, '', 2000)).toBe('NOT_SERVING');
+    health.setStatus('', 'SERVING');
+  });
+
+  it('fails for an address where nothing listens, within its timeout', async () => {
+    await expect(probe.checkGrpc('127.0.0.1:1', '', 500)).rejects.toThrow(/127\.0\.0\.1:1/);
+  });
+
+  it('refuses bad usage', () => {
+    expect(() => probe.parseArgs(['--grpc'])).toThrow(/needs a value/);
+    expect(() => probe.parseArgs(['--bogus'])).toThrow(/unknown argument/);
+  });
+});

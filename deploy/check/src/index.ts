@@ -1,0 +1,12 @@
+export { checkChart, checkObjects, crossChecks, registryDrift, scenarios } from './chart.js';
+export type { Scenario } from './chart.js';
+export { checkCompose, checkGrafana, interpolate } from './compose.js';
+export { checkCrd, checkManifests, structuralProblems } from './crd.js';
+export { checkDockerfile, dockerignore, parseDockerfile } from './dockerfile.js';
+export type { Instruction } from './dockerfile.js';
+export { checkServiceArgs, loadPending } from './flags.js';
+export type { FlagReport, Pending } from './flags.js';
+export { unknownFields, validateObject } from './k8s.js';
+export { printReport } from './report.js';
+export type { Section } from './report.js';
+export { runChecks } from './run.js';

@@ -1,0 +1,295 @@
+{{/* Names ---------------------------------------------------------------------------- */}}
+{{- define "diffmesh.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "diffmesh.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "<fullname>-<suffix>", at most 63 characters; a long name keeps a hash of the whole. */}}
+{{- define "diffmesh.componentName" -}}
+{{- $root := index . 0 -}}
+{{- $suffix := index . 1 | lower | replace "." "-" | replace "_" "-" -}}
+{{- $full := printf "%s-%s" (include "diffmesh.fullname" $root) $suffix -}}
+{{- if le (len $full) 63 -}}
+{{- $full -}}
+{{- else -}}
+{{- printf "%s-%s" ($full | trunc 54 | trimSuffix "-") ($full | sha256sum | trunc 8) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels ------------------------------------------------------------------------------ */}}
+{{- define "diffmesh.selectorLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: {{ include "diffmesh.name" $root }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{- define "diffmesh.labels" -}}
+{{- $root := index . 0 -}}
+{{ include "diffmesh.selectorLabels" . }}
+helm.sh/chart: {{ printf "%s-%s" $root.Chart.Name $root.Chart.Version | replace "+" "_" }}
+app.kubernetes.io/version: {{ $root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ $root.Release.Service }}
+app.kubernetes.io/part-of: diffmesh
+{{- with $root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end -}}
+{{- end -}}
+
+{{/* Image: "repository:tag"; arg: (list $root $override) with $override {repository, tag} or {}. */}}
+{{- define "diffmesh.image" -}}
+{{- $root := index . 0 -}}
+{{- $o := index . 1 | default dict -}}
+{{- $repo := $o.repository | default $root.Values.image.repository -}}
+{{- $tag := $o.tag | default $root.Values.image.tag | default $root.Chart.AppVersion -}}
+{{- printf "%s:%s" $repo $tag -}}
+{{- end -}}
+
+{{- define "diffmesh.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "diffmesh.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Connections ------------------------------------------------------------------------ */}}
+{{- define "diffmesh.natsUrl" -}}
+{{- if .Values.nats.bundled -}}
+{{- printf "nats://%s:4222" (include "diffmesh.componentName" (list . "nats")) -}}
+{{- else -}}
+{{- required "nats.url is required when nats.bundled is false" .Values.nats.url -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The node-local tensor-svc: a Service with internalTrafficPolicy Local. */}}
+{{- define "diffmesh.tensorAddress" -}}
+{{- printf "%s:%d" (include "diffmesh.componentName" (list . "tensor")) (int .Values.tensor.port) -}}
+{{- end -}}
+
+{{/* Node ids: per release, so two releases on one node keep separate shared-memory folders. */}}
+{{- define "diffmesh.nodeId" -}}
+{{- printf "%s.$(NODE_NAME)" .Release.Name -}}
+{{- end -}}
+
+{{- define "diffmesh.queueBackend" -}}
+{{- .Values.scheduler.queue.backend -}}
+{{- end -}}
+
+{{/* Pod parts ---------------------------------------------------------------------------- */}}
+{{/* Downward API and telemetry environment every diffmesh container gets. arg: (list $root $service) */}}
+{{- define "diffmesh.commonEnv" -}}
+{{- $root := index . 0 -}}
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+- name: NODE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+{{- with $root.Values.telemetry }}
+{{- if .otlpEndpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .otlpEndpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ .otlpProtocol | quote }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: "k8s.namespace.name=$(POD_NAMESPACE),k8s.pod.name=$(POD_NAME),k8s.node.name=$(NODE_NAME),service.instance.id=$(POD_NAME)"
+{{- if .sampler }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ .sampler | quote }}
+{{- end }}
+{{- if .samplerArg }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ .samplerArg | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "diffmesh.tlsSecretName" -}}
+{{- if .Values.tls.create -}}
+{{- include "diffmesh.componentName" (list . "tls") -}}
+{{- else -}}
+{{- required "tls.secretName is required when tls.enabled is true (or set tls.create)" .Values.tls.secretName -}}
+{{- end -}}
+{{- end -}}
+
+{{/* TLS flags; arg: (list $root $server) — $server adds --tls-require-client-cert. */}}
+{{- define "diffmesh.tlsArgs" -}}
+{{- $root := index . 0 -}}
+{{- if $root.Values.tls.enabled }}
+- --tls-ca=/etc/diffmesh/tls/ca.crt
+- --tls-cert=/etc/diffmesh/tls/tls.crt
+- --tls-key=/etc/diffmesh/tls/tls.key
+{{- if and (index . 1) $root.Values.tls.requireClientCert }}
+- --tls-require-client-cert=true
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "diffmesh.commonVolumeMounts" -}}
+- name: tmp
+  mountPath: /tmp
+{{- if .Values.tls.enabled }}
+- name: tls
+  mountPath: /etc/diffmesh/tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "diffmesh.commonVolumes" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: 256Mi
+{{- if .Values.tls.enabled }}
+- name: tls
+  secret:
+    secretName: {{ include "diffmesh.tlsSecretName" . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+gRPC health probes. The kubelet's `grpc:` probe speaks plaintext only; with TLS the probe
+runs the image's healthcheck.mjs, which reads the address and TLS files the entrypoint wrote.
+arg: (list $root $port $kind) with $kind startup | readiness | liveness.
+*/}}
+{{- define "diffmesh.grpcProbe" -}}
+{{- $root := index . 0 -}}
+{{- if $root.Values.tls.enabled }}
+exec:
+  command: ["node", "/app/deploy/docker/healthcheck.mjs"]
+{{- else }}
+grpc:
+  port: {{ index . 1 }}
+{{- end }}
+{{- end -}}
+
+{{- define "diffmesh.podSecurity" -}}
+{{- with .Values.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+serviceAccountName: {{ include "diffmesh.serviceAccountName" . }}
+automountServiceAccountToken: false
+{{- end -}}
+
+{{/* Pools ------------------------------------------------------------------------------- */}}
+{{/* The service that runs a stage. */}}
+{{- define "diffmesh.stageService" -}}
+{{- $stage := . -}}
+{{- if has $stage (list "text_encoding" "text_encoding_2") -}}
+encoder-svc
+{{- else if eq $stage "denoising" -}}
+dit-svc
+{{- else if has $stage (list "vae_decoding" "image_encoding") -}}
+vae-svc
+{{- else -}}
+{{- fail (printf "unknown stage %q (expected text_encoding, text_encoding_2, image_encoding, denoising or vae_decoding)" $stage) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A pool's settings: stageDefaults overridden by the pool (maps merge; lists replace). Returns YAML. arg: (list $root $name $pool) */}}
+{{- define "diffmesh.pool" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $p := mergeOverwrite (deepCopy $root.Values.stageDefaults) (deepCopy (index . 2)) -}}
+{{- $_ := set $p "name" $name -}}
+{{- if not $p.stage -}}{{- fail (printf "pools.%s.stage is required" $name) -}}{{- end -}}
+{{- $_ := set $p "service" ($p.service | default (include "diffmesh.stageService" $p.stage)) -}}
+{{- $auto := mergeOverwrite (deepCopy $root.Values.autoscaling) (deepCopy ($p.autoscaling | default dict)) -}}
+{{- $_ := set $p "autoscaling" $auto -}}
+{{- toYaml $p -}}
+{{- end -}}
+
+{{/* PromQL label matcher value: regex-escaped and escaped for a double-quoted string. */}}
+{{- define "diffmesh.promRegex" -}}
+{{- $parts := list -}}
+{{- range . -}}{{- $parts = append $parts (regexQuoteMeta .) -}}{{- end -}}
+{{- join "|" $parts | replace "\\" "\\\\" -}}
+{{- end -}}
+
+{{/* How the schedulers' series of one pool combine: sum (own queues) or max (a shared one). */}}
+{{- define "diffmesh.aggregation" -}}
+{{- $root := index . 0 -}}
+{{- $auto := index . 1 -}}
+{{- if ne $auto.aggregation "auto" -}}
+{{- $auto.aggregation -}}
+{{- else if has $root.Values.scheduler.queue.backend (list "redis" "jetstream") -}}
+max
+{{- else -}}
+sum
+{{- end -}}
+{{- end -}}
+
+{{/* The plan entries (model or pattern names) that route work through a pool. arg: (list $root $pool) */}}
+{{- define "diffmesh.poolPlanNames" -}}
+{{- $root := index . 0 -}}
+{{- $pool := index . 1 -}}
+{{- $names := list -}}
+{{- range $root.Values.registry.plans -}}
+{{- $plan := . -}}
+{{- range .stages -}}
+{{- if eq .pool $pool -}}{{- $names = append $names ($plan.model | default $plan.pattern) -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (uniq $names) -}}
+{{- end -}}
+
+{{/* The Secret holding AWS_* / REDIS_URL, or "". */}}
+{{- define "diffmesh.credentialsSecret" -}}
+{{- if .Values.credentials.existingSecret -}}
+{{- .Values.credentials.existingSecret -}}
+{{- else if .Values.credentials.create -}}
+{{- include "diffmesh.componentName" (list . "credentials") -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "diffmesh.envFromCredentials" -}}
+{{- with include "diffmesh.credentialsSecret" . }}
+envFrom:
+  - secretRef:
+      name: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* Every pool: the built-in ones (when enabled) under `pools`. Returns YAML. */}}
+{{- define "diffmesh.pools" -}}
+{{- $pools := dict -}}
+{{- if .Values.builtinPools.enabled -}}
+{{- $pools = dict
+  "encoder-tiny" (dict "stage" "text_encoding" "models" (list "diffmesh/tiny-shapes") "capacity" 2)
+  "dit-tiny" (dict "stage" "denoising" "models" (list "diffmesh/tiny-shapes") "capacity" 4)
+  "vae-tiny" (dict "stage" "vae_decoding" "models" (list "diffmesh/tiny-shapes") "capacity" 2)
+  "vae-encoder-tiny" (dict "stage" "image_encoding" "models" (list "diffmesh/tiny-shapes") "capacity" 2) -}}
+{{- end -}}
+{{- range $k, $v := .Values.pools -}}
+{{- $_ := set $pools $k $v -}}
+{{- end -}}
+{{- toYaml $pools -}}
+{{- end -}}

@@ -1,0 +1,411 @@
+// The operator against recorded API objects: no API server runs here, so a fake
+// KubernetesObjectApi records every call and answers with objects shaped like the API
+// server's answers (status included). The chart is rendered with the real helm binary.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { Controller, type PipelineSource } from './controller.js';
+import { helmBinary, helmTemplate } from './helm.js';
+import {
+  crdFile,
+  defaultChartDir,
+  loadPipelineSchema,
+  type DiffusionPipeline,
+  type DiffusionPipelineStatus,
+  type PipelineSchema,
+} from './pipeline.js';
+import { FIELD_MANAGER, Reconciler, type ObjectApi, type StatusWriter } from './reconcile.js';
+import { MANAGED_BY, PIPELINE_LABEL, objectKey, parseManifests, renderPipeline, type K8sObject } from './render.js';
+import { pipelineToValues } from './values.js';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const DEPLOY = path.resolve(HERE, '..', '..');
+const CHART = defaultChartDir();
+const log = pino({ level: 'silent' });
+const readYaml = (p: string) => parse(readFileSync(path.join(DEPLOY, p), 'utf8')) as DiffusionPipeline;
+
+let helm: string;
+let schema: PipelineSchema;
+beforeAll(() => {
+  helm = helmBinary();
+  schema = loadPipelineSchema(crdFile(CHART));
+});
+
+function pipeline(file = 'examples/diffusionpipeline-wan-t2v.yaml'): DiffusionPipeline {
+  const p = readYaml(file);
+  p.metadata = { ...p.metadata, namespace: p.metadata.namespace ?? 'default', uid: '5b0c7d1e-8a8e-4f3c-9d2e-1f0a2b3c4d5e', generation: 3 };
+  return p;
+}
+
+/** A fake KubernetesObjectApi: records calls, keeps what was applied, answers like the API server. */
+class RecordingApi implements ObjectApi {
+  calls: Array<{ op: string; args: unknown[] }> = [];
+  store = new Map<string, K8sObject>();
+  /** Status the "cluster" reports per object key (set by tests: pods becoming ready). */
+  liveStatus = new Map<string, Record<string, unknown>>();
+  failOn?: string;
+  missingKinds = new Set<string>();
+
+  async patch<T extends KubernetesObject>(spec: T, ...rest: unknown[]): Promise<T> {
+    this.calls.push({ op: 'patch', args: [spec, ...rest] });
+    const o = spec as unknown as K8sObject;
+    if (this.failOn && o.kind === this.failOn) {
+      throw Object.assign(new Error('HTTP-Code: 422'), { code: 422, body: { message: `admission webhook denied ${o.kind}` } });
+    }
+    const key = objectKey(o);
+    this.store.set(key, structuredClone(o));
+    // The API answers with the object, managed fields and status added.
+    const answer = structuredClone<K8sObject>(o);
+    answer.metadata.managedFields = [{ manager: FIELD_MANAGER, operation: 'Apply' }];
+    answer.metadata.resourceVersion = String(this.calls.length);
+    const st = this.liveStatus.get(key);
+    if (st) answer.status = st;
+    return answer as unknown as T;
+  }
+
+  async list<T extends KubernetesObject>(
+    apiVersion: string,
+    kind: string,
+    namespace?: string,
+    ...rest: unknown[]
+  ): Promise<KubernetesListObject<T>> {
+    this.calls.push({ op: 'list', args: [apiVersion, kind, namespace, ...rest] });
+    if (this.missingKinds.has(kind)) throw Object.assign(new Error('HTTP-Code: 404'), { code: 404 });
+    const selector = typeof rest[4] === 'string' ? rest[4] : '';
+    const want = Object.fromEntries(
+      selector
+        .split(',')
+        .filter(Boolean)
+        .map((kv) => kv.split('=')),
+    );
+    const items = [...this.store.values()].filter(
+      (o) =>
+        o.kind === kind &&
+        o.apiVersion === apiVersion &&
+        o.metadata.namespace === namespace &&
+        Object.entries(want).every(([k, v]) => o.metadata.labels?.[k] === v),
+    );
+    return { apiVersion: 'v1', kind: `${kind}List`, items: structuredClone(items) as unknown as T[], metadata: {} };
+  }
+
+  async delete(spec: KubernetesObject, ...rest: unknown[]): Promise<unknown> {
+    this.calls.push({ op: 'delete', args: [spec, ...rest] });
+    this.store.delete(objectKey(spec as unknown as K8sObject));
+    return { kind: 'Status', status: 'Success' };
+  }
+
+  patches(): K8sObject[] {
+    return this.calls.filter((c) => c.op === 'patch').map((c) => c.args[0] as K8sObject);
+  }
+}
+
+class RecordingStatus implements StatusWriter {
+  writes: Array<{ namespace: string; name: string; status: DiffusionPipelineStatus }> = [];
+  async patchStatus(namespace: string, name: string, status: DiffusionPipelineStatus): Promise<void> {
+    this.writes.push({ namespace, name, status: structuredClone(status) });
+  }
+  get last(): DiffusionPipelineStatus {
+    return this.writes[this.writes.length - 1].status;
+  }
+}
+
+const cond = (st: DiffusionPipelineStatus, type: string) => st.conditions?.find((c) => c.type === type);
+
+describe('DiffusionPipeline schema', () => {
+  it('accepts the examples and fills in the defaults as the API server would', () => {
+    const tiny = pipeline('examples/diffusionpipeline-tiny.yaml');
+    expect(schema.validate(tiny)).toEqual([]);
+    expect(tiny.spec.scheduler).toEqual({ replicas: 2, queueBackend: 'jetstream' });
+    expect(tiny.spec.stages[0].replicas).toBe(1);
+    expect(tiny.spec.defaults?.numFrames).toBe(1);
+    expect(schema.validate(pipeline())).toEqual([]);
+  });
+
+  const invalid: Array<[file: string, expected: RegExp]> = [
+    ['unknown-stage.yaml', /\/spec\/stages\/0\/name: must be equal to one of the allowed values/],
+    ['missing-stages.yaml', /\/spec: must have required property 'stages'/],
+    ['bad-pool-name.yaml', /\/spec\/stages\/0\/pool: must match pattern/],
+    ['memory-queue-many-schedulers.yaml', /\/spec\/scheduler: more than one scheduler needs a shared queue backend/],
+    ['negative-replicas.yaml', /\/spec\/stages\/0\/replicas: must be >= 0/],
+    ['duplicate-stage.yaml', /\/spec\/stages\/1: duplicate entry with name/],
+    ['unknown-field.yaml', /\/spec: must NOT have additional properties: unknown field "schedular"/],
+    ['bad-quantity.yaml', /\/spec\/stages\/0\/resources\/limits\/memory: must match pattern/],
+    ['min-above-max.yaml', /\/spec\/stages\/0: autoscaling.minReplicas must not exceed maxReplicas/],
+  ];
+  it.each(invalid)('rejects invalid/%s', (file, expected) => {
+    const problems = schema.validate(readYaml(`examples/invalid/${file}`));
+    expect(problems.map((p) => `${p.path}: ${p.message}`).join('\n')).toMatch(expected);
+  });
+});
+
+describe('rendering', () => {
+  /** What differs by design between the operator's objects and `helm install`'s. */
+  function comparable(o: K8sObject): K8sObject {
+    const c = structuredClone(o);
+    delete c.metadata.ownerReferences;
+    const labels = { ...c.metadata.labels };
+    delete labels[PIPELINE_LABEL];
+    delete labels['app.kubernetes.io/managed-by'];
+    c.metadata.labels = labels;
+    c.metadata.namespace = c.metadata.namespace ?? 'video';
+    return c;
+  }
+
+  it('turns the example DiffusionPipeline into the objects helm renders for the equivalent values file', async () => {
+    const p = pipeline();
+    expect(schema.validate(p)).toEqual([]);
+    const rendered = await renderPipeline(p, { chartDir: CHART, helm });
+    const byHelm = parseManifests(
+      await helmTemplate({
+        chartDir: CHART,
+        releaseName: 'wan-t2v',
+        namespace: 'video',
+        valuesFiles: [path.join(CHART, 'examples', 'wan-t2v-values.yaml')],
+        helm,
+      }),
+    ).filter((o) => !o.metadata.annotations?.['helm.sh/hook']);
+    const a = new Map(rendered.objects.map((o) => [objectKey(comparable(o)), comparable(o)]));
+    const b = new Map(byHelm.map((o) => [objectKey(comparable(o)), comparable(o)]));
+    expect([...a.keys()].sort()).toEqual([...b.keys()].sort());
+    for (const [k, o] of a) expect(o, k).toEqual(b.get(k));
+    // And the set is the whole mesh.
+    const kinds = rendered.objects.map((o) => `${o.kind}/${o.metadata.name}`);
+    for (const k of [
+      'StatefulSet/wan-t2v-nats',
+      'Deployment/wan-t2v-scheduler',
+      'DaemonSet/wan-t2v-tensor',
+      'Deployment/wan-t2v-pool-encoder-umt5-xxl',
+      'Deployment/wan-t2v-pool-dit-wan2-1-t2v-1-3b',
+      'Deployment/wan-t2v-pool-vae-wan2-1',
+      'ScaledObject/wan-t2v-pool-dit-wan2-1-t2v-1-3b',
+      'Deployment/wan-t2v-gateway',
+      'Ingress/wan-t2v-gateway',
+      'ConfigMap/wan-t2v-registry',
+    ]) {
+      expect(kinds).toContain(k);
+    }
+    expect(kinds.some((k) => k.startsWith('CustomResourceDefinition/'))).toBe(false);
+  });
+
+  it('owns every object: namespace, pipeline label and a controller owner reference', async () => {
+    const p = pipeline();
+    schema.validate(p);
+    const { objects } = await renderPipeline(p, { chartDir: CHART, helm });
+    for (const o of objects) {
+      expect(o.metadata.namespace).toBe('video');
+      expect(o.metadata.labels?.[PIPELINE_LABEL]).toBe('wan-t2v');
+      expect(o.metadata.labels?.['app.kubernetes.io/managed-by']).toBe(MANAGED_BY);
+      expect(o.metadata.ownerReferences).toEqual([
+        {
+          apiVersion: 'diffmesh.io/v1alpha1',
+          kind: 'DiffusionPipeline',
+          name: 'wan-t2v',
+          uid: p.metadata.uid,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ]);
+    }
+  });
+
+  it('maps a stage to a pool: GPU, node selector, version, models and the plan pin', () => {
+    const p = pipeline();
+    schema.validate(p);
+    const v = pipelineToValues(p) as { pools: Record<string, Record<string, unknown>>; registry: { plans: Array<{ stages: unknown[] }> } };
+    expect(v.pools['dit-wan2.1-t2v-1.3b']).toMatchObject({
+      stage: 'denoising',
+      gpu: 1,
+      version: '1.1.0',
+      capacity: 2,
+      models: ['Wan-AI/Wan2.1-T2V-1.3B-Diffusers'],
+    });
+    expect(v.registry.plans[0].stages[1]).toEqual({ name: 'denoising', pool: 'dit-wan2.1-t2v-1.3b', version: '>=1.1.0 <2.0.0' });
+  });
+
+  it('renders an image_encoding stage as the one that takes the input image (requires: input_image), for image-to-image too', () => {
+    const p = pipeline();
+    p.spec.modalities = ['text-to-image', 'image-to-image'];
+    p.spec.stages = [{ name: 'image_encoding', pool: 'vae-encoder' }, ...p.spec.stages];
+    expect(schema.validate(p)).toEqual([]);
+    const v = pipelineToValues(p) as { registry: { plans: Array<{ stages: unknown[] }> } };
+    expect(v.registry.plans[0].stages[0]).toEqual({ name: 'image_encoding', pool: 'vae-encoder', requires: 'input_image' });
+    p.spec.modalities = ['text-to-image'];
+    expect(JSON.stringify(schema.validate(p))).toMatch(/only for models that take an input image/);
+  });
+});
+
+describe('Reconciler', () => {
+  function setup() {
+    const api = new RecordingApi();
+    const status = new RecordingStatus();
+    let clock = Date.parse('2026-11-23T10:00:00Z');
+    const reconciler = new Reconciler({ api, status, schema, chartDir: CHART, helm, log, now: () => new Date(clock) });
+    return { api, status, reconciler, tick: (ms: number) => (clock += ms) };
+  }
+
+  it('applies every rendered object with server-side apply and reports Progressing until pods are ready', async () => {
+    const { api, status, reconciler } = setup();
+    const p = pipeline();
+    const res = await reconciler.reconcile(p);
+    const patches = api.calls.filter((c) => c.op === 'patch');
+    expect(patches.length).toBeGreaterThan(15);
+    for (const c of patches) {
+      // (spec, pretty, dryRun, fieldManager, force, patchStrategy)
+      expect(c.args.slice(3)).toEqual([FIELD_MANAGER, true, 'application/apply-patch+yaml']);
+    }
+    // Config before workloads, scalers after their targets.
+    const order = api.patches().map((o) => o.kind);
+    expect(order.indexOf('ConfigMap')).toBeLessThan(order.indexOf('Deployment'));
+    expect(order.lastIndexOf('Deployment')).toBeLessThan(order.indexOf('ScaledObject'));
+    expect(res.applied).toHaveLength(patches.length);
+    expect(status.writes).toHaveLength(1);
+    expect(status.last.observedGeneration).toBe(3);
+    expect(cond(status.last, 'Reconciled')).toMatchObject({
+      status: 'True',
+      reason: 'Applied',
+      lastTransitionTime: '2026-11-23T10:00:00Z',
+    });
+    expect(cond(status.last, 'Ready')).toMatchObject({ status: 'False', reason: 'Progressing' });
+    expect(res.requeueAfterMs).toBe(15_000);
+  });
+
+  it('reports Ready once the recorded workloads have their ready replicas, keeping transition times', async () => {
+    const { api, status, reconciler, tick } = setup();
+    const p = pipeline();
+    await reconciler.reconcile(p);
+    // Recorded statuses, as the API server reports them once pods are up (KEDA set replicas).
+    for (const o of api.store.values()) {
+      const key = objectKey(o);
+      if (o.kind === 'Deployment' || o.kind === 'StatefulSet') {
+        const replicas = (o.spec as { replicas?: number }).replicas ?? 1;
+        api.liveStatus.set(key, {
+          observedGeneration: 1,
+          replicas,
+          readyReplicas: replicas,
+          availableReplicas: replicas,
+          updatedReplicas: replicas,
+        });
+      }
+      if (o.kind === 'DaemonSet')
+        api.liveStatus.set(key, { desiredNumberScheduled: 4, numberReady: 4, currentNumberScheduled: 4, numberMisscheduled: 0 });
+    }
+    tick(60_000);
+    const res = await reconciler.reconcile({ ...p, status: status.last });
+    expect(cond(status.last, 'Ready')).toMatchObject({ status: 'True', reason: 'AllReady', lastTransitionTime: '2026-11-23T10:01:00Z' });
+    expect(cond(status.last, 'Reconciled')?.lastTransitionTime).toBe('2026-11-23T10:00:00Z');
+    expect(status.last.pools?.map((x) => x.name)).toEqual(['dit-wan2.1-t2v-1.3b', 'encoder-umt5-xxl', 'vae-wan2.1']);
+    expect(res.requeueAfterMs).toBe(300_000);
+  });
+
+  it('updates objects when the spec changes and prunes what is no longer rendered', async () => {
+    const { api, reconciler } = setup();
+    const p = pipeline();
+    await reconciler.reconcile(p);
+    // Someone else's object with the same label is never touched (not owned by this pipeline).
+    api.store.set('apps/v1/Deployment/video/stranger', {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: {
+        name: 'stranger',
+        namespace: 'video',
+        labels: { [PIPELINE_LABEL]: 'wan-t2v', 'app.kubernetes.io/managed-by': MANAGED_BY },
+      },
+    });
+    const changed = structuredClone(p);
+    changed.metadata.generation = 4;
+    changed.spec.stages = changed.spec.stages.filter((s) => s.name !== 'vae_decoding');
+    changed.spec.stages.push({ name: 'vae_decoding', pool: 'vae-wan2.1-v2', capacity: 3 });
+    changed.spec.stages[1].capacity = 3;
+    api.calls = [];
+    const res = await reconciler.reconcile(changed);
+    const dit = api.patches().find((o) => o.kind === 'Deployment' && o.metadata.name === 'wan-t2v-pool-dit-wan2-1-t2v-1-3b') as any;
+    expect(dit.spec.template.spec.containers[0].args).toContain('--capacity=3');
+    expect(res.pruned.sort()).toEqual([
+      'apps/v1/Deployment/video/wan-t2v-pool-vae-wan2-1',
+      'keda.sh/v1alpha1/ScaledObject/video/wan-t2v-pool-vae-wan2-1',
+      'policy/v1/PodDisruptionBudget/video/wan-t2v-pool-vae-wan2-1',
+    ]);
+    const deletes = api.calls.filter((c) => c.op === 'delete');
+    expect(deletes.every((c) => c.args[5] === 'Background')).toBe(true);
+    expect(api.store.has('apps/v1/Deployment/video/stranger')).toBe(true);
+    expect(api.store.has('apps/v1/Deployment/video/wan-t2v-pool-vae-wan2-1-v2')).toBe(true);
+  });
+
+  it('skips kinds the cluster does not have when pruning (no KEDA or prometheus-operator)', async () => {
+    const { api, status, reconciler } = setup();
+    api.missingKinds.add('ServiceMonitor');
+    await reconciler.reconcile(pipeline());
+    expect(cond(status.last, 'Reconciled')?.status).toBe('True');
+  });
+
+  it('reports an invalid spec without touching the cluster', async () => {
+    const { api, status, reconciler } = setup();
+    const bad = readYaml('examples/invalid/memory-queue-many-schedulers.yaml');
+    bad.metadata.namespace = 'video';
+    const res = await reconciler.reconcile(bad);
+    expect(api.calls).toEqual([]);
+    expect(cond(status.last, 'Reconciled')).toMatchObject({ status: 'False', reason: 'InvalidSpec' });
+    expect(cond(status.last, 'Reconciled')?.message).toMatch(/shared queue backend/);
+    expect(res.requeueAfterMs).toBe(300_000);
+  });
+
+  it('reports ApplyFailed with the API server message and retries soon', async () => {
+    const { api, status, reconciler } = setup();
+    api.failOn = 'DaemonSet';
+    const res = await reconciler.reconcile(pipeline());
+    expect(cond(status.last, 'Reconciled')).toMatchObject({ status: 'False', reason: 'ApplyFailed' });
+    expect(cond(status.last, 'Reconciled')?.message).toMatch(/DaemonSet wan-t2v-tensor: admission webhook denied DaemonSet/);
+    expect(res.requeueAfterMs).toBe(15_000);
+  });
+});
+
+describe('Controller', () => {
+  it('reconciles listed and changed pipelines, folds changes during a reconcile into one more pass, ignores deleted ones', async () => {
+    const pipelines = new Map<string, DiffusionPipeline>([['video/wan-t2v', pipeline()]]);
+    let emit: (ns: string, name: string) => void = () => {};
+    const source: PipelineSource = {
+      async get(ns, name) {
+        return pipelines.get(`${ns}/${name}`);
+      },
+      async list() {
+        return [...pipelines.values()];
+      },
+      async watch(onChange) {
+        emit = onChange;
+        return () => {};
+      },
+    };
+    const seen: string[] = [];
+    let release: () => void = () => {};
+    let firstDone!: () => void;
+    const first = new Promise<void>((r) => (firstDone = r));
+    const controller = new Controller(
+      source,
+      async (p) => {
+        seen.push(`${p.metadata.name}@${p.metadata.generation}`);
+        if (seen.length === 1) {
+          firstDone();
+          await new Promise<void>((r) => (release = r));
+        }
+        return { status: {}, applied: [], pruned: [], requeueAfterMs: 3_600_000 };
+      },
+      log,
+    );
+    await controller.start();
+    await first;
+    // Two changes while the first reconcile runs: one more pass, with the newest spec.
+    pipelines.get('video/wan-t2v')!.metadata.generation = 4;
+    emit('video', 'wan-t2v');
+    pipelines.get('video/wan-t2v')!.metadata.generation = 5;
+    emit('video', 'wan-t2v');
+    emit('video', 'gone');
+    release();
+    await expect.poll(() => seen, { timeout: 2000 }).toEqual(['wan-t2v@3', 'wan-t2v@5']);
+    await controller.stop();
+    expect(controller.phase).toBe('STOPPED');
+  });
+});

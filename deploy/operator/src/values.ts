@@ -1,0 +1,157 @@
+import type { AutoscalingSpec, DiffusionPipeline, StageSpec } from './pipeline.js';
+
+type Values = Record<string, unknown>;
+
+/** Copies the keys of `from` that are set into `to` (under the names of `map`: from key → to key). */
+function pick(to: Values, from: Record<string, unknown> | undefined, map: Record<string, string>): void {
+  if (!from) return;
+  for (const [src, dst] of Object.entries(map)) {
+    const v = from[src];
+    if (v !== undefined && v !== null) to[dst] = v;
+  }
+}
+
+function autoscalingValues(a: AutoscalingSpec | undefined): Values | undefined {
+  if (!a) return undefined;
+  const out: Values = {};
+  pick(out, a as Record<string, unknown>, {
+    enabled: 'enabled',
+    engine: 'engine',
+    minReplicas: 'minReplicas',
+    maxReplicas: 'maxReplicas',
+    targetTasksPerReplica: 'targetTasksPerReplica',
+    pollingInterval: 'pollingInterval',
+    cooldownPeriod: 'cooldownPeriod',
+  });
+  if (a.prometheusAddress) out.prometheus = { serverAddress: a.prometheusAddress };
+  return out;
+}
+
+function poolValues(model: string, s: StageSpec): Values {
+  const p: Values = { stage: s.name, models: [model] };
+  pick(p, s as unknown as Record<string, unknown>, {
+    replicas: 'replicas',
+    capacity: 'capacity',
+    threads: 'threads',
+    maxBatch: 'maxBatch',
+    version: 'version',
+    image: 'image',
+    gpu: 'gpu',
+    resources: 'resources',
+    nodeSelector: 'nodeSelector',
+    tolerations: 'tolerations',
+    affinity: 'affinity',
+    runtimeClassName: 'runtimeClassName',
+  });
+  if (s.model && Object.keys(s.model).length) p.model = { ...s.model };
+  const a = autoscalingValues(s.autoscaling);
+  if (a && Object.keys(a).length) p.autoscaling = a;
+  return p;
+}
+
+/**
+ * The values of the diffmesh chart that deploy `pipeline`: the one mapping from the CRD to the
+ * chart, so the operator and `helm install` make the same objects. Unset spec fields leave the
+ * chart's defaults in place. The pipeline's defaults must already be applied (the API server
+ * does it; {@link loadPipelineSchema}'s validate does it where none runs).
+ *
+ * - the release's objects are named `<pipeline>-<component>` (fullnameOverride);
+ * - the registry holds one plan: the model, its stages' pools (a stage's `versionRange` pins
+ *   the plan's stage version), defaults and constraints;
+ * - each stage becomes a pool serving the model, without the chart's built-in pools;
+ * - the CRD itself is not rendered: it is installed once per cluster, not per pipeline.
+ */
+export function pipelineToValues(pipeline: DiffusionPipeline): Values {
+  const spec = pipeline.spec;
+  const v: Values = {
+    fullnameOverride: pipeline.metadata.name,
+    crds: { install: false },
+    builtinPools: { enabled: false },
+  };
+  if (spec.image) v.image = { ...spec.image };
+
+  const plan: Values = { model: spec.model };
+  if (spec.description) plan.description = spec.description;
+  plan.modalities = spec.modalities ?? ['text-to-image'];
+  // The image encoder takes the request's input image, and runs only for requests with one.
+  plan.stages = spec.stages.map((s) => ({
+    name: s.name,
+    pool: s.pool,
+    ...(s.versionRange ? { version: s.versionRange } : {}),
+    ...(s.name === 'image_encoding' ? { requires: 'input_image' } : {}),
+  }));
+  plan.defaults = { ...(spec.defaults ?? {}) };
+  plan.constraints = { ...(spec.constraints ?? {}) };
+  v.registry = { plans: [plan] };
+
+  if (spec.scheduler) {
+    const sc = spec.scheduler;
+    const s: Values = {};
+    pick(s, sc, {
+      replicas: 'replicas',
+      maxQueueLength: 'maxQueueLength',
+      maxInFlight: 'maxInFlight',
+      maxAttempts: 'maxAttempts',
+      defaultTimeoutMs: 'defaultTimeoutMs',
+      stageTimeoutMs: 'stageTimeoutMs',
+      resources: 'resources',
+      nodeSelector: 'nodeSelector',
+      tolerations: 'tolerations',
+    });
+    if (sc.queueBackend || sc.queueUrl) {
+      s.queue = { ...(sc.queueBackend ? { backend: sc.queueBackend } : {}), ...(sc.queueUrl ? { url: sc.queueUrl } : {}) };
+    }
+    v.scheduler = s;
+  }
+  if (spec.nats?.url) v.nats = { bundled: false, url: spec.nats.url };
+
+  if (spec.tensorStore) {
+    const t: Values = {};
+    pick(t, spec.tensorStore, {
+      backend: 'backend',
+      durable: 'durable',
+      s3Endpoint: 's3Endpoint',
+      memoryCapacityBytes: 'memoryCapacityBytes',
+    });
+    v.tensor = t;
+    if (spec.tensorStore.credentialsSecret) v.credentials = { existingSecret: spec.tensorStore.credentialsSecret };
+  }
+  if (spec.models) {
+    const m: Values = {};
+    if (spec.models.volume) m.volume = spec.models.volume;
+    if (spec.models.mountPath) m.mountPath = spec.models.mountPath;
+    v.models = m;
+  }
+
+  const pools: Values = {};
+  for (const s of spec.stages) {
+    const p = poolValues(spec.model, s);
+    // A stage's model path is a models root of its own, searched before the image's built-ins.
+    if (s.model?.path) p.modelsDirs = [s.model.path, '/app/models/generated'];
+    pools[s.pool] = p;
+  }
+  v.pools = pools;
+
+  const a = autoscalingValues(spec.autoscaling);
+  if (a) v.autoscaling = a;
+
+  if (spec.gateway) {
+    const g: Values = {};
+    pick(g, spec.gateway, { enabled: 'enabled', replicas: 'replicas' });
+    if (spec.gateway.apiKeysSecret) g.apiKeys = { existingSecret: spec.gateway.apiKeysSecret };
+    const ing = spec.gateway.ingress;
+    if (ing) {
+      g.ingress = {
+        enabled: true,
+        ...(ing.className ? { className: ing.className } : {}),
+        hosts: [{ host: ing.host, paths: [{ path: '/', pathType: 'Prefix' }] }],
+        tls: ing.tlsSecretName ? [{ secretName: ing.tlsSecretName, hosts: [ing.host] }] : [],
+      };
+    }
+    v.gateway = g;
+  }
+  if (spec.telemetry?.otlpEndpoint) v.telemetry = { otlpEndpoint: spec.telemetry.otlpEndpoint };
+  if (spec.tls) v.tls = { enabled: true, secretName: spec.tls.secretName, requireClientCert: spec.tls.requireClientCert ?? false };
+  if (spec.serviceMonitor !== undefined) v.metrics = { serviceMonitor: { enabled: spec.serviceMonitor } };
+  return v;
+}

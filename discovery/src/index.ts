@@ -1,0 +1,26 @@
+/**
+ * @diffmesh/discovery: how diffmesh services find each other. NATS micro-service
+ * registration and discovery (`$SRV.PING/INFO/STATS`) and the in-process backend.
+ */
+export { createDiscovery, DISCOVERY_BACKENDS, DiscoveryConfigSchema } from './factory.js';
+export type { DiscoveryBackend, DiscoveryConfig, DiscoveryConfigInput } from './factory.js';
+export { matchesFilter, matchesVersion, RESERVED_METADATA_KEYS } from './instance.js';
+export { MemoryDiscovery } from './memory.js';
+export type { MemoryDiscoveryOptions } from './memory.js';
+export { DEFAULT_DISCOVERY_SUBJECT_PREFIX, LOAD_ENDPOINT, NatsDiscovery } from './nats.js';
+export type { NatsDiscoveryConnectOptions, NatsDiscoveryOptions } from './nats.js';
+export { INSTANCE_STAGES } from './types.js';
+export type {
+  Discovery,
+  DiscoveryEvent,
+  DiscoveryListener,
+  Instance,
+  InstanceFilter,
+  InstanceInfo,
+  InstanceLoad,
+  InstanceRegistration,
+  InstanceStage,
+  LoadFn,
+  Registration,
+  SubscribeOptions,
+} from './types.js';

@@ -1,0 +1,79 @@
+import type { ConfigReader } from './config.js';
+import { invalidOption } from './errors.js';
+import { eulerSchedule, eulerX0, inputScale, readEulerAlphas } from './euler-discrete-scheduler.js';
+import { img2imgStart } from './img2img-start.js';
+import type { TimestepSpacing } from './noise-schedule.js';
+import { f } from './numeric.js';
+import type { RunOptions } from './run-options.js';
+import { fingerprintOf, SchedulerBase, type StepHistory } from './scheduler-base.js';
+import type { NoiseSource } from './types.js';
+
+type Prediction = 'epsilon' | 'v_prediction';
+
+/**
+ * diffusers `EulerAncestralDiscreteScheduler` (k-diffusion `sample_euler_ancestral`): an Euler
+ * step down to σ_down, then fresh noise of size σ_up, where σ_up² + σ_down² = σ_{i+1}². Every
+ * step draws noise (the last one with σ_up = 0), as diffusers does.
+ */
+export class EulerAncestralScheduler extends SchedulerBase {
+  readonly className = 'EulerAncestralDiscreteScheduler' as const;
+  readonly timesteps: Float64Array;
+  readonly initNoiseSigma: number;
+
+  constructor(
+    private readonly sigmas: Float32Array,
+    private readonly begin: number,
+    timesteps: Float64Array,
+    initNoiseSigma: number,
+    private readonly prediction: Prediction,
+    fingerprint: string,
+  ) {
+    super(fingerprint);
+    this.timesteps = timesteps;
+    this.initNoiseSigma = initNoiseSigma;
+  }
+
+  override scaleModelInput(sample: Float32Array, i: number): Float32Array {
+    this.checkIndex(i);
+    const d = inputScale(this.sigmas[this.begin + i]);
+    return Float32Array.from(sample, (v) => f(v / d));
+  }
+
+  protected stepAt(mo: Float32Array, i: number, x: Float32Array, noise?: NoiseSource): Float32Array {
+    const sFrom = this.sigmas[this.begin + i];
+    const sTo = this.sigmas[this.begin + i + 1];
+    const x0 = eulerX0(this.prediction, mo, x, sFrom);
+    const to2 = f(sTo * sTo);
+    const from2 = f(sFrom * sFrom);
+    const sUp = f(Math.sqrt(f(f(to2 * f(from2 - to2)) / from2)));
+    const sDown = f(Math.sqrt(f(to2 - f(sUp * sUp))));
+    const dt = f(sDown - sFrom);
+    const z = this.drawNoise(noise, x.length, 'Euler ancestral adds fresh noise every step');
+    return Float32Array.from(x, (v, k) => f(f(v + f(f(f(v - x0[k]) / sFrom) * dt)) + f(z[k] * sUp)));
+  }
+
+  addNoise(original: Float32Array, noise: Float32Array, i: number): Float32Array {
+    this.checkIndex(i);
+    this.checkSameLength(original, noise, 'original and noise');
+    const s = this.sigmas[this.begin + i];
+    return Float32Array.from(original, (v, k) => f(v + f(noise[k] * s)));
+  }
+
+  protected saveHistory(): StepHistory {
+    return { values: {}, buffers: {} };
+  }
+
+  protected loadHistory(): void {}
+}
+
+export function createEulerAncestralScheduler(r: ConfigReader, o: RunOptions): EulerAncestralScheduler {
+  const { ac, numTrain } = readEulerAlphas(r);
+  const prediction = r.choice<Prediction>('prediction_type', 'epsilon', ['epsilon', 'v_prediction', 'sample'], ['epsilon', 'v_prediction']);
+  const spacing = r.choice<TimestepSpacing>('timestep_spacing', 'linspace', ['linspace', 'leading', 'trailing']);
+  const stepsOffset = r.int('steps_offset', 0, 0);
+  if (o.steps > numTrain) throw invalidOption('steps', `${o.steps} is more than num_train_timesteps (${numTrain})`);
+  const sched = eulerSchedule({ ac, numTrain, spacing, stepsOffset, karras: false, finalSigma: 'zero', continuousV: false }, o.steps);
+  const begin = o.strength < 1 ? img2imgStart('ddpm', o.steps, o.strength) : 0;
+  const fp = fingerprintOf({ c: r.className, cfg: r.used, o });
+  return new EulerAncestralScheduler(sched.sigmas, begin, sched.timesteps.slice(begin), sched.initNoiseSigma, prediction, fp);
+}

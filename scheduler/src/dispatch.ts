@@ -1,0 +1,574 @@
+import { trace } from '@opentelemetry/api';
+import {
+  ATTR,
+  Cancellation,
+  Code,
+  DiffmeshError,
+  SPAN,
+  SpanKind,
+  asDiffmeshError,
+  diffmeshTracer,
+  extractTraceContext,
+  injectTraceContext,
+  recordError,
+  type Logger,
+  type ObjectRef,
+  type StageTask,
+} from '@diffmesh/core';
+import type { InstanceSlot, InstanceSlots } from './instances.js';
+import { serves, versionMatches } from './instances.js';
+import { deadlineOf, timeoutError, type RequestLifecycle } from './lifecycle.js';
+import type { SchedulerLimits } from './limits.js';
+import type { Lease, RecordChange, RequestRecord, SchedulerStore } from './storage/types.js';
+import { MAX_TIMEOUT_MS, TaskRefused } from './types.js';
+
+/** A pool's queue keys with their version ranges (from the plan registry). */
+export type PoolQueues = (pool: string) => ReadonlyArray<{ key: string; range?: string }>;
+
+export interface DispatcherOptions {
+  store: SchedulerStore;
+  instances: InstanceSlots;
+  lifecycle: RequestLifecycle;
+  log: Logger;
+  limits: SchedulerLimits;
+  /** This scheduler's id (the owner of its leases). */
+  owner: string;
+  queuesOf: PoolQueues;
+  /**
+   * Least time between two progress writes of one task (the last step is always written).
+   * 0 = every step (memory: a write costs nothing).
+   */
+  progressIntervalMs: number;
+  /**
+   * How often to look for work without being told (a shared backend may miss telling); 0 =
+   * never (memory tells of every item).
+   */
+  pollMs: number;
+}
+
+/** A task this scheduler has leased and sent to an instance. */
+interface Held {
+  lease: Lease;
+  slot: InstanceSlot;
+  cancel?: Cancellation;
+  /** Its request ended (elsewhere or here): the instance was told to stop. */
+  ended: boolean;
+  /** The lease was lost (not renewed in time): someone else may run the task now. */
+  leaseLost: boolean;
+  /** The scheduler is draining and gave the task back. */
+  handedBack: boolean;
+  /** Progress writes: the time of the last, and one waiting while another is in flight. */
+  progressAt: number;
+  progressBusy: boolean;
+  progressNext?: { step: number; totalSteps: number; checkpoint?: Record<string, ObjectRef> };
+  /** The last step reported (written with the stage's end on shared stores). */
+  lastProgress?: { step: number; totalSteps: number };
+  /** The request's record as this dispatch last wrote it (a hint for the next write). */
+  record?: RequestRecord;
+}
+
+/** Named states of the dispatcher. */
+export type DispatcherState = 'RUNNING' | 'DRAINING' | 'STOPPED';
+
+/**
+ * Dispatch: whenever an instance this scheduler holds has a free slot, it leases the best
+ * task that instance can run from the pool's queue in the store (the pull model: whichever
+ * scheduler dispatches, a task leaves its queue only for a free slot), sends it on the
+ * instance's stream, renews the lease while it runs, and reports the outcome to the
+ * request lifecycle. It also fails tasks stranded in a pool no instance can serve.
+ */
+export class Dispatcher {
+  private state: DispatcherState = 'RUNNING';
+  private readonly held = new Set<Held>();
+  private readonly byReq = new Map<string, Set<Held>>();
+  /** Pools being filled; `again` when asked to fill once more after the current run. */
+  private readonly pumps = new Map<string, 'running' | 'again'>();
+  /** Per pool, the timer that fails its stranded tasks (see `strandedTimeoutMs`). */
+  private readonly stranded = new Map<string, NodeJS.Timeout>();
+  private readonly unsubscribe: Array<() => void> = [];
+  private renewTimer: NodeJS.Timeout | undefined;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private idle = new Set<() => void>();
+
+  constructor(private readonly opts: DispatcherOptions) {}
+
+  start(): void {
+    const { store } = this.opts;
+    this.unsubscribe.push(store.onQueue((pool) => this.schedule(pool)));
+    this.unsubscribe.push(store.onChange((c) => this.changed(c)));
+    const leaseMs = this.opts.limits.leaseMs ?? 0;
+    if (store.durable && leaseMs > 0) {
+      this.renewTimer = setInterval(() => this.renewAll(), Math.max(50, Math.floor(leaseMs / 3)));
+      this.renewTimer.unref();
+    }
+    if (this.opts.pollMs > 0) {
+      this.pollTimer = setInterval(() => {
+        for (const pool of this.opts.instances.pools()) if (this.opts.instances.free(pool).length > 0) this.schedule(pool);
+      }, this.opts.pollMs);
+      this.pollTimer.unref();
+    }
+  }
+
+  get phase(): DispatcherState {
+    return this.state;
+  }
+
+  /** Tasks leased and running here. */
+  get running(): number {
+    return this.held.size;
+  }
+
+  /** Looks for work in `pool` soon (never in the caller's turn: stores call this inside their changes). */
+  schedule(pool: string): void {
+    if (this.state !== 'RUNNING') return;
+    const p = this.pumps.get(pool);
+    if (p) {
+      this.pumps.set(pool, 'again');
+      return;
+    }
+    this.pumps.set(pool, 'running');
+    queueMicrotask(() => void this.pump(pool));
+  }
+
+  /** The instances of `pool` changed. */
+  instancesChanged(pool: string, how: 'added' | 'removed'): void {
+    if (how === 'added') {
+      // Tasks waiting for an instance get another full wait if this one cannot run them.
+      this.clearStranded(pool);
+      this.schedule(pool);
+    }
+    this.watchStranded(pool);
+  }
+
+  /** A task was queued here: a task no instance can run starts its pool's stranded timer. */
+  enqueued(pool: string, model: string, range: string | undefined): void {
+    if (!this.opts.instances.runnable(pool, model, range)) this.watchStranded(pool);
+  }
+
+  /**
+   * Stops taking tasks; waits up to `graceMs` for the running ones, then gives the rest back
+   * to their queues (their requests go on elsewhere, or when a scheduler comes back).
+   */
+  async drain(graceMs: number): Promise<void> {
+    if (this.state === 'RUNNING') this.state = 'DRAINING';
+    if (this.held.size > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, graceMs);
+        timer.unref();
+        function done(): void {
+          clearTimeout(timer);
+          resolve();
+        }
+        this.idle.add(done);
+      });
+    }
+    await this.handBack();
+  }
+
+  /** Gives every running task back to its queue (the instance is told to stop it). */
+  async handBack(): Promise<void> {
+    const all = [...this.held];
+    if (all.length === 0) return;
+    const done = new Promise<void>((resolve) => this.idle.add(resolve));
+    for (const h of all) {
+      h.handedBack = true;
+      h.cancel?.cancel(new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'scheduler is shutting down; the task goes back to its queue'));
+    }
+    await Promise.race([done, new Promise((r) => setTimeout(r, 10_000).unref())]);
+  }
+
+  /** Stops every timer and subscription; running tasks are left to their leases. */
+  stop(): void {
+    this.state = 'STOPPED';
+    for (const u of this.unsubscribe.splice(0)) u();
+    clearInterval(this.renewTimer);
+    clearInterval(this.pollTimer);
+    for (const pool of [...this.stranded.keys()]) this.clearStranded(pool);
+  }
+
+  // ---- filling free slots ----------------------------------------------------------------
+
+  private async pump(pool: string): Promise<void> {
+    try {
+      for (;;) {
+        await this.fill(pool);
+        if (this.pumps.get(pool) !== 'again' || this.state !== 'RUNNING') break;
+        this.pumps.set(pool, 'running');
+      }
+    } catch (err) {
+      this.opts.log.warn({ pool, err }, 'dispatch: could not take work from the queue; trying again shortly');
+      // Not unref'd: the tasks waiting in this pool are work in flight.
+      setTimeout(() => this.schedule(pool), 500);
+    } finally {
+      this.pumps.delete(pool);
+    }
+  }
+
+  /** Leases tasks for the pool's free slots until there is no free slot or no task. */
+  private async fill(pool: string): Promise<void> {
+    const { instances, store } = this.opts;
+    while (this.state === 'RUNNING') {
+      const free = instances.free(pool);
+      if (free.length === 0) return;
+      const fits = instances.fits(free, this.opts.queuesOf(pool));
+      if (fits.length === 0) return;
+      const lease = await store.lease({ pool, fits, owner: this.opts.owner });
+      if (!lease) return;
+      await this.take(lease);
+    }
+  }
+
+  /** Sends a leased task to a free instance that can run it, or deals with it. */
+  private async take(lease: Lease): Promise<void> {
+    const { store, instances, lifecycle } = this.opts;
+    const { item } = lease;
+    // The memory store answers in this turn (dispatch is on every request's path).
+    const rec = store.peek ? store.peek(item.reqId) : await store.read(item.reqId);
+    if (!rec || !isCurrent(rec, lease)) {
+      await lifecycle.repair(lease);
+      return;
+    }
+    const deadline = deadlineOf(rec);
+    if (deadline > 0 && Date.now() >= deadline) {
+      await lifecycle.end(item.reqId, { type: 'failed', error: timeoutError(rec.state.context.timeoutMs) }, { ack: lease });
+      return;
+    }
+    const fit = instances.free(item.pool).filter((s) => serves(s.instance, item.model) && versionMatches(s.instance, item.range));
+    if (fit.length === 0) {
+      // The slot went while the lease was taken (a lost instance, a racing pump).
+      await store.apply({ release: { lease, delayMs: 0 } });
+      return;
+    }
+    const slot = instances.choose(fit, rec.state.context.refs);
+    instances.took(slot);
+    const held: Held = { lease, slot, ended: false, leaseLost: false, handedBack: false, progressAt: 0, progressBusy: false };
+    this.hold(held);
+    let started: RequestRecord | undefined;
+    try {
+      started = await lifecycle.started(lease, slot.instance.pool, slot.instance.id, rec);
+    } catch (err) {
+      this.release(held);
+      throw err;
+    }
+    if (!started) {
+      this.release(held);
+      await lifecycle.repair(lease);
+      return;
+    }
+    this.run(held, started);
+  }
+
+  private run(held: Held, rec: RequestRecord): void {
+    const { lease, slot } = held;
+    const { item } = lease;
+    const { instance } = slot;
+    const ctx = rec.state.context;
+    const stage = ctx.executionPlan.stages[item.stageIndex];
+    const parent = extractTraceContext(ctx.traceContext);
+    const timing = rec.state.timings.find((t) => t.stageIndex === item.stageIndex);
+    // The queue wait, as one span from when the task was queued (perhaps by another scheduler).
+    diffmeshTracer()
+      .startSpan(
+        SPAN.queueWait,
+        {
+          startTime: timing?.queuedAt || item.enqueuedAt,
+          attributes: {
+            [ATTR.requestId]: ctx.reqId,
+            [ATTR.pool]: stage.pool,
+            [ATTR.stage]: stage.name,
+            [ATTR.stageIndex]: item.stageIndex,
+            [ATTR.attempt]: rec.attempt,
+            [ATTR.outcome]: 'ok',
+          },
+        },
+        parent,
+      )
+      .end();
+    const span = diffmeshTracer().startSpan(
+      SPAN.dispatch,
+      {
+        kind: SpanKind.CLIENT,
+        attributes: {
+          [ATTR.requestId]: ctx.reqId,
+          [ATTR.model]: ctx.model,
+          [ATTR.pool]: instance.pool,
+          [ATTR.stage]: stage.name,
+          [ATTR.stageIndex]: item.stageIndex,
+          [ATTR.attempt]: rec.attempt,
+          [ATTR.instanceId]: instance.id,
+          [ATTR.nodeId]: instance.nodeId,
+        },
+      },
+      parent,
+    );
+    const task: StageTask = {
+      reqId: ctx.reqId,
+      stageIndex: item.stageIndex,
+      stage: stage.name,
+      attempt: rec.attempt,
+      model: ctx.model,
+      params: ctx.params,
+      // A later try also gets what earlier tries of the stage kept (a checkpoint to resume from).
+      inputs: { ...ctx.refs, ...rec.checkpoint },
+      deadline: deadlineOf(rec),
+      // Its outputs are the request's result: tensor stores may keep them durably.
+      ...(item.stageIndex === ctx.executionPlan.stages.length - 1 ? { lastStage: true } : {}),
+      // The instance continues the trace from the dispatch span.
+      traceContext: injectTraceContext(trace.setSpan(parent, span)),
+    };
+    const cancel = new Cancellation(Math.min(MAX_TIMEOUT_MS, this.opts.limits.stageTimeoutMs));
+    held.cancel = cancel;
+    held.record = rec;
+    // The request may have ended while the task was being started.
+    if (held.ended) cancel.cancel(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'request ended'));
+    instance
+      .execute(task, { cancel, onProgress: (p) => this.progress(held, p.step, p.totalSteps, p.checkpoint) })
+      .then(
+        async (result) => {
+          span.setAttribute(ATTR.outcome, 'ok');
+          span.end();
+          if (held.leaseLost) return;
+          // On a shared store the last step rides with the stage's end (one write less); the
+          // memory store has written every step already.
+          const last = this.opts.progressIntervalMs > 0 ? held.lastProgress : undefined;
+          await this.opts.lifecycle.stageDone(lease, result.outputs, {
+            ...(result.warnings?.length ? { warnings: result.warnings } : {}),
+            ...(held.record && !held.progressBusy ? { hint: held.record } : {}),
+            ...(last ? { lastProgress: last } : {}),
+          });
+        },
+        async (err: unknown) => {
+          const timedOut = cancel.timedOut();
+          const error = timedOut
+            ? new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `stage ${stage.name} exceeded its deadline`)
+            : asDiffmeshError(err);
+          span.setAttribute(ATTR.outcome, timedOut ? 'timeout' : held.ended ? 'cancelled' : 'failed');
+          recordError(span, error);
+          span.end();
+          await this.failed(held, err, error, timedOut);
+        },
+      )
+      .catch((err: unknown) => this.opts.log.warn({ reqId: ctx.reqId, stage: stage.name, err }, 'could not record the outcome of a task'))
+      .finally(() => {
+        cancel.dispose();
+        this.release(held);
+        this.schedule(instance.pool);
+      });
+  }
+
+  private async failed(held: Held, raw: unknown, error: DiffmeshError, timedOut: boolean): Promise<void> {
+    const { lifecycle } = this.opts;
+    const { lease, slot } = held;
+    // Someone else runs it now: what this try left behind is reaped by TTL.
+    if (held.leaseLost) return;
+    const refused = raw instanceof TaskRefused;
+    const lost = !refused && error.reason === 'TRANSPORT' && slot.instance.isGone?.() === true;
+    const lostInputs = refused || lost || timedOut || held.ended || held.handedBack ? [] : await lifecycle.lostInputs(lease, error);
+    await lifecycle.stageFailed(lease, error, { refused, lost, handedBack: held.handedBack, lostInputs });
+  }
+
+  /** Persists a task's progress (throttled on shared backends: every write is a round trip). */
+  private progress(held: Held, step: number, totalSteps: number, checkpoint?: Record<string, ObjectRef>): void {
+    if (held.ended || held.leaseLost) return;
+    const interval = this.opts.progressIntervalMs;
+    if (interval === 0) {
+      // Every step (the memory store writes in the caller's turn, in order).
+      void this.opts.lifecycle
+        .progress(held.lease, step, totalSteps, checkpoint ? { checkpoint } : {})
+        .catch((err: unknown) => this.opts.log.debug({ err }, 'could not record progress'));
+      return;
+    }
+    held.lastProgress = { step, totalSteps };
+    // A checkpoint waiting for its write rides with the next one.
+    if (held.progressNext?.checkpoint) checkpoint = { ...held.progressNext.checkpoint, ...checkpoint };
+    // The last step is written with the stage's end (a checkpoint is not needed any more then).
+    if (step >= totalSteps) {
+      held.progressNext = undefined;
+      return;
+    }
+    const now = performance.now();
+    if (held.progressBusy || (interval > 0 && !checkpoint && now - held.progressAt < interval)) {
+      held.progressNext = { step, totalSteps, ...(checkpoint ? { checkpoint } : {}) };
+      if (!held.progressBusy && interval > 0) {
+        setTimeout(() => this.flushProgress(held), interval - (now - held.progressAt)).unref();
+      }
+      return;
+    }
+    held.progressAt = now;
+    held.progressBusy = true;
+    void this.opts.lifecycle
+      .progress(held.lease, step, totalSteps, { ...(held.record ? { hint: held.record } : {}), ...(checkpoint ? { checkpoint } : {}) })
+      .then((rec) => {
+        if (rec) held.record = rec;
+      })
+      .catch((err: unknown) => this.opts.log.debug({ err }, 'could not record progress'))
+      .finally(() => {
+        held.progressBusy = false;
+        this.flushProgress(held);
+      });
+  }
+
+  private flushProgress(held: Held): void {
+    const next = held.progressNext;
+    if (!next || held.progressBusy || !this.held.has(held)) return;
+    held.progressNext = undefined;
+    this.progress(held, next.step, next.totalSteps, next.checkpoint);
+  }
+
+  // ---- leases ----------------------------------------------------------------------------
+
+  private hold(h: Held): void {
+    this.held.add(h);
+    let set = this.byReq.get(h.lease.item.reqId);
+    if (!set) {
+      set = new Set();
+      this.byReq.set(h.lease.item.reqId, set);
+    }
+    set.add(h);
+  }
+
+  private release(h: Held): void {
+    if (!this.held.delete(h)) return;
+    this.opts.instances.done(h.slot);
+    const set = this.byReq.get(h.lease.item.reqId);
+    set?.delete(h);
+    if (set?.size === 0) this.byReq.delete(h.lease.item.reqId);
+    if (this.held.size === 0) {
+      for (const done of [...this.idle]) done();
+      this.idle.clear();
+    }
+  }
+
+  private renewAll(): void {
+    for (const h of this.held) {
+      if (h.leaseLost) continue;
+      void this.opts.store.renew(h.lease).then(
+        (ok) => {
+          if (ok || h.leaseLost || !this.held.has(h)) return;
+          h.leaseLost = true;
+          this.opts.log.warn(
+            { reqId: h.lease.item.reqId, stageIndex: h.lease.item.stageIndex },
+            'lease lost; stopping the task (it runs elsewhere)',
+          );
+          h.cancel?.cancel(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'the scheduler lost the task'));
+        },
+        (err: unknown) => this.opts.log.debug({ err }, 'could not renew a lease'),
+      );
+    }
+  }
+
+  /** A request running here ended (cancelled or failed, here or elsewhere): its task stops. */
+  private changed(c: RecordChange): void {
+    if (!c.terminal) return;
+    const set = this.byReq.get(c.reqId);
+    if (!set) return;
+    for (const h of set) {
+      if (h.ended) continue;
+      // A completed request's last task is the one reporting; anything else stops.
+      const status = c.record?.state.context.status;
+      if (status === 'completed') continue;
+      h.ended = true;
+      const error = c.record?.state.context.error;
+      h.cancel?.cancel(
+        status === 'failed' && error
+          ? new DiffmeshError(Code.CANCELLED, 'CANCELLED', `request failed: ${error.message}`)
+          : new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'request cancelled'),
+      );
+    }
+  }
+
+  // ---- stranded tasks --------------------------------------------------------------------
+
+  /**
+   * Starts the pool's stranded timer when some of its waiting tasks have no instance that can
+   * run them: when it fires, those still without one fail (see `strandedTimeoutMs`).
+   */
+  private watchStranded(pool: string): void {
+    const timeoutMs = Math.min(MAX_TIMEOUT_MS, this.opts.limits.strandedTimeoutMs ?? 10_000);
+    if (timeoutMs <= 0 || this.stranded.has(pool) || this.state === 'STOPPED') return;
+    // Claimed at once so that concurrent calls make one timer.
+    const placeholder = setTimeout(() => undefined, 0);
+    this.stranded.set(pool, placeholder);
+    void this.strandedKinds(pool)
+      .then((kinds) => {
+        if (this.stranded.get(pool) !== placeholder) return;
+        if (kinds.length === 0) {
+          this.stranded.delete(pool);
+          return;
+        }
+        const timer = setTimeout(() => {
+          this.stranded.delete(pool);
+          void this.failStranded(pool, timeoutMs).catch((err: unknown) =>
+            this.opts.log.warn({ pool, err }, 'could not fail stranded tasks'),
+          );
+        }, timeoutMs);
+        timer.unref();
+        this.stranded.set(pool, timer);
+      })
+      .catch(() => {
+        if (this.stranded.get(pool) === placeholder) this.stranded.delete(pool);
+      });
+  }
+
+  private clearStranded(pool: string): void {
+    clearTimeout(this.stranded.get(pool));
+    this.stranded.delete(pool);
+  }
+
+  /** Queue keys and models of `pool` with waiting tasks no instance can run. */
+  private async strandedKinds(pool: string): Promise<Array<{ queue: string; model: string; range?: string }>> {
+    const ranges = new Map(this.opts.queuesOf(pool).map((q) => [q.key, q.range]));
+    const kinds = await this.opts.store.queuedKinds(pool);
+    return kinds
+      .map((k) => ({ queue: k.queue, model: k.model, range: ranges.get(k.queue) ?? rangeOfKey(k.queue) }))
+      .filter((k) => !this.opts.instances.runnable(pool, k.model, k.range));
+  }
+
+  private async failStranded(pool: string, timeoutMs: number): Promise<void> {
+    for (const kind of await this.strandedKinds(pool)) {
+      for (;;) {
+        if (this.opts.instances.runnable(pool, kind.model, kind.range)) break;
+        const lease = await this.opts.store.lease({ pool, fits: [{ queues: [kind.queue], models: [kind.model] }], owner: this.opts.owner });
+        if (!lease) break;
+        const rec = await this.opts.store.read(lease.item.reqId);
+        if (!rec || !isCurrent(rec, lease)) {
+          await this.opts.lifecycle.repair(lease);
+          continue;
+        }
+        const stage = rec.state.context.executionPlan.stages[lease.item.stageIndex];
+        await this.opts.lifecycle.end(
+          lease.item.reqId,
+          {
+            type: 'failed',
+            error: new DiffmeshError(
+              Code.UNAVAILABLE,
+              'POOL_UNAVAILABLE',
+              `pool "${pool}" (stage ${stage.name}) has had no instance serving model "${kind.model}" for ${timeoutMs} ms`,
+              { metadata: { pool, stage: stage.name, model: kind.model }, retryAfterMs: 1000 },
+            ),
+          },
+          { ack: lease },
+        );
+      }
+    }
+  }
+}
+
+/** True when the leased task is the request's current one and the request has not ended. */
+function isCurrent(rec: RequestRecord, lease: Lease): boolean {
+  const ctx = rec.state.context;
+  const s = ctx.status;
+  return (
+    s !== 'completed' &&
+    s !== 'failed' &&
+    s !== 'cancelled' &&
+    ctx.currentStageIndex === lease.item.stageIndex &&
+    rec.gen === lease.item.gen
+  );
+}
+
+/** The range of a queue key `pool@range` (none for a plain pool). */
+function rangeOfKey(key: string): string | undefined {
+  const at = key.indexOf('@');
+  return at === -1 ? undefined : key.slice(at + 1);
+}

@@ -1,0 +1,950 @@
+import { randomUUID } from 'node:crypto';
+import { trace } from '@opentelemetry/api';
+import {
+  ATTR,
+  Code,
+  DiffmeshError,
+  SPAN,
+  SpanKind,
+  asDiffmeshError,
+  diffmeshTracer,
+  extractTraceContext,
+  injectTraceContext,
+  invalidParameter,
+  recordError,
+  type ExecutionPlan,
+  type Logger,
+  type ObjectRef,
+  type OtelContext,
+  type RequestContext,
+  type RequestEvent,
+  type Span,
+  type StageName,
+} from '@diffmesh/core';
+import type { TensorStore } from '@diffmesh/tensor-client';
+import type { InstanceSlots } from './instances.js';
+import { serves, versionMatches } from './instances.js';
+import { resolveParams } from './plans/params.js';
+import type { PlanRegistry } from './plans/registry.js';
+import { INPUT_IMAGE, requestPlan } from './request-plan.js';
+import type { RecentRequests } from './retention.js';
+import {
+  isTerminalStatus,
+  itemId,
+  type Lease,
+  type QueueEffects,
+  type QueueItem,
+  type RecordChange,
+  type RequestRecord,
+  type SchedulerStore,
+} from './storage/types.js';
+import { MAX_REQUEST_ID_CHARS, MAX_TIMEOUT_MS, type GenerateRequest, type RequestState, type StageTiming } from './types.js';
+import type { SchedulerLimits } from './limits.js';
+
+/** Follows a request's events: `item` for each (with the record it came from), then `close` after the last. */
+export interface RequestListener {
+  item(event: RequestEvent, sequence: number, record: RequestRecord): void;
+  close(): void;
+}
+
+/** How a request ends. */
+export type Outcome = { type: 'failed'; error: DiffmeshError } | { type: 'cancelled' };
+
+/** Default bound on stage re-runs of one request caused by lost inputs. */
+const MAX_RERUNS_PER_STAGE = 2;
+
+/** How long a task may wait for its request's record before it is dropped (JetStream admits the task first). */
+const ORPHAN_GRACE_MS = 30_000;
+
+/** Failure reasons that may mean a task's input is gone. */
+const LOST_INPUT_REASONS = new Set(['OBJECT_NOT_FOUND', 'OBJECT_EXPIRED', 'CHECKSUM_MISMATCH', 'TRANSPORT']);
+
+/** How long the probe of one input may take before the input counts as lost. */
+const INPUT_PROBE_MS = 3000;
+
+/** Tries of one stage lost with their instance or scheduler (not failures of the task) before the request fails. */
+const MAX_LOST_TRIES = 10;
+
+export interface LifecycleOptions {
+  store: SchedulerStore;
+  registry: PlanRegistry;
+  tensors: TensorStore;
+  log: Logger;
+  limits: SchedulerLimits;
+  instances: InstanceSlots;
+  recent: RecentRequests;
+  /** Sees every event this scheduler writes (metrics, audit); must not throw. */
+  onEvent?: (event: RequestEvent, state: RequestState) => void;
+  /** A task was queued by this scheduler (stranded-task checks). */
+  onEnqueued?: (item: QueueItem) => void;
+}
+
+/** A request this scheduler accepted: its span and timeout live here. */
+interface Local {
+  span: Span;
+  timer?: NodeJS.Timeout;
+}
+
+interface Watcher {
+  listener: RequestListener;
+  /** Events delivered so far (the next one has this sequence + 1). */
+  delivered: number;
+  /** A read is in flight; `again` asks for another after it. */
+  reading: boolean;
+  again: boolean;
+  closed: boolean;
+}
+
+/**
+ * A request's lifecycle over the storage port: admission, the transitions a dispatch
+ * reports (started, finished, failed), retries, re-runs of stages whose outputs were lost,
+ * cancellation, timeouts, and the end (objects deleted, events announced). Every change is
+ * a compare-and-set on the request's record, so any scheduler sharing the store may make it,
+ * and a transition that lost a race (a stage finished twice, a cancel during completion)
+ * sees the winner's record and does nothing.
+ */
+export class RequestLifecycle {
+  private readonly local = new Map<string, Local>();
+  private readonly watchers = new Map<string, Set<Watcher>>();
+  private inFlight = 0;
+  private stopped = false;
+  private unsubscribe: (() => void) | undefined;
+
+  constructor(private readonly opts: LifecycleOptions) {}
+
+  start(): void {
+    this.unsubscribe ??= this.opts.store.onChange((c) => this.changed(c));
+  }
+
+  /** Requests accepted here and not yet ended. */
+  inFlightCount(): number {
+    return this.inFlight;
+  }
+
+  /** Ids of the requests accepted here and not yet ended. */
+  localRequests(): string[] {
+    return [...this.local.keys()];
+  }
+
+  /** Stops accepting requests (UNAVAILABLE / DRAINING). */
+  stopIntake(): void {
+    this.stopped = true;
+  }
+
+  /** Stops following the store; ends the spans and timers of local requests. */
+  stop(): void {
+    this.stopped = true;
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    for (const [reqId, l] of this.local) {
+      clearTimeout(l.timer);
+      l.span.end();
+      this.local.delete(reqId);
+    }
+    this.inFlight = 0;
+  }
+
+  // ---- admission -------------------------------------------------------------------------
+
+  /**
+   * Validates and accepts a request, or rejects it at once: unknown model, bad parameter,
+   * a pool with no instance (UNAVAILABLE), too many requests or a full queue
+   * (RESOURCE_EXHAUSTED). Nothing is half-accepted. A client id seen before returns that
+   * request (`created: false`).
+   */
+  async submit(req: GenerateRequest): Promise<{ state: RequestState; created: boolean }> {
+    // A path to a served model directory runs under the directory's model id.
+    const model = typeof req.model === 'string' ? this.opts.registry.canonicalModel(req.model) : req.model;
+    if (model !== req.model) req = { ...req, model };
+    if (req.requestId) checkRequestId(req.requestId);
+    if (!this.stopped && req.requestId) {
+      const existing = await this.opts.store.read(req.requestId);
+      if (existing) return { state: existing.state, created: false };
+    }
+    // One trace per request: the client's span (if it sent a traceparent) is the parent.
+    const parent = extractTraceContext(req.traceContext);
+    const reqId = req.requestId || randomUUID();
+    const span = diffmeshTracer().startSpan(
+      SPAN.request,
+      { kind: SpanKind.SERVER, attributes: { [ATTR.requestId]: reqId, [ATTR.model]: req.model, [ATTR.priority]: req.priority ?? 0 } },
+      parent,
+    );
+    try {
+      const { record, created } = await this.accept(req, reqId, span, trace.setSpan(parent, span));
+      if (!created) {
+        span.setAttribute(ATTR.requestStatus, 'existing');
+        span.end();
+      }
+      return { state: record.state, created };
+    } catch (err) {
+      recordError(span, err);
+      span.setAttribute(ATTR.requestStatus, 'rejected');
+      span.end();
+      throw err;
+    }
+  }
+
+  private async accept(
+    req: GenerateRequest,
+    reqId: string,
+    span: Span,
+    traceCtx: OtelContext,
+  ): Promise<{ record: RequestRecord; created: boolean }> {
+    if (this.stopped) throw new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'scheduler is shutting down', { retryAfterMs: 1000 });
+    const { registry, limits, instances } = this.opts;
+    const entry = registry.lookup(req.model);
+    const inputs = req.inputs ?? {};
+    // Stages that need an input the request lacks (an image) are left out of its plan.
+    const plan: ExecutionPlan = requestPlan(entry, req.model, Object.keys(inputs));
+    const params = resolveParams(entry, { ...req.params }, { inputImage: INPUT_IMAGE in inputs });
+    const timeout = req.timeoutMs ?? 0;
+    if (!Number.isInteger(timeout) || timeout < 0 || timeout > MAX_TIMEOUT_MS) {
+      throw invalidParameter(
+        'timeout_ms',
+        `must be a whole number of milliseconds from 0 to ${MAX_TIMEOUT_MS} (about 24 days), got ${timeout}`,
+      );
+    }
+    for (const stage of plan.stages) {
+      const healthy = instances.healthy(stage.pool);
+      // Only an instance serving the model may run its task (pools are shared by models).
+      const serving = healthy.filter((s) => serves(s, req.model));
+      if (serving.length === 0) {
+        const which = healthy.length === 0 ? '' : ` serving model "${req.model}"`;
+        throw new DiffmeshError(
+          Code.UNAVAILABLE,
+          'POOL_UNAVAILABLE',
+          `pool "${stage.pool}" (stage ${stage.name}) has no healthy instance${which}`,
+          {
+            metadata: { pool: stage.pool, stage: stage.name, model: req.model },
+            retryAfterMs: 1000,
+          },
+        );
+      }
+      if (stage.version && !serving.some((s) => versionMatches(s, stage.version))) {
+        throw new DiffmeshError(
+          Code.UNAVAILABLE,
+          'NO_MATCHING_VERSION',
+          `pool "${stage.pool}" has no healthy instance with a version in "${stage.version}" ` +
+            `(running: ${[...new Set(serving.map((s) => s.version))].join(', ')})`,
+          { metadata: { pool: stage.pool, stage: stage.name, version: stage.version }, retryAfterMs: 1000 },
+        );
+      }
+    }
+    if (this.inFlight >= limits.maxInFlight) {
+      throw new DiffmeshError(Code.RESOURCE_EXHAUSTED, 'TOO_MANY_REQUESTS', `too many requests in flight (limit ${limits.maxInFlight})`, {
+        retryAfterMs: 1000,
+      });
+    }
+    const now = Date.now();
+    // (Limits given in-process are not validated like the service's config: keep timers in range.)
+    const timeoutMs = Math.min(MAX_TIMEOUT_MS, timeout > 0 ? timeout : limits.defaultTimeoutMs);
+    const context: RequestContext = {
+      reqId,
+      model: req.model,
+      params,
+      executionPlan: plan,
+      currentStageIndex: 0,
+      refs: { ...inputs },
+      status: 'pending',
+      createdAt: now,
+      updatedAt: now,
+      priority: req.priority ?? 0,
+      timeoutMs,
+      retryCount: 0,
+      // The request span's context: every hop of the request continues from it.
+      traceContext: injectTraceContext(traceCtx),
+    };
+    const record: RequestRecord = {
+      state: { context, planName: entry.model ?? entry.pattern ?? req.model, step: 0, totalSteps: 0, timings: [], result: {} },
+      events: [],
+      revision: 0,
+      gen: 1,
+      attempt: 1,
+      failures: 0,
+      producers: {},
+      reruns: 0,
+      expiresAt: 0,
+    };
+    const item = this.queued(record, 0, now);
+    // Counted before the await, so a burst of submissions cannot pass the bound together, and
+    // known as local before it is stored, so its end is seen however soon it comes.
+    const local: Local = { span };
+    this.local.set(reqId, local);
+    this.inFlight += 1;
+    const forget = (): void => {
+      if (this.local.get(reqId) !== local) return;
+      this.local.delete(reqId);
+      this.inFlight -= 1;
+    };
+    let result: { record: RequestRecord; created: boolean };
+    try {
+      result = await this.opts.store.admit(record, item, limits.maxQueueLength);
+    } catch (err) {
+      forget();
+      throw err;
+    }
+    if (!result.created) {
+      forget();
+      return result;
+    }
+    this.opts.recent.add(result.record);
+    this.observe(result.record, 0);
+    this.opts.onEnqueued?.(item);
+    if (timeoutMs > 0 && this.local.get(reqId) === local) {
+      local.timer = setTimeout(() => {
+        void this.end(reqId, { type: 'failed', error: timeoutError(timeoutMs) }).catch(() => undefined);
+      }, timeoutMs);
+      local.timer.unref();
+    }
+    return result;
+  }
+
+  // ---- reading ---------------------------------------------------------------------------
+
+  /** The record of a request; NOT_FOUND when unknown or forgotten. A request past its deadline is failed first. */
+  async record(reqId: string): Promise<RequestRecord> {
+    let rec = await this.opts.store.read(reqId);
+    if (!rec) throw notFound(reqId);
+    if (!isTerminalStatus(rec.state.context.status) && pastDeadline(rec)) {
+      rec = (await this.end(reqId, { type: 'failed', error: timeoutError(rec.state.context.timeoutMs) }).catch(() => rec)) ?? rec;
+    }
+    return rec;
+  }
+
+  /**
+   * Follows a request's events after sequence `after` (0 = from the first): those so far,
+   * then live ones, then `close` after the last. NOT_FOUND when unknown or forgotten.
+   * Resolves with a function that stops following.
+   */
+  async listen(reqId: string, after: number, listener: RequestListener): Promise<() => void> {
+    const w: Watcher = { listener, delivered: Math.max(0, after), reading: false, again: false, closed: false };
+    let set = this.watchers.get(reqId);
+    if (!set) {
+      set = new Set();
+      this.watchers.set(reqId, set);
+    }
+    set.add(w);
+    const stop = (): void => {
+      w.closed = true;
+      const s = this.watchers.get(reqId);
+      s?.delete(w);
+      if (s?.size === 0) this.watchers.delete(reqId);
+    };
+    // A store in this process answers at once (every Generate and Session request follows its events).
+    let rec = this.opts.store.peek?.(reqId);
+    if (!rec || (!isTerminalStatus(rec.state.context.status) && pastDeadline(rec))) {
+      try {
+        rec = await this.record(reqId);
+      } catch (err) {
+        stop();
+        throw err;
+      }
+    }
+    this.deliver(reqId, w, rec);
+    return stop;
+  }
+
+  private deliver(reqId: string, w: Watcher, rec: RequestRecord): void {
+    if (w.closed) return;
+    const events = rec.events;
+    while (w.delivered < events.length && !w.closed) {
+      w.delivered += 1;
+      w.listener.item(events[w.delivered - 1], w.delivered, rec);
+    }
+    if (!w.closed && isTerminalStatus(rec.state.context.status) && w.delivered >= events.length) {
+      w.closed = true;
+      this.watchers.get(reqId)?.delete(w);
+      if (this.watchers.get(reqId)?.size === 0) this.watchers.delete(reqId);
+      w.listener.close();
+    }
+  }
+
+  /** Re-reads a record for a watcher that heard of a change made elsewhere (one read at a time). */
+  private refresh(reqId: string, w: Watcher): void {
+    if (w.reading) {
+      w.again = true;
+      return;
+    }
+    w.reading = true;
+    void this.opts.store
+      .read(reqId)
+      .then((rec) => {
+        if (rec) this.deliver(reqId, w, rec);
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        w.reading = false;
+        if (w.again && !w.closed) {
+          w.again = false;
+          this.refresh(reqId, w);
+        }
+      });
+  }
+
+  private changed(c: RecordChange): void {
+    const set = this.watchers.get(c.reqId);
+    if (set) {
+      for (const w of [...set]) {
+        if (c.record) this.deliver(c.reqId, w, c.record);
+        else this.refresh(c.reqId, w);
+      }
+    }
+    if (c.record) this.opts.recent.update(c.record);
+    if (c.terminal) this.ended(c.reqId, c.record);
+  }
+
+  /** A request accepted here has ended (here or elsewhere): its span and timer end. */
+  private ended(reqId: string, record: RequestRecord | undefined): void {
+    const l = this.local.get(reqId);
+    if (!l) return;
+    this.local.delete(reqId);
+    this.inFlight -= 1;
+    clearTimeout(l.timer);
+    const close = (rec: RequestRecord | undefined): void => {
+      const ctx = rec?.state.context;
+      if (ctx?.error) recordError(l.span, new DiffmeshError(parseCodeName(ctx.error.code), 'INTERNAL', ctx.error.message));
+      if (ctx) l.span.setAttributes({ [ATTR.requestStatus]: ctx.status, [ATTR.retryCount]: ctx.retryCount });
+      if (rec) this.opts.recent.update(rec);
+      l.span.end();
+    };
+    if (record) close(record);
+    else void this.opts.store.read(reqId).then(close, () => close(undefined));
+  }
+
+  // ---- transitions a dispatch reports ------------------------------------------------------
+
+  /**
+   * A leased task is about to go to `instanceId`. Returns the record with the
+   * `stage_started` event, or undefined when the task is stale (its request ended or moved
+   * on); the caller then calls {@link repair}.
+   */
+  async started(lease: Lease, pool: string, instanceId: string, hint?: RequestRecord): Promise<RequestRecord | undefined> {
+    const { item } = lease;
+    let before = 0;
+    const rec = await this.opts.store.update(
+      item.reqId,
+      (r) => {
+        if (!current(r, item)) return false;
+        before = r.events.length;
+        const ctx = r.state.context;
+        // A try whose lease ran out (its scheduler died) was lost: this is the next one.
+        if (r.startedBy !== undefined && r.startedBy !== lease.token) {
+          r.attempt += 1;
+          ctx.retryCount += 1;
+        }
+        r.startedBy = lease.token;
+        const now = Date.now();
+        const timing = timingOf(r, item.stageIndex);
+        timing.instanceId = instanceId;
+        timing.attempts = r.attempt;
+        timing.startedAt = now;
+        ctx.status = 'running';
+        ctx.updatedAt = now;
+        r.state.step = 0;
+        r.state.totalSteps = 0;
+        r.events.push({
+          type: 'stage_started',
+          reqId: ctx.reqId,
+          stageIndex: item.stageIndex,
+          stage: stageOf(r, item.stageIndex),
+          pool,
+          instanceId,
+          attempt: r.attempt,
+          at: now,
+        });
+        return {};
+      },
+      hint,
+    );
+    if (rec) this.observe(rec, before);
+    return rec;
+  }
+
+  /** Progress of a running task (a shared store gets it throttled: see the dispatcher's `progressIntervalMs`). */
+  async progress(
+    lease: Lease,
+    step: number,
+    totalSteps: number,
+    opts: { hint?: RequestRecord; checkpoint?: Record<string, ObjectRef> } = {},
+  ): Promise<RequestRecord | undefined> {
+    const { item } = lease;
+    let before = 0;
+    let replaced: ObjectRef[] = [];
+    const rec = await this.opts.store.update(
+      item.reqId,
+      (r) => {
+        if (!current(r, item) || r.startedBy !== lease.token) return false;
+        before = r.events.length;
+        pushProgress(r, item.stageIndex, step, totalSteps);
+        replaced = [];
+        if (opts.checkpoint) {
+          // The latest checkpoint of each name is kept; an older one it replaces goes.
+          for (const [name, ref] of Object.entries(opts.checkpoint)) {
+            const old = r.checkpoint?.[name];
+            if (old && old.objectId !== ref.objectId) replaced.push(old);
+          }
+          r.checkpoint = { ...r.checkpoint, ...opts.checkpoint };
+        }
+        return {};
+      },
+      opts.hint,
+    );
+    if (rec) {
+      this.observe(rec, before);
+      if (replaced.length > 0) void this.deleteObjects(item.reqId, replaced, false);
+    } else if (opts.checkpoint) {
+      // Too late (the request ended or moved on): the checkpoint is not needed.
+      void this.deleteObjects(item.reqId, Object.values(opts.checkpoint), false);
+    }
+    return rec;
+  }
+
+  /** A task finished: the request moves on to its next stage, or completes. */
+  async stageDone(
+    lease: Lease,
+    outputs: Record<string, ObjectRef>,
+    opts: { hint?: RequestRecord; lastProgress?: { step: number; totalSteps: number }; warnings?: string[] } = {},
+  ): Promise<void> {
+    const { item } = lease;
+    let before = 0;
+    let next: QueueItem | undefined;
+    let checkpoints: ObjectRef[] = [];
+    const rec = await this.opts.store.update(
+      item.reqId,
+      (r) => {
+        if (!current(r, item)) return false;
+        before = r.events.length;
+        next = undefined;
+        // The last step, when the dispatcher left it for this write (shared stores).
+        const last = opts.lastProgress;
+        if (last && (r.state.step < last.step || r.state.totalSteps !== last.totalSteps))
+          pushProgress(r, item.stageIndex, last.step, last.totalSteps);
+        const ctx = r.state.context;
+        const now = Date.now();
+        Object.assign(ctx.refs, outputs);
+        for (const name of Object.keys(outputs)) r.producers[name] = item.stageIndex;
+        // The stage is done: its checkpoints go.
+        checkpoints = Object.values(r.checkpoint ?? {});
+        delete r.checkpoint;
+        const timing = timingOf(r, item.stageIndex);
+        timing.finishedAt = now;
+        ctx.updatedAt = now;
+        r.startedBy = undefined;
+        r.events.push({
+          type: 'stage_finished',
+          reqId: ctx.reqId,
+          stageIndex: item.stageIndex,
+          stage: stageOf(r, item.stageIndex),
+          queueMs: timing.startedAt - timing.queuedAt,
+          runMs: now - timing.startedAt,
+          outputs,
+          ...(opts.warnings?.length ? { warnings: opts.warnings } : {}),
+          at: now,
+        });
+        const n = item.stageIndex + 1;
+        if (n < ctx.executionPlan.stages.length) {
+          r.gen += 1;
+          r.attempt = 1;
+          next = this.queued(r, n, now);
+          return { ack: lease, enqueue: next };
+        }
+        ctx.status = 'completed';
+        r.state.result = { ...outputs };
+        r.expiresAt = now + this.opts.limits.retentionMs;
+        r.events.push({ type: 'completed', reqId: ctx.reqId, outputs, at: now });
+        return { ack: lease };
+      },
+      opts.hint,
+    );
+    if (!rec) {
+      // Someone else moved the request on (or it ended): what this try made is not needed.
+      void this.deleteObjects(item.reqId, Object.values(outputs), false);
+      await this.repair(lease);
+      return;
+    }
+    this.observe(rec, before);
+    if (checkpoints.length > 0) void this.deleteObjects(item.reqId, checkpoints, false);
+    if (next) {
+      this.opts.onEnqueued?.(next);
+      return;
+    }
+    // Completed: the intermediates go; the outputs stay for the client (their TTL reaps them).
+    const keep = new Set(Object.values(outputs).map((r) => r.objectId));
+    void this.deleteObjects(
+      item.reqId,
+      Object.values(rec.state.context.refs).filter((r) => !keep.has(r.objectId)),
+      false,
+    );
+  }
+
+  /**
+   * A task failed. A refused one goes back to its queue as the same try; a lost input re-runs
+   * the stage that made it; a retryable failure is retried after a back-off (at once when the
+   * instance was lost) up to `maxAttempts`; anything else fails the request.
+   */
+  async stageFailed(
+    lease: Lease,
+    error: DiffmeshError,
+    how: { refused?: boolean; lost?: boolean; handedBack?: boolean; lostInputs?: string[] },
+  ): Promise<void> {
+    const { item } = lease;
+    const { store, limits, log } = this.opts;
+    if (how.refused || how.handedBack) {
+      // Not a try of the task: back in its place, at once.
+      const rec = await store.update(item.reqId, (r) => {
+        if (!current(r, item) || r.startedBy !== lease.token) return false;
+        r.startedBy = undefined;
+        // A handed-back try ran (and may have left a checkpoint): the next is another try.
+        if (how.handedBack) r.attempt += 1;
+        return { release: { lease, delayMs: 0 } };
+      });
+      if (!rec) await this.repair(lease);
+      return;
+    }
+    const lost = how.lostInputs ?? [];
+    if (lost.length > 0) {
+      let before = 0;
+      let rerun: QueueItem | undefined;
+      const rec = await store.update(item.reqId, (r) => {
+        if (!current(r, item)) return false;
+        const producer = Math.min(...lost.map((n) => r.producers[n] ?? Infinity));
+        if (!Number.isFinite(producer) || r.reruns >= MAX_RERUNS_PER_STAGE * r.state.context.executionPlan.stages.length) return false;
+        before = r.events.length;
+        const ctx = r.state.context;
+        const now = Date.now();
+        // Everything made from the producer on is made again.
+        for (const [name, stage] of Object.entries(r.producers)) {
+          if (stage >= producer) {
+            delete ctx.refs[name];
+            delete r.producers[name];
+          }
+        }
+        r.reruns += 1;
+        delete r.checkpoint;
+        r.gen += 1;
+        r.attempt = 1;
+        r.startedBy = undefined;
+        ctx.retryCount += 1;
+        rerun = this.queued(r, producer, now);
+        return { ack: lease, enqueue: rerun };
+      });
+      if (rec && rerun) {
+        log.warn(
+          { reqId: item.reqId, stage: stageOf(rec, item.stageIndex), lost, rerun: rerun.stageIndex },
+          'inputs lost; re-running the stage that made them',
+        );
+        this.observe(rec, before);
+        this.opts.onEnqueued?.(rerun);
+        return;
+      }
+      // Not re-runnable (an input of the request itself, or too many re-runs): fail below.
+    }
+    const retryable = isRetryable(error);
+    let before = 0;
+    let delay = 0;
+    const rec = await store.update(item.reqId, (r) => {
+      if (!current(r, item)) return false;
+      // A try lost with its instance is not the task's failure: it is tried again at once (up
+      // to a bound, in case the task is what kills its instances).
+      const failures = r.failures + (how.lost ? 0 : 1);
+      const lostTries = r.attempt - r.failures - 1;
+      if (!retryable || (!how.lost && failures >= limits.maxAttempts) || (how.lost && lostTries >= MAX_LOST_TRIES)) return false;
+      before = r.events.length;
+      delay = how.lost ? 0 : Math.min(MAX_TIMEOUT_MS, limits.retryBackoffMs * 2 ** Math.max(0, failures - 1));
+      r.failures = failures;
+      r.attempt += 1;
+      r.startedBy = undefined;
+      r.state.context.retryCount += 1;
+      return { release: { lease, delayMs: delay } };
+    });
+    if (rec) {
+      log.warn(
+        { reqId: item.reqId, stage: stageOf(rec, item.stageIndex), attempt: rec.attempt - 1, reason: error.reason, delay },
+        'stage failed; retrying',
+      );
+      this.observe(rec, before);
+      return;
+    }
+    const now = await store.read(item.reqId);
+    if (!now || !current(now, item)) {
+      // It ended or moved on meanwhile: the task's leftovers go with the request's.
+      if (now && isTerminalStatus(now.state.context.status)) void this.deleteObjects(item.reqId, [], true);
+      await this.repair(lease);
+      return;
+    }
+    if (error.code === Code.INTERNAL && error.reason === 'INTERNAL') log.error({ reqId: item.reqId, err: error }, 'stage failed');
+    await this.end(item.reqId, { type: 'failed', error }, { ack: lease });
+  }
+
+  /**
+   * Deals with a leased task that is not the request's current one (the request ended or
+   * moved on, perhaps half-way on a backend that applies effects one by one): makes sure the
+   * current task is queued (an enqueue of a stored id is a no-op) and drops the stale one.
+   */
+  async repair(lease: Lease): Promise<void> {
+    const { item } = lease;
+    const rec = await this.opts.store.read(item.reqId);
+    if (!rec) {
+      // JetStream queues a request's first task before it stores the record: give it time.
+      if (Date.now() - item.enqueuedAt < ORPHAN_GRACE_MS) await this.opts.store.apply({ release: { lease, delayMs: 1000 } });
+      else await this.opts.store.apply({ ack: lease });
+      return;
+    }
+    if (isTerminalStatus(rec.state.context.status) || current(rec, item)) {
+      if (current(rec, item) && rec.startedBy === undefined) {
+        await this.opts.store.apply({ release: { lease, delayMs: 0 } });
+        return;
+      }
+      await this.opts.store.apply({ ack: lease });
+      return;
+    }
+    const stage = rec.state.context.currentStageIndex;
+    await this.opts.store.apply({
+      ack: lease,
+      enqueue: this.itemFor(rec, stage, rec.state.timings.find((t) => t.stageIndex === stage)?.queuedAt || Date.now()),
+    });
+  }
+
+  /**
+   * Inputs of a failed task that are gone: their owner lost them (a tensor-svc restarted, a
+   * node died) or cannot be reached. Only asked for failures that may come from a lost input.
+   */
+  async lostInputs(lease: Lease, error: DiffmeshError): Promise<string[]> {
+    if (!LOST_INPUT_REASONS.has(error.reason) && error.code !== Code.UNAVAILABLE) return [];
+    const rec = await this.opts.store.read(lease.item.reqId);
+    if (!rec || !current(rec, lease.item)) return [];
+    const refs = Object.entries(rec.state.context.refs).filter(([, r]) => !r.inlineData);
+    const probes = await Promise.all(
+      refs.map(async ([name, ref]) => {
+        try {
+          await withTimeout(this.opts.tensors.stat(ref), INPUT_PROBE_MS);
+          return undefined;
+        } catch (err) {
+          const e = asDiffmeshError(err);
+          return e.code === Code.INVALID_ARGUMENT ? undefined : name;
+        }
+      }),
+    );
+    return probes.filter((n): n is string => n !== undefined);
+  }
+
+  // ---- ending ------------------------------------------------------------------------------
+
+  /** Cancels a request: its queued task goes, its running stage stops, its objects are deleted. */
+  async cancel(reqId: string): Promise<RequestState> {
+    const rec = await this.end(reqId, { type: 'cancelled' });
+    if (!rec) throw notFound(reqId);
+    return rec.state;
+  }
+
+  /**
+   * Ends a request that has not ended: deletes its objects (a cancelled or failed request's
+   * objects are gone before its end is announced), then writes the end. Returns the record
+   * as it ended (by this call or an earlier one); undefined when unknown.
+   */
+  async end(reqId: string, outcome: Outcome, effects: QueueEffects = {}): Promise<RequestRecord | undefined> {
+    const { store } = this.opts;
+    for (let tries = 0; ; tries += 1) {
+      const seen = await store.read(reqId);
+      if (!seen) return undefined;
+      if (isTerminalStatus(seen.state.context.status)) {
+        if (effects.ack) await store.apply({ ack: effects.ack });
+        return seen;
+      }
+      await this.deleteObjects(reqId, [...Object.values(seen.state.context.refs), ...Object.values(seen.checkpoint ?? {})], true);
+      let before = 0;
+      const rec = await store.update(reqId, (r) => {
+        if (isTerminalStatus(r.state.context.status)) return false;
+        // New objects since the deletion (a stage finished meanwhile): delete those first.
+        if (r.revision !== seen.revision && tries < 5 && sameRefs(r, seen) === false) return false;
+        before = r.events.length;
+        const ctx = r.state.context;
+        const now = Date.now();
+        ctx.updatedAt = now;
+        r.expiresAt = now + this.opts.limits.retentionMs;
+        r.startedBy = undefined;
+        if (outcome.type === 'cancelled') {
+          ctx.status = 'cancelled';
+          r.events.push({ type: 'cancelled', reqId, at: now });
+        } else {
+          const e = outcome.error;
+          const error = { code: e.code, reason: e.reason, message: e.message, ...(e.field ? { field: e.field } : {}) };
+          ctx.status = 'failed';
+          ctx.error = { ...error, code: Code[e.code] ?? String(e.code) };
+          r.events.push({ type: 'failed', reqId, error, at: now });
+        }
+        return { ...effects, remove: { pool: poolOf(r, ctx.currentStageIndex), id: itemId(reqId, ctx.currentStageIndex) } };
+      });
+      if (rec) {
+        this.observe(rec, before);
+        return rec;
+      }
+    }
+  }
+
+  // ---- helpers -----------------------------------------------------------------------------
+
+  /** Queues stage `stageIndex` of a record being changed: the `queued` event, timing and state. */
+  private queued(r: RequestRecord, stageIndex: number, now: number): QueueItem {
+    const ctx = r.state.context;
+    const stage = ctx.executionPlan.stages[stageIndex];
+    const item = this.itemFor(r, stageIndex, now);
+    ctx.currentStageIndex = stageIndex;
+    ctx.updatedAt = now;
+    const timing = timingOf(r, stageIndex);
+    timing.queuedAt = timing.queuedAt || now;
+    r.events.push({
+      type: 'queued',
+      reqId: ctx.reqId,
+      stageIndex,
+      stage: stage.name,
+      pool: stage.pool,
+      position: this.opts.store.waiting(item.queue),
+      at: now,
+    });
+    return item;
+  }
+
+  private itemFor(r: RequestRecord, stageIndex: number, enqueuedAt: number): QueueItem {
+    const ctx = r.state.context;
+    const stage = ctx.executionPlan.stages[stageIndex];
+    return {
+      id: itemId(ctx.reqId, stageIndex),
+      reqId: ctx.reqId,
+      stageIndex,
+      gen: r.gen,
+      createdAt: ctx.createdAt,
+      pool: stage.pool,
+      queue: stage.version ? `${stage.pool}@${stage.version}` : stage.pool,
+      ...(stage.version ? { range: stage.version } : {}),
+      model: ctx.model,
+      priority: ctx.priority,
+      enqueuedAt,
+    };
+  }
+
+  /** Hands the events this scheduler wrote to the observer. */
+  private observe(rec: RequestRecord, from: number): void {
+    const onEvent = this.opts.onEvent;
+    if (!onEvent) return;
+    for (let i = from; i < rec.events.length; i += 1) {
+      try {
+        onEvent(rec.events[i], rec.state);
+      } catch (err) {
+        this.opts.log.warn({ err }, 'event observer failed');
+      }
+    }
+  }
+
+  /**
+   * Deletes a request's objects where they live (each ref names its owner). `wholeRequest`
+   * also asks the store to drop anything else it holds for the request (objects a stage
+   * stored before it was stopped); TTLs reap what no one knows about.
+   */
+  async deleteObjects(reqId: string, refs: ObjectRef[], wholeRequest: boolean): Promise<void> {
+    const { tensors } = this.opts;
+    const results = await Promise.allSettled([
+      ...refs.map((r) => tensors.delete(r)),
+      ...(wholeRequest ? [tensors.deleteRequest(reqId)] : []),
+    ]);
+    const failed = results.filter((r) => r.status === 'rejected');
+    if (failed.length > 0) {
+      this.opts.log.warn({ reqId, failed: failed.length, err: failed[0].reason }, 'could not delete some request objects');
+    }
+  }
+}
+
+/** True when `item` is the request's current task and the request has not ended. */
+function current(r: RequestRecord, item: QueueItem): boolean {
+  return !isTerminalStatus(r.state.context.status) && r.state.context.currentStageIndex === item.stageIndex && r.gen === item.gen;
+}
+
+function sameRefs(a: RequestRecord, b: RequestRecord): boolean {
+  const ka = Object.values(a.state.context.refs)
+    .map((r) => r.objectId)
+    .sort();
+  const kb = Object.values(b.state.context.refs)
+    .map((r) => r.objectId)
+    .sort();
+  return ka.length === kb.length && ka.every((k, i) => k === kb[i]);
+}
+
+/** Records a progress event of stage `stageIndex` in a record being changed. */
+function pushProgress(r: RequestRecord, stageIndex: number, step: number, totalSteps: number): void {
+  r.state.step = step;
+  r.state.totalSteps = totalSteps;
+  r.events.push({
+    type: 'progress',
+    reqId: r.state.context.reqId,
+    stageIndex,
+    stage: stageOf(r, stageIndex),
+    step,
+    totalSteps,
+    at: Date.now(),
+  });
+}
+
+function stageOf(r: RequestRecord, stageIndex: number): StageName {
+  return r.state.context.executionPlan.stages[stageIndex].name;
+}
+
+function poolOf(r: RequestRecord, stageIndex: number): string {
+  return r.state.context.executionPlan.stages[stageIndex]?.pool ?? '';
+}
+
+function timingOf(r: RequestRecord, stageIndex: number): StageTiming {
+  let t = r.state.timings.find((x) => x.stageIndex === stageIndex);
+  if (!t) {
+    const stage = r.state.context.executionPlan.stages[stageIndex];
+    t = { stageIndex, stage: stage.name, pool: stage.pool, instanceId: '', attempts: 0, queuedAt: 0, startedAt: 0, finishedAt: 0 };
+    r.state.timings.push(t);
+  }
+  return t;
+}
+
+/** The request's deadline (ms since the epoch), 0 = none. */
+export function deadlineOf(r: RequestRecord): number {
+  const ctx = r.state.context;
+  return ctx.timeoutMs > 0 ? ctx.createdAt + ctx.timeoutMs : 0;
+}
+
+function pastDeadline(r: RequestRecord): boolean {
+  const d = deadlineOf(r);
+  return d > 0 && Date.now() >= d;
+}
+
+export function timeoutError(timeoutMs: number): DiffmeshError {
+  return new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `request timed out after ${timeoutMs} ms`);
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+function parseCodeName(name: string): Code {
+  const code = (Code as unknown as Record<string, number>)[name];
+  return typeof code === 'number' ? code : Code.UNKNOWN;
+}
+
+function isRetryable(e: DiffmeshError): boolean {
+  return e.code === Code.UNAVAILABLE || e.code === Code.DEADLINE_EXCEEDED || e.code === Code.RESOURCE_EXHAUSTED || e.code === Code.INTERNAL;
+}
+
+function notFound(reqId: string): DiffmeshError {
+  return new DiffmeshError(Code.NOT_FOUND, 'REQUEST_NOT_FOUND', `request "${reqId}" not found`, { metadata: { field: 'req_id' } });
+}
+
+/**
+ * A client's request id must do as the first part of the request's object ids
+ * (`{request_id}:{name}:{unique}`): the tensor store refuses an empty one or one with `:`.
+ */
+export function checkRequestId(id: string): void {
+  if (id.includes(':') || [...id].length > MAX_REQUEST_ID_CHARS) {
+    const shown = id.length > 80 ? `${JSON.stringify(id.slice(0, 80))}… (${id.length} characters)` : JSON.stringify(id);
+    throw invalidParameter('request_id', `must be at most ${MAX_REQUEST_ID_CHARS} characters without ":", got ${shown}`);
+  }
+}

@@ -1,0 +1,43 @@
+/** Limits and policies of a scheduler; every field has a documented default in config.ts. */
+export interface SchedulerLimits {
+  /** Most tasks waiting in one pool's queue. */
+  maxQueueLength: number;
+  /** Most requests accepted here and not yet finished. */
+  maxInFlight: number;
+  /** Tries per stage task before the request fails (1 = no retry). */
+  maxAttempts: number;
+  /** First retry back-off; doubles per attempt. */
+  retryBackoffMs: number;
+  /** Request timeout when the request gives none; 0 = none. */
+  defaultTimeoutMs: number;
+  /** Deadline of one stage dispatch; 0 = none. */
+  stageTimeoutMs: number;
+  /** How long a finished request stays visible to Get/Watch. */
+  retentionMs: number;
+  /**
+   * Most finished requests kept for Get/Watch; past it the oldest are forgotten before their
+   * retention ends (bounds the scheduler's memory under sustained load). Default 10000.
+   */
+  maxRetained?: number;
+  /**
+   * How long a queued task waits when its pool has no instance that can run it (none
+   * registered, serving its model in its version range, and not draining) before its
+   * request fails with UNAVAILABLE / POOL_UNAVAILABLE; an instance that arrives in time
+   * takes it. 0 = it waits for the request timeout. Default 10000.
+   */
+  strandedTimeoutMs?: number;
+  /**
+   * How long a dispatched task's lease holds without renewal: a scheduler that dies loses
+   * its tasks to other schedulers after this long. Default 10000 (shared stores).
+   */
+  leaseMs?: number;
+}
+
+/** Default of {@link SchedulerLimits.maxRetained}. */
+export const DEFAULT_MAX_RETAINED = 10_000;
+
+/** Default of {@link SchedulerLimits.strandedTimeoutMs}. */
+export const DEFAULT_STRANDED_TIMEOUT_MS = 10_000;
+
+/** Default of {@link SchedulerLimits.leaseMs}. */
+export const DEFAULT_LEASE_MS = 10_000;

@@ -1,0 +1,146 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** How a stage task ended, as the `outcome` label says it. */
+export type StageTaskOutcome = 'ok' | 'failed' | 'cancelled' | 'timeout' | 'refused';
+
+/** Timing hooks an ONNX stage reports its model runs through (implemented by {@link StageMetrics}). */
+export interface ModelRunObserver {
+  /** One model run (an ONNX `session.run`) took `seconds`. */
+  modelRun(seconds: number): void;
+  /** One denoiser run carried `size` latents. */
+  denoiseBatch?(size: number): void;
+}
+
+/** Options of {@link StageMetrics}. */
+export interface StageMetricsOptions {
+  stage: string;
+  pool: string;
+  /** Registry to use; default a new one. */
+  registry?: Registry;
+  /** Also collect Node.js process metrics (prefix `diffmesh_stage_`). Default false. */
+  processMetrics?: boolean;
+}
+
+const TASK_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+const RUN_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64];
+
+/**
+ * Prometheus metrics of one stage service instance:
+ * - `diffmesh_stage_tasks_total{stage,pool,outcome}`: tasks ended, by outcome
+ *   (ok | failed | cancelled | timeout | refused);
+ * - `diffmesh_stage_task_seconds{stage,pool}`: run time of a task (admitted to ended);
+ * - `diffmesh_stage_in_flight{stage,pool}`: tasks running now;
+ * - `diffmesh_denoising_steps_total{pool}`: denoising steps done by this instance;
+ * - `diffmesh_model_run_seconds{stage}`: one ONNX model run;
+ * - `diffmesh_denoise_batch_size`: latents per denoiser run.
+ */
+export class StageMetrics implements ModelRunObserver {
+  readonly registry: Registry;
+  private readonly labels: { stage: string; pool: string };
+  private readonly tasks: Counter<'stage' | 'pool' | 'outcome'>;
+  private readonly taskSeconds: Histogram<'stage' | 'pool'>;
+  private readonly inFlight: Gauge<'stage' | 'pool'>;
+  private readonly steps: Counter<'pool'>;
+  private readonly runSeconds: Histogram<'stage'>;
+  private readonly batchSize: Histogram;
+  /** Series of this instance's labels, bound once (a labelled call hashes its labels each time). */
+  private readonly bound: {
+    inFlight: ReturnType<Gauge['labels']>;
+    taskSeconds: ReturnType<Histogram['labels']>;
+    outcomes: Record<StageTaskOutcome, ReturnType<Counter['labels']>>;
+  };
+
+  constructor(opts: StageMetricsOptions) {
+    const r = (this.registry = opts.registry ?? new Registry());
+    this.labels = { stage: opts.stage, pool: opts.pool };
+    if (opts.processMetrics) collectDefaultMetrics({ register: r, prefix: 'diffmesh_stage_' });
+    this.tasks = new Counter({
+      name: 'diffmesh_stage_tasks_total',
+      help: 'Stage tasks ended, by outcome (ok, failed, cancelled, timeout, refused)',
+      labelNames: ['stage', 'pool', 'outcome'],
+      registers: [r],
+    });
+    this.taskSeconds = new Histogram({
+      name: 'diffmesh_stage_task_seconds',
+      help: 'Run time of a stage task on this instance',
+      labelNames: ['stage', 'pool'],
+      buckets: TASK_BUCKETS,
+      registers: [r],
+    });
+    this.inFlight = new Gauge({
+      name: 'diffmesh_stage_in_flight',
+      help: 'Stage tasks running now',
+      labelNames: ['stage', 'pool'],
+      registers: [r],
+    });
+    this.steps = new Counter({
+      name: 'diffmesh_denoising_steps_total',
+      help: 'Denoising steps done by this instance',
+      labelNames: ['pool'],
+      registers: [r],
+    });
+    this.runSeconds = new Histogram({
+      name: 'diffmesh_model_run_seconds',
+      help: 'One model run (ONNX session.run)',
+      labelNames: ['stage'],
+      buckets: RUN_BUCKETS,
+      registers: [r],
+    });
+    this.batchSize = new Histogram({
+      name: 'diffmesh_denoise_batch_size',
+      help: 'Latents per denoiser run',
+      buckets: BATCH_BUCKETS,
+      registers: [r],
+    });
+    // Series exist from the start, so rates and "no task yet" read as 0 rather than absent.
+    this.inFlight.set(this.labels, 0);
+    for (const outcome of ['ok', 'failed', 'cancelled', 'timeout', 'refused'] as const) this.tasks.inc({ ...this.labels, outcome }, 0);
+    if (opts.stage === 'denoising') this.steps.inc({ pool: opts.pool }, 0);
+    const outcome = (o: StageTaskOutcome) => this.tasks.labels({ ...this.labels, outcome: o });
+    this.bound = {
+      inFlight: this.inFlight.labels(this.labels),
+      taskSeconds: this.taskSeconds.labels(this.labels),
+      outcomes: {
+        ok: outcome('ok'),
+        failed: outcome('failed'),
+        cancelled: outcome('cancelled'),
+        timeout: outcome('timeout'),
+        refused: outcome('refused'),
+      },
+    };
+  }
+
+  /** A task was refused (at capacity, draining, wrong stage or model). */
+  refused(): void {
+    this.bound.outcomes.refused.inc();
+  }
+
+  /** A task started running; call the returned function once when it ends. */
+  taskStarted(): (outcome: Exclude<StageTaskOutcome, 'refused'>) => void {
+    const started = performance.now();
+    const bound = this.bound;
+    bound.inFlight.inc();
+    let ended = false;
+    return (outcome) => {
+      if (ended) return;
+      ended = true;
+      bound.inFlight.dec();
+      bound.outcomes[outcome].inc();
+      bound.taskSeconds.observe((performance.now() - started) / 1000);
+    };
+  }
+
+  /** `n` more denoising steps done. */
+  denoisingSteps(n: number): void {
+    if (n > 0) this.steps.inc({ pool: this.labels.pool }, n);
+  }
+
+  modelRun(seconds: number): void {
+    this.runSeconds.observe({ stage: this.labels.stage }, seconds);
+  }
+
+  denoiseBatch(size: number): void {
+    this.batchSize.observe(size);
+  }
+}

@@ -1,0 +1,424 @@
+import { realpath } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { defineConfig, type ConfigDefinition } from '@diffmesh/core';
+import { createDiscovery } from '@diffmesh/discovery';
+import type { Discovery, Registration } from '@diffmesh/discovery';
+import { TlsConfigSchema, loadTlsFiles, tlsConfigMappings } from '@diffmesh/core';
+import { GrpcServer } from '@diffmesh/core';
+import { LogConfigSchema, createLogger, type Logger } from '@diffmesh/core';
+import { startTelemetry, traceLogFields } from '@diffmesh/core';
+import { StageMetrics } from './stage-metrics.js';
+import { startMetricsEndpoint, type MetricsEndpoint } from '@diffmesh/core';
+import { ModelCatalog } from './model-catalog.js';
+import { EXECUTION_PROVIDERS, SessionCache } from './onnx-sessions.js';
+import { looksLikePath } from '@diffmesh/model-layout';
+import {
+  DurableStores,
+  InlineTensorStore,
+  RemoteTensorStore,
+  RoutedTensorStore,
+  createTensorStore,
+  durableSettingsFromEnv,
+  openDurableStore,
+  parseDurableLocation,
+  redactUri,
+  type DurableSettings,
+  type TensorStore,
+} from '@diffmesh/tensor-client';
+import type { OnnxStageDeps } from './onnx-stage.js';
+import { StageService } from './stage-service.js';
+import { Code, DiffmeshError, type StageHandler, type StageName } from '@diffmesh/core';
+import { loadServiceConfig, packageVersion, runProcess } from '@diffmesh/core';
+
+/** Configuration every stage service (encoder-svc, dit-svc, vae-svc) shares. */
+export const StageServiceConfigSchema = z.object({
+  listen: z.string().default('127.0.0.1:0').describe('gRPC listen address host:port (port 0 = any free port)'),
+  nodeId: z.string().default(hostname()).describe('node this instance runs on (same-node tensor reads use it)'),
+  instanceId: z.string().default('').describe('instance id in discovery (default: <service>-<random>)'),
+  pool: z.string().min(1).describe('worker pool this instance serves, e.g. dit-tiny'),
+  models: z
+    .array(z.string())
+    .default([])
+    .describe(
+      'models served and warmed at start (empty = any installed): registry names, model directories (paths), or id=DIR to serve a directory under an id',
+    ),
+  stage: z
+    .string()
+    .default('')
+    .describe(
+      'the stage this process serves, for services that serve several (encoder-svc: text_encoding_2; vae-svc: image_encoding); empty = the default',
+    ),
+  capacity: z.number().int().positive().default(1).describe('tasks run at once'),
+  maxBatch: z.number().int().positive().default(8).describe('denoiser only: most latents in one model run'),
+  checkpointEvery: z
+    .number()
+    .int()
+    .nonnegative()
+    .default(10)
+    .describe('denoiser only: store a checkpoint every K steps, so a retried task resumes on another instance (0 = off)'),
+  modelsDirs: z.array(z.string()).min(1).describe('folders holding <org>/<name>/model.json'),
+  threads: z.number().int().nonnegative().default(0).describe('onnxruntime intra-op threads (0 = default)'),
+  interOpThreads: z.number().int().nonnegative().default(1).describe('onnxruntime inter-op threads (0 = default)'),
+  executionProviders: z
+    .array(z.enum(EXECUTION_PROVIDERS))
+    .min(1)
+    .default(['cpu'])
+    .describe(
+      'onnxruntime execution providers in order of preference: cpu, cuda, tensorrt, coreml, dml, webgpu (where the platform has them)',
+    ),
+  natsUrl: z.string().default('').describe('NATS server for registration (empty = not registered)'),
+  tensorAddress: z.string().default('').describe("this node's tensor-svc host:port (empty = in-process store)"),
+  tensorStore: z
+    .string()
+    .default('')
+    .refine((v) => v === '' || isDurableUri(v), { message: 'must be a redis://host:6379/0[/prefix] or s3://bucket[/prefix] URI' })
+    .describe(
+      'without a tensor-svc (--tensor empty): put outputs straight into this redis or S3 store, redis://host:6379/0[/prefix] or s3://bucket[/prefix] (empty = in-process store)',
+    ),
+  s3Endpoint: z
+    .string()
+    .default('')
+    .describe('endpoint of an S3-compatible server for s3:// stores and refs (empty = AWS_ENDPOINT_URL_S3, else AWS)'),
+  drainGraceMs: z.number().int().nonnegative().default(30_000).describe('time to finish tasks after SIGTERM'),
+  version: z.string().default('').describe('version advertised in discovery (default: the package version)'),
+  metricsListen: z.string().default('').describe('host:port of the Prometheus /metrics endpoint (empty = off; port 0 = any free port)'),
+  progressIntervalMs: z
+    .number()
+    .int()
+    .nonnegative()
+    .default(50)
+    .describe('least time between two progress messages of a task; the last step is always sent (0 = every step)'),
+  inlineMaxBytes: z
+    .number()
+    .int()
+    .nonnegative()
+    .default(64 * 1024)
+    .describe('outputs up to this size travel inside the task messages instead of through tensor-svc (0 = never)'),
+  tls: TlsConfigSchema.prefault({}).describe('TLS of this service and of its calls to tensor-svc'),
+  log: LogConfigSchema.default({ level: 'info', pretty: false }),
+});
+export type StageServiceConfig = z.output<typeof StageServiceConfigSchema>;
+
+/** The config definition of a stage service with env prefix `DIFFMESH_<SERVICE>_`. */
+export function stageServiceConfig(service: string, envPrefix: string): ConfigDefinition<typeof StageServiceConfigSchema> {
+  return defineConfig({
+    name: service,
+    schema: StageServiceConfigSchema,
+    envPrefix,
+    env: {
+      LISTEN: 'listen',
+      NODE_ID: 'nodeId',
+      INSTANCE_ID: 'instanceId',
+      POOL: 'pool',
+      MODELS: 'models',
+      CAPACITY: 'capacity',
+      MAX_BATCH: 'maxBatch',
+      CHECKPOINT_EVERY: 'checkpointEvery',
+      MODELS_DIRS: 'modelsDirs',
+      THREADS: 'threads',
+      INTER_OP_THREADS: 'interOpThreads',
+      EXECUTION_PROVIDERS: 'executionProviders',
+      STAGE: 'stage',
+      NATS_URL: 'natsUrl',
+      TENSOR_ADDRESS: 'tensorAddress',
+      TENSOR_STORE: 'tensorStore',
+      S3_ENDPOINT: 's3Endpoint',
+      DRAIN_GRACE_MS: 'drainGraceMs',
+      VERSION: 'version',
+      INLINE_MAX_BYTES: 'inlineMaxBytes',
+      PROGRESS_INTERVAL_MS: 'progressIntervalMs',
+      METRICS_LISTEN: 'metricsListen',
+      LOG_LEVEL: 'log.level',
+      ...tlsConfigMappings().env,
+    },
+    flags: {
+      listen: 'listen',
+      'node-id': 'nodeId',
+      'instance-id': 'instanceId',
+      pool: 'pool',
+      models: 'models',
+      capacity: 'capacity',
+      'max-batch': 'maxBatch',
+      'checkpoint-every': 'checkpointEvery',
+      'models-dirs': 'modelsDirs',
+      threads: 'threads',
+      'inter-op-threads': 'interOpThreads',
+      'execution-providers': 'executionProviders',
+      stage: 'stage',
+      nats: 'natsUrl',
+      tensor: 'tensorAddress',
+      'tensor-store': 'tensorStore',
+      's3-endpoint': 's3Endpoint',
+      'drain-grace-ms': 'drainGraceMs',
+      version: 'version',
+      'inline-max-bytes': 'inlineMaxBytes',
+      'progress-interval-ms': 'progressIntervalMs',
+      'metrics-listen': 'metricsListen',
+      'log-level': 'log.level',
+      ...tlsConfigMappings().flags,
+    },
+  });
+}
+
+export interface StartStageServiceOptions {
+  /** Service name in discovery, e.g. `dit-svc`. */
+  name: string;
+  /** Semver of the service (its package version). */
+  version: string;
+  config: StageServiceConfig;
+  log: Logger;
+  createHandler(deps: OnnxStageDeps): StageHandler;
+  /**
+   * `host:port` of a Prometheus `/metrics` endpoint (port 0 = any free port; empty or absent
+   * = off). Defaults to the config's `metricsListen`.
+   */
+  metricsListen?: string;
+  /** `REDIS_URL` and `AWS_*`: how to reach durable stores (the AWS SDK reads its credentials itself). Default none. */
+  env?: Record<string, string | undefined>;
+}
+
+/** A running stage service. */
+export interface RunningStageService {
+  address: string;
+  instanceId: string;
+  service: StageService;
+  /** The instance's metrics (also served on {@link metricsUrl} when enabled). */
+  metrics: StageMetrics;
+  /** `http://host:port/metrics` when the endpoint is on. */
+  metricsUrl?: string;
+  /** Graceful stop: leave discovery, NOT_SERVING, finish tasks (up to the grace), close. Idempotent. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/**
+ * Starts a stage service: loads and warms its models, serves StageService with health and
+ * reflection, serves Prometheus metrics when `metricsListen` is set, and registers in NATS
+ * (when configured) with its gRPC address, node, pool, stage, models, capacity and
+ * `metrics_url`.
+ */
+export async function startStageService(opts: StartStageServiceOptions): Promise<RunningStageService> {
+  const { config, log } = opts;
+  // Read from the config once its schema has the field (see StartStageServiceOptions.metricsListen).
+  const metricsListen = opts.metricsListen ?? config.metricsListen;
+  const instanceId = config.instanceId || `${opts.name}-${randomUUID().slice(0, 8)}`;
+  const version = config.version || opts.version;
+  const tls = loadTlsFiles(config.tls);
+  const store: TensorStore = new InlineTensorStore(tensorStoreOf(config, log, tls, opts.env ?? {}), config.inlineMaxBytes);
+  const served = await servedModels(config.models);
+  const sessions = new SessionCache({
+    intraOpThreads: config.threads,
+    interOpThreads: config.interOpThreads,
+    executionProviders: config.executionProviders,
+  });
+  const catalog = new ModelCatalog(config.modelsDirs, { directories: served.directories });
+  // The handler's stage is known only once it exists; its model runs report through this proxy.
+  let metrics: StageMetrics | undefined;
+  const handler = opts.createHandler({
+    catalog,
+    sessions,
+    store,
+    models: served.ids,
+    metrics: {
+      modelRun: (seconds) => metrics?.modelRun(seconds),
+      denoiseBatch: (size) => metrics?.denoiseBatch(size),
+    },
+  });
+  metrics = new StageMetrics({ stage: handler.stage, pool: config.pool, processMetrics: metricsListen !== '' });
+  try {
+    for (const model of served.ids) await handler.warm?.(model);
+  } catch (err) {
+    await sessions.close();
+    await store.close();
+    throw err;
+  }
+  const service = new StageService(
+    handler,
+    {
+      instanceId,
+      nodeId: config.nodeId,
+      pool: config.pool,
+      version,
+      capacity: config.capacity,
+      progressIntervalMs: config.progressIntervalMs,
+      ...(config.tensorAddress ? { tensorAddress: config.tensorAddress } : {}),
+    },
+    log,
+    { metrics },
+  );
+  const server = await GrpcServer.start({ address: config.listen, services: [service.binding()], log, ...(tls ? { tls } : {}) });
+  let endpoint: MetricsEndpoint | undefined;
+  if (metricsListen) {
+    try {
+      endpoint = await startMetricsEndpoint(metrics.registry, metricsListen, log);
+    } catch (err) {
+      server.forceStop();
+      await sessions.close();
+      await store.close();
+      throw err;
+    }
+    log.info({ url: endpoint.url }, 'metrics endpoint listening');
+  }
+  let discovery: Discovery | undefined;
+  let registration: Registration | undefined;
+  if (config.natsUrl) {
+    discovery = await createDiscovery({ backend: 'nats', url: config.natsUrl }, log);
+    registration = await discovery.register(
+      {
+        id: instanceId,
+        name: opts.name,
+        version,
+        nodeId: config.nodeId,
+        pool: config.pool,
+        stage: handler.stage,
+        grpcAddress: server.address,
+        models: served.ids,
+        capacity: config.capacity,
+        ...(config.tensorAddress ? { tensorAddress: config.tensorAddress } : {}),
+        ...(endpoint ? { metadata: { metrics_url: endpoint.url } } : {}),
+      },
+      () => ({ inFlight: service.load.inFlight }),
+    );
+  }
+  log.info({ address: server.address, instanceId, pool: config.pool, stage: handler.stage }, `${opts.name} ready`);
+  let stopping: Promise<void> | undefined;
+  return {
+    address: server.address,
+    instanceId,
+    service,
+    metrics,
+    ...(endpoint ? { metricsUrl: endpoint.url } : {}),
+    stop(graceMs = config.drainGraceMs) {
+      stopping ??= (async () => {
+        const deadline = Date.now() + graceMs;
+        server.setServing(false);
+        await registration?.stop().catch((err: unknown) => log.warn({ err }, 'could not leave discovery'));
+        const drained = service.drain();
+        const timer = new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref());
+        await Promise.race([drained, timer]);
+        // Results may still be on their way: the scheduler closes its dispatch stream once it
+        // has them (it retires an instance that left discovery), which lets the server stop.
+        await server.drain(Math.max(1000, deadline - Date.now()));
+        await discovery?.close();
+        await sessions.close();
+        await store.close();
+        await endpoint?.close();
+      })();
+      return stopping;
+    },
+  };
+}
+
+/**
+ * The model ids a stage process serves, from `--models`: registry names as given, a directory
+ * path as its absolute real path (the id the scheduler uses for it), `id=DIR` as `id` naming
+ * that directory.
+ */
+export async function servedModels(models: readonly string[]): Promise<{ ids: string[]; directories: Record<string, string> }> {
+  const ids: string[] = [];
+  const directories: Record<string, string> = {};
+  for (const m of models) {
+    const eq = m.indexOf('=');
+    if (eq > 0 && !looksLikePath(m)) {
+      const id = m.slice(0, eq);
+      directories[id] = path.resolve(m.slice(eq + 1));
+      ids.push(id);
+    } else if (looksLikePath(m)) {
+      ids.push(await realpath(path.resolve(m)).catch(() => path.resolve(m)));
+    } else ids.push(m);
+  }
+  return { ids, directories };
+}
+
+/**
+ * The stage a service process serves, from `--stage`: one of `allowed` (empty = the first).
+ * Throws INVALID_ARGUMENT naming `stage` and the stages the service has.
+ */
+export function servedStage<S extends StageName>(given: string, allowed: readonly S[]): S {
+  if (given === '') return allowed[0];
+  if ((allowed as readonly string[]).includes(given)) return given as S;
+  throw new DiffmeshError(
+    Code.INVALID_ARGUMENT,
+    'INVALID_PARAMETER',
+    `stage: this service serves ${allowed.join(' or ')}, not "${given}"`,
+    {
+      metadata: { field: 'stage' },
+    },
+  );
+}
+
+function isDurableUri(v: string): boolean {
+  try {
+    parseDurableLocation(v);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The stage's tensor store: this node's tensor-svc, or a redis/S3 store with no tensor-svc,
+ * either way reading each input where its ref says it lives (shared memory, its owner, its
+ * durable copy); the in-process memory store when neither is configured.
+ */
+function tensorStoreOf(
+  config: StageServiceConfig,
+  log: Logger,
+  tls: ReturnType<typeof loadTlsFiles>,
+  env: Record<string, string | undefined>,
+): TensorStore {
+  if (!config.tensorAddress && !config.tensorStore) return createTensorStore({ backend: 'memory' }, { nodeId: config.nodeId });
+  const settings: DurableSettings = {
+    ...durableSettingsFromEnv(env),
+    ...(config.s3Endpoint ? { s3Endpoint: config.s3Endpoint } : {}),
+    ...(config.tensorStore ? { redisCredentials: [config.tensorStore, ...(env.REDIS_URL ? [env.REDIS_URL] : [])] } : {}),
+    logger: log,
+  };
+  const direct = !config.tensorAddress && config.tensorStore ? openDurableStore(config.tensorStore, settings) : undefined;
+  if (direct) log.info({ store: redactUri(direct.uri) }, 'tensor outputs go straight to a durable store (no tensor-svc)');
+  return new RoutedTensorStore({
+    remote: new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log, ...(tls ? { tls } : {}) }),
+    ...(direct ? { direct } : {}),
+    durable: new DurableStores(settings),
+    log,
+  });
+}
+
+/** What differs between the stage services' entry points. */
+export interface StageServiceMain {
+  /** Service name, e.g. `dit-svc`. */
+  name: string;
+  /** Prefix of its environment variables, e.g. `DIFFMESH_DIT_`. */
+  envPrefix: string;
+  /** `import.meta.url` of the entry point (its package.json gives the version). */
+  moduleUrl: string;
+  createHandler(deps: OnnxStageDeps, config: StageServiceConfig): StageHandler;
+}
+
+/**
+ * The whole `main` of a stage service: config from file/env/flags → logger with trace ids →
+ * telemetry from the OTEL_* variables → the service → signal handling (flushing telemetry
+ * last).
+ */
+export async function runStageServiceMain(main: StageServiceMain): Promise<void> {
+  const config = loadServiceConfig(stageServiceConfig(main.name, main.envPrefix), process.argv.slice(2));
+  const log = createLogger({ name: main.name, ...config.log, mixin: traceLogFields });
+  const version = packageVersion(main.moduleUrl);
+  const telemetry = await startTelemetry({ serviceName: main.name, serviceVersion: config.version || version, log });
+  await runProcess(
+    main.name,
+    log,
+    () =>
+      startStageService({
+        name: main.name,
+        version,
+        config,
+        log,
+        env: process.env,
+        createHandler: (deps) => main.createHandler(deps, config),
+      }),
+    { telemetry },
+  );
+}

@@ -1,0 +1,12 @@
+/**
+ * @diffmesh/testing: launchers and helpers shared by tests, benchmarks and `diffmesh up`:
+ * the nats-server, redis-server and S3-protocol server launchers and the process supervisor.
+ */
+export { findNatsServer, NatsServerNotFoundError, startNatsServer } from './nats-server.js';
+export type { RunningNatsServer, StartNatsServerOptions } from './nats-server.js';
+export { findRedisServer, RedisServerNotFoundError, startRedisServer } from './redis-server.js';
+export type { RunningRedisServer, StartRedisServerOptions } from './redis-server.js';
+export { startS3Server } from './s3-server.js';
+export type { RunningS3Server, StartS3ServerOptions } from './s3-server.js';
+export { Supervisor } from './supervisor.js';
+export type { ManagedProcess, ProcessSpec, RestartPolicy, SupervisorEvent, SupervisorOptions } from './supervisor.js';

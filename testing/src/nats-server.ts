@@ -1,0 +1,213 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { connect } from 'nats';
+import { silentLogger, type Logger } from '@diffmesh/core';
+import { findBinary } from './find-binary.js';
+
+/** Options of {@link startNatsServer}. */
+export interface StartNatsServerOptions {
+  /** Client port; 0 (default) lets the server pick a free one (`-p -1`). */
+  port?: number;
+  /** Address to bind; default `127.0.0.1`. */
+  host?: string;
+  /** Enable JetStream, storing in a fresh temporary directory (removed on stop) unless `storeDir` is given. */
+  jetstream?: boolean;
+  /** JetStream store directory; kept on stop. */
+  storeDir?: string;
+  /**
+   * Binary name or path; default `nats-server`, looked up on `PATH` and then in
+   * `/usr/sbin`, `/usr/local/sbin` and `/sbin` (Debian installs it in `/usr/sbin`, which is
+   * not on every user's PATH).
+   */
+  binary?: string;
+  /** Extra command-line arguments, e.g. `['-m', '8222']`. */
+  args?: string[];
+  /** Receives the server's log lines at debug level and lifecycle messages. */
+  log?: Logger;
+  /** How long to wait for the server to accept a client. Default 10000 ms. */
+  readyTimeoutMs?: number;
+  /** How long `stop()` waits after SIGTERM before SIGKILL. Default 5000 ms. */
+  stopGraceMs?: number;
+  /** Start it in its own process group, so a terminal's Ctrl-C does not reach it (see `Supervisor`). */
+  ownProcessGroup?: boolean;
+}
+
+/** A running nats-server started by {@link startNatsServer}. */
+export interface RunningNatsServer {
+  /** Client URL, e.g. `nats://127.0.0.1:41234`. */
+  url: string;
+  port: number;
+  pid: number;
+  /** JetStream store directory, when JetStream is on. */
+  storeDir?: string;
+  /** Terminates the server (SIGTERM, then SIGKILL after the grace) and removes its temporary directory. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** Thrown by {@link startNatsServer} when the binary cannot be found. `code` is `NATS_SERVER_NOT_FOUND`. */
+export class NatsServerNotFoundError extends Error {
+  readonly code = 'NATS_SERVER_NOT_FOUND';
+  constructor(readonly binary: string) {
+    super(
+      `nats-server not found on PATH; install it (Debian/Ubuntu: apt-get install nats-server) or pass --nats URL` +
+        (binary === 'nats-server' ? '' : ` (looked for "${binary}")`),
+    );
+    this.name = 'NatsServerNotFoundError';
+  }
+}
+
+const FALLBACK_DIRS = ['/usr/sbin', '/usr/local/sbin', '/sbin'];
+const LISTENING = /Listening for client connections on (\S+):(\d+)\s*$/;
+const LOG_TAIL_LINES = 20;
+
+/** Finds the nats-server binary, or `undefined`. Names with a `/` are used as paths. */
+export async function findNatsServer(binary = 'nats-server'): Promise<string | undefined> {
+  return findBinary(binary, FALLBACK_DIRS);
+}
+
+/**
+ * Starts a nats-server for tests and for `diffmesh up`: binds a free port (or `port`),
+ * optionally with JetStream in a temporary store, and resolves once a client can connect.
+ * Rejects with {@link NatsServerNotFoundError} when the binary is missing, and with the
+ * tail of the server's log when it exits or is not ready within `readyTimeoutMs`.
+ *
+ * The server is killed when this process exits, so a crashed test leaves nothing behind.
+ */
+export async function startNatsServer(opts: StartNatsServerOptions = {}): Promise<RunningNatsServer> {
+  const log = opts.log ?? silentLogger();
+  const host = opts.host ?? '127.0.0.1';
+  const port = opts.port ?? 0;
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new Error(`startNatsServer: port must be an integer in 0..65535 (got ${port})`);
+  const binaryName = opts.binary ?? 'nats-server';
+  const binary = await findNatsServer(binaryName);
+  if (!binary) throw new NatsServerNotFoundError(binaryName);
+
+  let tempDir: string | undefined;
+  let storeDir = opts.storeDir;
+  if (opts.jetstream && !storeDir) {
+    tempDir = await mkdtemp(path.join(tmpdir(), 'diffmesh-nats-'));
+    storeDir = tempDir;
+  }
+  const args = ['-a', host, '-p', port === 0 ? '-1' : String(port)];
+  if (opts.jetstream) args.push('-js', '-sd', storeDir!);
+  args.push(...(opts.args ?? []));
+
+  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: opts.ownProcessGroup === true });
+  const tail: string[] = [];
+  const killOnExit = (): void => {
+    child.kill('SIGKILL');
+  };
+  process.once('exit', killOnExit);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const cleanup = async (): Promise<void> => {
+    process.removeListener('exit', killOnExit);
+    if (tempDir) await rm(tempDir, { recursive: true, force: true }).catch(() => {});
+  };
+
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      await terminate(child, exited, opts.stopGraceMs ?? 5000);
+      await cleanup();
+      log.debug({ pid: child.pid }, 'nats-server stopped');
+    })();
+    return stopping;
+  };
+
+  try {
+    const listenPort = await waitForPort(child, tail, log, binary);
+    const connectHost = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
+    const url = `nats://${connectHost.includes(':') ? `[${connectHost}]` : connectHost}:${listenPort}`;
+    await waitForClient(url, child, tail, opts.readyTimeoutMs ?? 10_000);
+    log.info({ url, pid: child.pid, jetstream: Boolean(opts.jetstream) }, 'nats-server started');
+    return { url, port: listenPort, pid: child.pid!, ...(storeDir && opts.jetstream ? { storeDir } : {}), stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/** Reads the server's log until it says which port it listens on. */
+function waitForPort(child: ChildProcess, tail: string[], log: Logger, binary: string): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    let found = false;
+    const onLine = (line: string): void => {
+      tail.push(line);
+      if (tail.length > LOG_TAIL_LINES) tail.shift();
+      log.debug({ source: 'nats-server' }, line);
+      const m = LISTENING.exec(line);
+      if (m && !found) {
+        found = true;
+        resolve(Number(m[2]));
+      }
+    };
+    for (const stream of [child.stdout, child.stderr]) {
+      let buf = '';
+      stream?.setEncoding('utf8');
+      stream?.on('data', (chunk: string) => {
+        buf += chunk;
+        let nl: number;
+        while ((nl = buf.indexOf('\n')) >= 0) {
+          onLine(buf.slice(0, nl).replace(/\r$/, ''));
+          buf = buf.slice(nl + 1);
+        }
+      });
+    }
+    child.once('error', (err: NodeJS.ErrnoException) => {
+      if (found) return;
+      found = true;
+      reject(err.code === 'ENOENT' ? new NatsServerNotFoundError(binary) : new Error(`nats-server could not start: ${err.message}`));
+    });
+    child.once('exit', (code, signal) => {
+      if (found) return;
+      found = true;
+      reject(new Error(`nats-server exited (${signal ?? `code ${code}`}) before listening:\n${tail.join('\n')}`));
+    });
+  });
+}
+
+/** Polls a client connection until the server accepts one, within a deadline. */
+async function waitForClient(url: string, child: ChildProcess, tail: string[], timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`nats-server exited before accepting clients:\n${tail.join('\n')}`);
+    }
+    try {
+      const nc = await connect({
+        servers: url,
+        timeout: Math.max(100, Math.min(1000, deadline - Date.now())),
+        reconnect: false,
+        maxReconnectAttempts: 0,
+      });
+      await nc.close();
+      return;
+    } catch (err) {
+      lastError = err;
+      // Back off briefly between attempts; each attempt is itself bounded by `timeout`.
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+  throw new Error(
+    `nats-server at ${url} did not accept a client within ${timeoutMs} ms: ${(lastError as Error | undefined)?.message ?? 'timeout'}\n${tail.join('\n')}`,
+  );
+}
+
+async function terminate(child: ChildProcess, exited: Promise<void>, graceMs: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
+  child.kill('SIGTERM');
+  let timer: NodeJS.Timeout | undefined;
+  const graceOver = new Promise<'timeout'>((r) => {
+    timer = setTimeout(() => r('timeout'), graceMs);
+  });
+  const result = await Promise.race([exited.then(() => 'exited' as const), graceOver]);
+  clearTimeout(timer);
+  if (result === 'timeout') {
+    child.kill('SIGKILL');
+    await exited;
+  }
+}
