@@ -25,6 +25,8 @@ export default tseslint.config(
       },
     },
     rules: {
+      // One import statement per module (type-only imports may stand apart).
+      'no-duplicate-imports': ['error', { allowSeparateTypeImports: true }],
       // `_`-prefixed parameters and variables are deliberately unused (interface shapes, destructuring).
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
       // Template literals format numbers and booleans on purpose in messages.

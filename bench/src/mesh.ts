@@ -5,14 +5,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { GenerateResponse__Output } from '@diffmesh/protos';
 import { HopClient } from './transport-floor.js';
-import { Supervisor } from '@diffmesh/testing';
+import { Supervisor, startNatsServer } from '@diffmesh/testing';
 import { serviceEntry, startEmbedded, startLocalMesh, waitForInstance } from '@diffmesh/cli';
-import { schedulerStub, type SchedulerStub } from '@diffmesh/client';
+import { schedulerStub, type SchedulerStub, SchedulerSession } from '@diffmesh/client';
 import { defaultModelsRoot } from '@diffmesh/models';
-import { SchedulerSession } from '@diffmesh/client';
 import { createDiscovery } from '@diffmesh/discovery';
 import { paramsToWire, silentLogger, type GenerationParams } from '@diffmesh/core';
-import { startNatsServer } from '@diffmesh/testing';
 
 /** Latency percentile of sorted samples. */
 export function pct(sorted: number[], p: number): number {

@@ -1,10 +1,9 @@
 import { DenoisingStage } from '@diffmesh/dit-svc';
 import { TextEncodingStage } from '@diffmesh/encoder-svc';
 import { ModelCatalog, SessionCache, type ExecutionProvider } from '@diffmesh/stage-host';
-import { loadPlanRegistry, type PlanRegistry } from '@diffmesh/scheduler';
+import { loadPlanRegistry, type PlanRegistry, LocalInstance, Scheduler, type SchedulerLimits } from '@diffmesh/scheduler';
 import { createTensorStore, type TensorStore } from '@diffmesh/tensor-client';
 import { type Logger, type StageHandler, type StageName } from '@diffmesh/core';
-import { LocalInstance, Scheduler, type SchedulerLimits } from '@diffmesh/scheduler';
 import { ImageEncodingStage, VaeDecodingStage } from '@diffmesh/vae-svc';
 
 export interface EmbeddedOptions {

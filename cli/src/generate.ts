@@ -1,11 +1,17 @@
 import { access, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import path from 'node:path';
-import { DiffmeshError, invalidParameter, type GenerationParams, type InputImageSource, type ObjectRef } from '@diffmesh/core';
+import {
+  DiffmeshError,
+  invalidParameter,
+  type GenerationParams,
+  type InputImageSource,
+  type ObjectRef,
+  type RequestEvent,
+} from '@diffmesh/core';
 import { submitWithInputImage } from '@diffmesh/scheduler';
 import { chooseVideoFormat, encodeResult, ffmpegAvailable, type ResultFormat } from '@diffmesh/media';
 import { type TensorStore } from '@diffmesh/tensor-client';
-import type { RequestEvent } from '@diffmesh/core';
 import type { Embedded } from './embedded.js';
 import type { Progress } from './progress.js';
 

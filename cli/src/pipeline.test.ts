@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultModelsRoot } from '@diffmesh/models';
-import { silentLogger, type GenerationParams } from '@diffmesh/core';
-import type { RequestEvent } from '@diffmesh/core';
+import { silentLogger, type GenerationParams, type RequestEvent } from '@diffmesh/core';
 import { startEmbedded, type Embedded } from './embedded.js';
 
 // The embedded pipeline in-process: the tiny-shapes model must draw what the prompt says,

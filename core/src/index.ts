@@ -48,6 +48,7 @@ export {
   traceFieldsFromTraceparent,
   withContext,
 } from './logging/logger.js';
+export { redactUri } from './logging/redact-uri.js';
 export type { LogConfig, LogContext, Logger, LoggerOptions, LogLevel } from './logging/logger.js';
 export { startMetricsEndpoint } from './metrics-endpoint.js';
 export type { MetricsEndpoint, MetricsSource } from './metrics-endpoint.js';

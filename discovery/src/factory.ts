@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { ConfigError } from '@diffmesh/core';
-import type { Logger } from '@diffmesh/core';
+import { ConfigError, type Logger } from '@diffmesh/core';
 import { MemoryDiscovery } from './memory.js';
 import { DEFAULT_DISCOVERY_SUBJECT_PREFIX, NatsDiscovery } from './nats.js';
 import type { Discovery } from './types.js';

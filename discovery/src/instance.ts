@@ -4,8 +4,7 @@
  * listener set that never lets a listener's failure escape.
  */
 import semver from 'semver';
-import { invalidParameter } from '@diffmesh/core';
-import type { Logger } from '@diffmesh/core';
+import { invalidParameter, type Logger } from '@diffmesh/core';
 import {
   INSTANCE_STAGES,
   type DiscoveryEvent,

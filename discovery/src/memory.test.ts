@@ -1,8 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Writable } from 'node:stream';
-import { ConfigError } from '@diffmesh/core';
-import { DiffmeshError } from '@diffmesh/core';
-import { createLogger } from '@diffmesh/core';
+import { ConfigError, DiffmeshError, createLogger } from '@diffmesh/core';
 import { EventRecorder } from './fixtures/events.js';
 import { MemoryDiscovery, createDiscovery, matchesFilter, matchesVersion, type InstanceRegistration } from './index.js';
 

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { Code, DiffmeshError } from '@diffmesh/core';
-import { silentLogger, type Logger } from '@diffmesh/core';
+import { Code, DiffmeshError, silentLogger, type Logger } from '@diffmesh/core';
 import { ListenerSet, cloneInstance, compareInstances, matchesFilter, sameJson, validateLoad, validateRegistration } from './instance.js';
 import type {
   Discovery,

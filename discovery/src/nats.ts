@@ -11,9 +11,7 @@ import {
   type ServiceStats,
   type Subscription,
 } from 'nats';
-import { Code, DiffmeshError } from '@diffmesh/core';
-import { silentLogger, type Logger } from '@diffmesh/core';
-import { injectTraceContext } from '@diffmesh/core';
+import { Code, DiffmeshError, silentLogger, type Logger, injectTraceContext } from '@diffmesh/core';
 import {
   ListenerSet,
   cloneInstance,

@@ -38,8 +38,7 @@ import { fetchFrames } from './media.js';
 import { describeValue, preview, previewName, smallBigInt } from './proto-json.js';
 import type { GatewayMetrics } from './metrics.js';
 import type { ResultStore } from './results.js';
-import type { SchedulerClient } from '@diffmesh/client';
-import type { UpstreamPool } from '@diffmesh/client';
+import type { SchedulerClient, UpstreamPool } from '@diffmesh/client';
 import type { VideoJobs, VideoSpec } from './videos.js';
 
 /** What the OpenAI endpoints need. */

@@ -6,12 +6,11 @@ import type {
   SubmitResponse__Output,
 } from '@diffmesh/protos';
 import { defaultModelsRoot } from '@diffmesh/models';
+export { rejection } from '@diffmesh/testing';
 import { startLocalMesh, type LocalMesh, type LocalMeshOptions } from '@diffmesh/cli';
-import { schedulerStub, type SchedulerStub } from '@diffmesh/client';
-import { DiffmeshError, fromWire, loadTlsFiles, paramsToWire, silentLogger, type GenerationParams } from '@diffmesh/core';
+import { schedulerStub, type SchedulerStub, eventFromWire } from '@diffmesh/client';
+import { fromWire, loadTlsFiles, paramsToWire, silentLogger, type GenerationParams, type RequestEvent } from '@diffmesh/core';
 import { InlineTensorStore, RemoteTensorStore, type TensorStore } from '@diffmesh/tensor-client';
-import { eventFromWire } from '@diffmesh/client';
-import { type RequestEvent } from '@diffmesh/core';
 
 /** A mesh started for a test, with a scheduler client and a tensor reader. */
 export interface TestMesh {
@@ -136,14 +135,6 @@ export async function watch(c: SchedulerStub, reqId: string): Promise<RequestEve
 }
 
 /** The error a promise rejects with (fails the test if it resolves). */
-export async function rejection(p: Promise<unknown>): Promise<DiffmeshError> {
-  try {
-    await p;
-  } catch (err) {
-    return err instanceof DiffmeshError ? err : fromWire(err);
-  }
-  throw new Error('expected a rejection');
-}
 
 export function last(events: RequestEvent[]): RequestEvent {
   const e = events.at(-1);

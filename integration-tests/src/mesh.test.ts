@@ -4,9 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultModelsRoot } from '@diffmesh/models';
 import { startEmbedded } from '@diffmesh/cli';
-import { Code, silentLogger } from '@diffmesh/core';
+import { Code, silentLogger, type RequestEvent } from '@diffmesh/core';
 import { toBytes } from '@diffmesh/tensor-client';
-import type { RequestEvent } from '@diffmesh/core';
 import { cancel, generate, get, last, rejection, startTestMesh, submit, watch, type TestMesh } from './harness.js';
 
 // One mesh — nats-server, tensor-svc, scheduler, encoder-svc, dit-svc, vae-svc, each its own

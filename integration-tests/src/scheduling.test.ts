@@ -3,9 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defaultModelsRoot } from '@diffmesh/models';
-import { Code } from '@diffmesh/core';
+import { Code, type RequestEvent } from '@diffmesh/core';
 import { DEFAULT_PLANS_FILE } from '@diffmesh/scheduler';
-import type { RequestEvent } from '@diffmesh/core';
 import { cancel, generate, get, last, rejection, startTestMesh, submit, watch, type TestMesh } from './harness.js';
 
 // Each test starts its own mesh of separate processes, shaped for what it checks.

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import sharp from 'sharp';
-import { DiffmeshError } from '@diffmesh/core';
 import { decodeImage, encodeImage, probeImage, verifyImage, type RgbImage } from './image.js';
 import { encodePng } from './png.js';
+import { rejection } from '@diffmesh/testing';
 
 /** A 16×8 picture: left half red, right half blue. */
 function halves(width = 16, height = 8): RgbImage {
@@ -15,16 +15,6 @@ function halves(width = 16, height = 8): RgbImage {
     }
   }
   return { width, height, data };
-}
-
-async function rejection(p: Promise<unknown>): Promise<DiffmeshError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof DiffmeshError) return err;
-    throw err;
-  }
-  throw new Error('expected a rejection');
 }
 
 describe('input images', () => {

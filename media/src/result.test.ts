@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { DiffmeshError } from '@diffmesh/core';
 import { ffmpegAvailable, ffprobeVideo } from './ffmpeg.js';
 import { decodeImage, probeImage } from './image.js';
 import { encodeResult, resultFormatFor } from './result.js';
 import { probeVideo } from './video.js';
+import { thrown } from '@diffmesh/testing';
 
 const hasFfmpeg = (await ffmpegAvailable()) && (await ffmpegAvailable('ffprobe'));
 
@@ -13,16 +13,6 @@ function frames(count: number, width = 32, height = 16): Uint8Array[] {
     for (let p = 0; p < width * height; p++) rgb.set([(i * 40) % 256, 200, (p % width) * 8], p * 3);
     return rgb;
   });
-}
-
-function thrown(fn: () => unknown): DiffmeshError {
-  try {
-    fn();
-  } catch (err) {
-    if (err instanceof DiffmeshError) return err;
-    throw err;
-  }
-  throw new Error('expected an error');
 }
 
 describe('result formats', () => {

@@ -26,8 +26,9 @@ import {
   loadDiffmeshProtos,
   messageCodec,
   readDescriptorSet,
+  type ObjectRef,
+  type ObjectRef__Output,
 } from './index.js';
-import type { ObjectRef, ObjectRef__Output } from './index.js';
 
 describe('loading', () => {
   it('finds the proto root on disk and lists every proto file', () => {

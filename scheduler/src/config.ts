@@ -62,7 +62,12 @@ export const SchedulerConfigSchema = z.object({
     .describe(
       'where requests and task queues live: memory (this process only), sqlite (this node, survives a restart), redis or jetstream (shared by several schedulers)',
     ),
-  queueUrl: z.string().default('').describe('redis: redis://host:port[/db]; jetstream: the NATS URL (default: --nats)'),
+  queueUrl: z
+    .string()
+    .default('')
+    .describe(
+      'redis: redis://[user:password@]host:port[/db] (default: the REDIS_URL environment variable); jetstream: the NATS URL (default: --nats)',
+    ),
   sqlitePath: z.string().default('diffmesh-scheduler.sqlite').describe('sqlite: the database file (its folder is created)'),
   queueNamespace: z
     .string()

@@ -15,8 +15,7 @@ import {
   type ObjectRef,
   type StageTask,
 } from '@diffmesh/core';
-import type { InstanceSlot, InstanceSlots } from './instances.js';
-import { serves, versionMatches } from './instances.js';
+import { type InstanceSlot, type InstanceSlots, serves, versionMatches } from './instances.js';
 import { deadlineOf, timeoutError, type RequestLifecycle } from './lifecycle.js';
 import type { SchedulerLimits } from './limits.js';
 import type { Lease, RecordChange, RequestRecord, SchedulerStore } from './storage/types.js';

@@ -22,8 +22,7 @@ import {
   type StageName,
 } from '@diffmesh/core';
 import type { TensorStore } from '@diffmesh/tensor-client';
-import type { InstanceSlots } from './instances.js';
-import { serves, versionMatches } from './instances.js';
+import { type InstanceSlots, serves, versionMatches } from './instances.js';
 import { resolveParams } from './plans/params.js';
 import type { PlanRegistry } from './plans/registry.js';
 import { INPUT_IMAGE, requestPlan } from './request-plan.js';

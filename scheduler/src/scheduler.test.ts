@@ -1,12 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { Code, DiffmeshError, silentLogger, type StageHandler, type StageName, type StageTask } from '@diffmesh/core';
+import { Code, DiffmeshError, silentLogger, type StageHandler, type StageName, type StageTask, type RequestEvent } from '@diffmesh/core';
 import { PlanRegistry } from './plans/registry.js';
 import { createTensorStore, type TensorStore } from '@diffmesh/tensor-client';
 import { messageCodec } from '@diffmesh/protos';
 import { LocalInstance } from './local-instance.js';
 import { Scheduler, type SchedulerLimits } from './scheduler.js';
 import { eventToWire, statusResponse } from './service.js';
-import type { RequestEvent } from '@diffmesh/core';
 import type { StageInstance } from './types.js';
 
 const registry = PlanRegistry.fromEntries([

@@ -49,7 +49,7 @@ export async function startSchedulerService(
   const requests = createSchedulerStore(
     {
       backend: config.queue,
-      url: config.queueUrl || (config.queue === 'jetstream' ? config.natsUrl : ''),
+      url: config.queueUrl || (config.queue === 'jetstream' ? config.natsUrl : config.queue === 'redis' ? (env.REDIS_URL ?? '') : ''),
       sqlitePath: config.sqlitePath,
       namespace: config.queueNamespace,
     },

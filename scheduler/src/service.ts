@@ -43,13 +43,13 @@ import {
   traceContextFromMetadata,
   type Reason,
   type ServiceBinding,
+  type RequestEvent,
 } from '@diffmesh/core';
 import { submitWithInputImage } from './input-image.js';
 import { type PlanRegistry } from './plans/registry.js';
 import { IMAGE_MODALITIES, type Modality } from './plans/schema.js';
 import type { PoolView, Scheduler } from './scheduler.js';
 import type { GenerateRequest, RequestState, StageTiming } from './types.js';
-import type { RequestEvent } from '@diffmesh/core';
 import { getResultHandler, type ResultServiceDeps } from './result-service.js';
 import { modelAvailability } from './model-availability.js';
 

@@ -1,12 +1,20 @@
-import type { StageName } from '@diffmesh/core';
+import {
+  type StageName,
+  ATTR,
+  SPAN,
+  withSpan,
+  type Attributes,
+  type StageContext,
+  type StageHandler,
+  type StageResult,
+  type StageTask,
+} from '@diffmesh/core';
 import type { ModelRunObserver } from './stage-metrics.js';
 import type { ModelCatalog } from './model-catalog.js';
 import type { ModelManifest } from './model-manifest.js';
 import type { SessionCache } from './onnx-sessions.js';
-import { ATTR, SPAN, withSpan, type Attributes } from '@diffmesh/core';
 import { stageComponents } from '@diffmesh/model-layout';
 import type { TensorStore } from '@diffmesh/tensor-client';
-import type { StageContext, StageHandler, StageResult, StageTask } from '@diffmesh/core';
 
 /** What every ONNX-backed stage needs. */
 export interface OnnxStageDeps {

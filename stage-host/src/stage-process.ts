@@ -3,15 +3,31 @@ import { hostname } from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { defineConfig, type ConfigDefinition } from '@diffmesh/core';
-import { createDiscovery } from '@diffmesh/discovery';
-import type { Discovery, Registration } from '@diffmesh/discovery';
-import { TlsConfigSchema, loadTlsFiles, tlsConfigMappings } from '@diffmesh/core';
-import { GrpcServer } from '@diffmesh/core';
-import { LogConfigSchema, createLogger, type Logger } from '@diffmesh/core';
-import { startTelemetry, traceLogFields } from '@diffmesh/core';
+import {
+  defineConfig,
+  type ConfigDefinition,
+  TlsConfigSchema,
+  loadTlsFiles,
+  tlsConfigMappings,
+  GrpcServer,
+  LogConfigSchema,
+  createLogger,
+  type Logger,
+  startTelemetry,
+  traceLogFields,
+  startMetricsEndpoint,
+  type MetricsEndpoint,
+  Code,
+  DiffmeshError,
+  type StageHandler,
+  type StageName,
+  loadServiceConfig,
+  packageVersion,
+  runProcess,
+  redactUri,
+} from '@diffmesh/core';
+import { createDiscovery, type Discovery, type Registration } from '@diffmesh/discovery';
 import { StageMetrics } from './stage-metrics.js';
-import { startMetricsEndpoint, type MetricsEndpoint } from '@diffmesh/core';
 import { ModelCatalog } from './model-catalog.js';
 import { EXECUTION_PROVIDERS, SessionCache } from './onnx-sessions.js';
 import { looksLikePath } from '@diffmesh/model-layout';
@@ -24,14 +40,11 @@ import {
   durableSettingsFromEnv,
   openDurableStore,
   parseDurableLocation,
-  redactUri,
   type DurableSettings,
   type TensorStore,
 } from '@diffmesh/tensor-client';
 import type { OnnxStageDeps } from './onnx-stage.js';
 import { StageService } from './stage-service.js';
-import { Code, DiffmeshError, type StageHandler, type StageName } from '@diffmesh/core';
-import { loadServiceConfig, packageVersion, runProcess } from '@diffmesh/core';
 
 /** Configuration every stage service (encoder-svc, dit-svc, vae-svc) shares. */
 export const StageServiceConfigSchema = z.object({

@@ -1,12 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadDiffmeshProtos, type ExecuteResponse__Output, type StageServiceClient } from '@diffmesh/protos';
-import { Code, DiffmeshError } from '@diffmesh/core';
-import { silentLogger } from '@diffmesh/core';
-import { fromWire } from '@diffmesh/core';
+import { Code, DiffmeshError, silentLogger, fromWire, taskToWire, type StageHandler, type StageTask } from '@diffmesh/core';
 import { StageServiceConfigSchema, startStageService, type RunningStageService } from './stage-process.js';
-import { taskToWire } from '@diffmesh/core';
-import type { StageHandler, StageTask } from '@diffmesh/core';
 import type { OnnxStageDeps } from './onnx-stage.js';
 
 // A stage service over a fake denoiser (no models): each task runs `numInferenceSteps`

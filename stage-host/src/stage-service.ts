@@ -1,18 +1,43 @@
 import type * as grpc from '@grpc/grpc-js';
 import { context as otelContext, trace } from '@opentelemetry/api';
-import type { DescribeResponse, ExecuteRequest__Output, ExecuteResponse, WorkRequest__Output, WorkResponse } from '@diffmesh/protos';
-import { loadDiffmeshProtos, messageCodec, preEncoded } from '@diffmesh/protos';
-import { Cancellation } from '@diffmesh/core';
-import { Code, DiffmeshError, asDiffmeshError } from '@diffmesh/core';
-import { traceFieldsFromTraceparent, type Logger } from '@diffmesh/core';
-import type { ServiceBinding } from '@diffmesh/core';
+import {
+  type DescribeResponse,
+  type ExecuteRequest__Output,
+  type ExecuteResponse,
+  type WorkRequest__Output,
+  type WorkResponse,
+  loadDiffmeshProtos,
+  messageCodec,
+  preEncoded,
+} from '@diffmesh/protos';
+import {
+  Cancellation,
+  Code,
+  DiffmeshError,
+  asDiffmeshError,
+  traceFieldsFromTraceparent,
+  type Logger,
+  type ServiceBinding,
+  extractTraceContext,
+  ATTR,
+  SPAN,
+  SpanKind,
+  diffmeshTracer,
+  recordError,
+  objectRefsToWire,
+  stageNameToWire,
+  timestampToWire,
+  errorDetailToWire,
+  toWire,
+  type ObjectRef,
+  type StageContext,
+  type StageHandler,
+  type StageResult,
+  type StageTask,
+  stageExecuteAttributes,
+  taskFromWire,
+} from '@diffmesh/core';
 import type { StageMetrics, StageTaskOutcome } from './stage-metrics.js';
-import { extractTraceContext } from '@diffmesh/core';
-import { ATTR, SPAN, SpanKind, diffmeshTracer, recordError } from '@diffmesh/core';
-import { objectRefsToWire, stageNameToWire, timestampToWire } from '@diffmesh/core';
-import { errorDetailToWire, toWire } from '@diffmesh/core';
-import type { ObjectRef, StageContext, StageHandler, StageResult, StageTask } from '@diffmesh/core';
-import { stageExecuteAttributes, taskFromWire } from '@diffmesh/core';
 import { withPutOptions } from '@diffmesh/tensor-client';
 
 const workResponses = messageCodec<WorkResponse>('diffmesh.stage.v1.WorkResponse');

@@ -3,6 +3,7 @@
  * a URI. The credential-free form of the URI is what refs carry (`ObjectRef.durableUri`) and
  * what logs show; credentials come only from configuration and the standard environment.
  */
+import { redactUri } from '@diffmesh/core';
 
 /** The kinds of durable store. */
 export const DURABLE_KINDS = ['redis', 's3'] as const;
@@ -93,9 +94,4 @@ export function parseDurableLocation(text: string): DurableLocation {
     return { kind: 's3', uri: prefix ? `s3://${bucket}/${prefix}` : `s3://${bucket}`, bucket, prefix };
   }
   throw new DurableLocationError(`unknown scheme ${JSON.stringify(scheme)}: expected redis://, rediss:// or s3://`);
-}
-
-/** The URI with any `user:password@` replaced by `***@`, for messages and logs. */
-export function redactUri(text: string): string {
-  return text.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/@]*@/i, '$1***@');
 }

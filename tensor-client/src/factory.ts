@@ -1,7 +1,6 @@
 import { z } from 'zod';
-import { ConfigError } from '@diffmesh/core';
-import type { Logger } from '@diffmesh/core';
-import { DurableLocationError, parseDurableLocation, redactUri } from './durable-location.js';
+import { ConfigError, type Logger, redactUri } from '@diffmesh/core';
+import { DurableLocationError, parseDurableLocation } from './durable-location.js';
 import { openDurableStore } from './durable-stores.js';
 import { MemoryTensorStore } from './memory-store.js';
 import type { TensorStore } from './tensor-store.js';

@@ -9,7 +9,7 @@ export { ByteBudget } from './byte-budget.js';
 export { createTensorStore, TENSOR_STORE_BACKENDS, TensorStoreConfigSchema } from './factory.js';
 export type { CreateTensorStoreOptions, TensorStoreBackend, TensorStoreConfig, TensorStoreConfigInput } from './factory.js';
 export { DEFAULT_INLINE_MAX_BYTES, InlineTensorStore } from './inline-store.js';
-export { DEFAULT_REDIS_PREFIX, DURABLE_KINDS, DurableLocationError, parseDurableLocation, redactUri } from './durable-location.js';
+export { DEFAULT_REDIS_PREFIX, DURABLE_KINDS, DurableLocationError, parseDurableLocation } from './durable-location.js';
 export type { DurableKind, DurableLocation, RedisLocation, S3Location } from './durable-location.js';
 export { DEFAULT_DURABLE_TTL_MS, readRange } from './durable-store.js';
 export type { DurableReader, DurableStore, DurableStoreCommonOptions } from './durable-store.js';

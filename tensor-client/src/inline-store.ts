@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { ObjectRef } from '@diffmesh/core';
-import { Code, DiffmeshError } from '@diffmesh/core';
+import { type ObjectRef, Code, DiffmeshError } from '@diffmesh/core';
 import { checksumOf, rangeOf } from './tensor-bytes.js';
 import type {
   GetOptions,

@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ConfigError } from '@diffmesh/core';
-import { Code, DiffmeshError } from '@diffmesh/core';
+import { ConfigError, Code } from '@diffmesh/core';
 import { MemoryTensorStore } from './memory-store.js';
 import { checksumOf, float32View, tensorView, toBytes } from './tensor-bytes.js';
 import { createTensorStore } from './factory.js';
 import { type PutTensorInput, type TensorStore } from './tensor-store.js';
+import { rejection } from '@diffmesh/testing';
 
 const stores: TensorStore[] = [];
 afterEach(async () => {
@@ -22,15 +22,6 @@ function store(opts: { capacityBytes?: number; defaultTtlMs?: number; now?: () =
 
 function latents(requestId = 'req1', values: number[] = [0.5, -1, 2, 3.25, 4, 5]): PutTensorInput {
   return { requestId, name: 'latents', data: toBytes(Float32Array.from(values)), shape: [1, 2, 3], dtype: 'float32' };
-}
-
-async function rejection(p: Promise<unknown>): Promise<DiffmeshError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(DiffmeshError);
-  return err as DiffmeshError;
 }
 
 describe('put / get', () => {

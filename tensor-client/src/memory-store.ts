@@ -1,7 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { ObjectRef } from '@diffmesh/core';
-import { Code, DiffmeshError, invalidParameter } from '@diffmesh/core';
-import type { Logger } from '@diffmesh/core';
+import { type ObjectRef, Code, DiffmeshError, invalidParameter, type Logger } from '@diffmesh/core';
 import { checkPutInput, checksumOf, rangeOf } from './tensor-bytes.js';
 import type {
   GetOptions,

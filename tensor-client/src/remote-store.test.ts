@@ -4,25 +4,15 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadDiffmeshProtos, type TensorServiceHandlers } from '@diffmesh/protos';
-import { Code, DiffmeshError } from '@diffmesh/core';
-import { objectRefToWire } from '@diffmesh/core';
-import { toWire } from '@diffmesh/core';
+import { Code, DiffmeshError, objectRefToWire, toWire } from '@diffmesh/core';
 import { ByteBudget } from './byte-budget.js';
 import { EXPIRES_AT_METADATA } from './tensor-service-client.js';
 import { RemoteTensorStore } from './remote-store.js';
 import { defaultShmDir, objectFileName, objectPath } from './shm-paths.js';
+import { rejection } from '@diffmesh/testing';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'diffmesh-tensor-client-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-async function rejection(p: Promise<unknown>): Promise<DiffmeshError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(DiffmeshError);
-  return err as DiffmeshError;
-}
 
 describe('object file names', () => {
   it('keep usual ids readable and encode the rest', () => {

@@ -5,13 +5,24 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { crc32c } from '@node-rs/crc32';
 import { Metadata } from '@grpc/grpc-js';
 import { trace, context as otelContext } from '@opentelemetry/api';
-import type { ObjectRef } from '@diffmesh/core';
-import { Code, DiffmeshError, asDiffmeshError, invalidParameter } from '@diffmesh/core';
-import { createBreaker, type BreakerOptions, type CircuitBreaker } from '@diffmesh/core';
-import type { TlsFiles } from '@diffmesh/core';
-import type { Logger } from '@diffmesh/core';
-import { ATTR, SPAN, SpanKind, withSpan } from '@diffmesh/core';
-import { checkPutInput } from './tensor-bytes.js';
+import {
+  type ObjectRef,
+  Code,
+  DiffmeshError,
+  asDiffmeshError,
+  invalidParameter,
+  createBreaker,
+  type BreakerOptions,
+  type CircuitBreaker,
+  type TlsFiles,
+  type Logger,
+  ATTR,
+  SPAN,
+  SpanKind,
+  withSpan,
+  STATUS_DETAILS_KEY,
+} from '@diffmesh/core';
+import { checkPutInput, rangeOf } from './tensor-bytes.js';
 import type {
   GetOptions,
   ObjectInfo,
@@ -23,8 +34,6 @@ import type {
   TensorStoreUsage,
 } from './tensor-store.js';
 import { scopedPutOptions } from './put-scope.js';
-import { rangeOf } from './tensor-bytes.js';
-import { STATUS_DETAILS_KEY } from '@diffmesh/core';
 import { TensorServiceClient, formatChecksum, type PutObjectHeader } from './tensor-service-client.js';
 import { defaultShmDir, incomingPath, objectPath } from './shm-paths.js';
 

@@ -1,6 +1,5 @@
 import { crc32c } from '@node-rs/crc32';
-import type { Dtype } from '@diffmesh/core';
-import { invalidParameter } from '@diffmesh/core';
+import { type Dtype, invalidParameter } from '@diffmesh/core';
 
 /**
  * Tensor bytes are little-endian element data, the layout of typed arrays on every platform

@@ -1,21 +1,35 @@
 import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { crc32c } from '@node-rs/crc32';
-import { loadDiffmeshProtos, type PutObjectsRequest, type PutObjectsResponse__Output } from '@diffmesh/protos';
-import type {
-  TensorGetResponse__Output as WireGetResponse,
-  ObjectRef as WireObjectRef,
-  PutHeader,
-  PutRequest,
-  TensorServiceClient as RawTensorClient,
+import {
+  loadDiffmeshProtos,
+  type PutObjectsRequest,
+  type PutObjectsResponse__Output,
+  type TensorGetResponse__Output as WireGetResponse,
+  type ObjectRef as WireObjectRef,
+  type PutHeader,
+  type PutRequest,
+  type TensorServiceClient as RawTensorClient,
 } from '@diffmesh/protos';
-import type { Dtype, ObjectRef } from '@diffmesh/core';
-import { Code, DiffmeshError, asDiffmeshError, cancelled, invalidParameter } from '@diffmesh/core';
-import { channelOptions, clientCredentials, type TlsFiles } from '@diffmesh/core';
-import { injectTraceContext, traceMetadata } from '@diffmesh/core';
+import {
+  type Dtype,
+  type ObjectRef,
+  Code,
+  DiffmeshError,
+  asDiffmeshError,
+  cancelled,
+  invalidParameter,
+  channelOptions,
+  clientCredentials,
+  type TlsFiles,
+  injectTraceContext,
+  traceMetadata,
+  dtypeToWire,
+  objectRefFromWire,
+  errorDetailFromWire,
+  fromWire,
+} from '@diffmesh/core';
 import type { ObjectInfo } from './tensor-store.js';
-import { dtypeToWire, objectRefFromWire } from '@diffmesh/core';
-import { errorDetailFromWire, fromWire } from '@diffmesh/core';
 import { ByteBudget } from './byte-budget.js';
 
 /** Default bytes per chunk of a Put (and what tensor-svc uses for Get by default). */

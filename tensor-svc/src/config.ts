@@ -2,8 +2,16 @@ import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { WRITE_THROUGH_MODES } from './write-through.js';
-import { LogConfigSchema, TlsConfigSchema, tlsConfigMappings, defineConfig, type LoadConfigOptions, loadConfig } from '@diffmesh/core';
-import { DurableLocationError, defaultShmDir, parseDurableLocation, redactUri, type DurableLocation } from '@diffmesh/tensor-client';
+import {
+  LogConfigSchema,
+  TlsConfigSchema,
+  tlsConfigMappings,
+  defineConfig,
+  type LoadConfigOptions,
+  loadConfig,
+  redactUri,
+} from '@diffmesh/core';
+import { DurableLocationError, defaultShmDir, parseDurableLocation, type DurableLocation } from '@diffmesh/tensor-client';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Writable } from 'node:stream';
-import { Code, DiffmeshError, createLogger, silentLogger } from '@diffmesh/core';
+import { Code, createLogger, silentLogger } from '@diffmesh/core';
 import {
   DurableStores,
   RemoteTensorStore,
@@ -15,7 +15,7 @@ import {
   type DurableStore,
   type PutTensorInput,
 } from '@diffmesh/tensor-client';
-import { startRedisServer, startS3Server, type RunningRedisServer, type RunningS3Server } from '@diffmesh/testing';
+import { startRedisServer, startS3Server, type RunningRedisServer, type RunningS3Server, rejection } from '@diffmesh/testing';
 import type { TensorSvcConfigInput } from './config.js';
 import { startTensorService, type RunningTensorService } from './server.js';
 
@@ -88,15 +88,6 @@ function tensor(name: string, bytes: number, seed = 1): PutTensorInput {
   const data = new Uint8Array(bytes);
   for (let i = 0; i < bytes; i++) data[i] = (i * 31 + seed) & 0xff;
   return { requestId: 'req1', name, data, shape: [bytes], dtype: 'uint8' };
-}
-
-async function rejection(p: Promise<unknown>): Promise<DiffmeshError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(DiffmeshError);
-  return err as DiffmeshError;
 }
 
 // The AWS SDK reads the credentials s3rver accepts from the standard variables.

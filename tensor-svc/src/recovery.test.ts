@@ -7,8 +7,9 @@ import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Code, DiffmeshError } from '@diffmesh/core';
+import { Code } from '@diffmesh/core';
 import { RemoteTensorStore, objectFileName, type PutTensorInput } from '@diffmesh/tensor-client';
+import { rejection } from '@diffmesh/testing';
 
 // tensor-svc as a process, killed with SIGKILL and started again on the same directories.
 const MAIN = fileURLToPath(new URL('../dist/main.js', import.meta.url));
@@ -69,15 +70,6 @@ function tensor(name: string, bytes: number): PutTensorInput {
   const data = new Uint8Array(bytes);
   for (let i = 0; i < bytes; i++) data[i] = (i * 13 + name.length) & 0xff;
   return { requestId: 'req1', name, data, shape: [bytes], dtype: 'uint8' };
-}
-
-async function rejection(p: Promise<unknown>): Promise<DiffmeshError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(DiffmeshError);
-  return err as DiffmeshError;
 }
 
 describe('restart after SIGKILL', () => {

@@ -21,6 +21,7 @@ import { startTensorService, type RunningTensorService } from './server.js';
 import { TensorServiceImpl } from './service.js';
 import { INCOMING_ABANDONED_MS } from './store-directories.js';
 import type { TieredStore } from './store.js';
+import { rejection } from '@diffmesh/testing';
 
 const MiB = 1024 * 1024;
 const log = silentLogger();
@@ -85,15 +86,6 @@ function floats(n: number, seed = 1): Uint8Array {
   const f = new Float32Array(n);
   for (let i = 0; i < n; i++) f[i] = Math.sin(i * 0.001 + seed);
   return toBytes(f);
-}
-
-async function rejection(p: Promise<unknown>): Promise<DiffmeshError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(DiffmeshError);
-  return err as DiffmeshError;
 }
 
 describe('Put and Get', () => {

@@ -1,22 +1,23 @@
 import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import { crc32c } from '@node-rs/crc32';
-import { SERVICE_NAMES, loadDiffmeshProtos } from '@diffmesh/protos';
-import type {
-  DeleteRequest__Output,
-  DeleteResponse,
-  PutHeader__Output,
-  PutObjectsRequest__Output,
-  PutObjectsResponse,
-  PutRequest__Output,
-  PutResponse,
-  StatRequest__Output,
-  StatResponse,
-  TensorGetRequest__Output,
-  TensorGetResponse,
-  TensorServiceHandlers,
-  TouchRequest__Output,
-  TouchResponse,
+import {
+  SERVICE_NAMES,
+  loadDiffmeshProtos,
+  type DeleteRequest__Output,
+  type DeleteResponse,
+  type PutHeader__Output,
+  type PutObjectsRequest__Output,
+  type PutObjectsResponse,
+  type PutRequest__Output,
+  type PutResponse,
+  type StatRequest__Output,
+  type StatResponse,
+  type TensorGetRequest__Output,
+  type TensorGetResponse,
+  type TensorServiceHandlers,
+  type TouchRequest__Output,
+  type TouchResponse,
 } from '@diffmesh/protos';
 import {
   ATTR,

@@ -1,7 +1,9 @@
 /**
  * @diffmesh/testing: launchers and helpers shared by tests, benchmarks and `diffmesh up`:
- * the nats-server, redis-server and S3-protocol server launchers and the process supervisor.
+ * the nats-server, redis-server and S3-protocol server launchers, the process supervisor,
+ * and the `rejection`/`thrown` assertions of error paths.
  */
+export { rejection, thrown } from './errors.js';
 export { findNatsServer, NatsServerNotFoundError, startNatsServer } from './nats-server.js';
 export type { RunningNatsServer, StartNatsServerOptions } from './nats-server.js';
 export { findRedisServer, RedisServerNotFoundError, startRedisServer } from './redis-server.js';

@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { NatsServerNotFoundError, RedisServerNotFoundError } from '@diffmesh/testing';
 import { createDiscovery, type Instance } from '@diffmesh/discovery';
-import { createLogger, type LogLevel } from '@diffmesh/core';
-import { redactUri } from '@diffmesh/tensor-client';
+import { createLogger, type LogLevel, redactUri } from '@diffmesh/core';
 import { modelArgument } from '../model-argument.js';
 import { startLocalMesh, type ReplicaService } from './local-mesh.js';
 import { clearState, readState, writeState, type MeshState } from './state.js';

@@ -4,9 +4,17 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createDiscovery, type Discovery } from '@diffmesh/discovery';
 import { loadPlanRegistry } from '@diffmesh/scheduler';
-import { startNatsServer, startRedisServer, type RunningNatsServer, type RunningRedisServer } from '@diffmesh/testing';
+import {
+  startNatsServer,
+  startRedisServer,
+  type RunningNatsServer,
+  type RunningRedisServer,
+  Supervisor,
+  type ManagedProcess,
+  type RestartPolicy,
+  type SupervisorEvent,
+} from '@diffmesh/testing';
 import { type Logger, type StageName } from '@diffmesh/core';
-import { Supervisor, type ManagedProcess, type RestartPolicy, type SupervisorEvent } from '@diffmesh/testing';
 
 /** One stage service process to run. */
 export interface StageProcessSpec {

@@ -25,8 +25,16 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { PROTO_ROOT, SERVICE_NAMES, loadDiffmeshProtos, messageCodec, readDescriptorSet } from '@diffmesh/protos';
-import type { GenerateRequest, GenerateRequest__Output, SchedulerServiceHandlers } from '@diffmesh/protos';
+import {
+  PROTO_ROOT,
+  SERVICE_NAMES,
+  loadDiffmeshProtos,
+  messageCodec,
+  readDescriptorSet,
+  type GenerateRequest,
+  type GenerateRequest__Output,
+  type SchedulerServiceHandlers,
+} from '@diffmesh/protos';
 import { silentLogger } from '../logging/index.js';
 import { REFLECTION_SERVICE_NAMES, ReflectionService } from './reflection.js';
 import { GrpcServer } from './server.js';

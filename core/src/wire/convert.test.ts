@@ -1,11 +1,13 @@
-import { enumValueNames, loadDiffmeshPackageDefinition, messageCodec } from '@diffmesh/protos';
-import type {
-  GenerationParams as WireGenerationParams,
-  GenerationParams__Output as WireGenerationParams__Output,
-  ObjectRef as WireObjectRef,
-  ObjectRef__Output as WireObjectRef__Output,
-  RequestContext as WireRequestContext,
-  RequestContext__Output as WireRequestContext__Output,
+import {
+  enumValueNames,
+  loadDiffmeshPackageDefinition,
+  messageCodec,
+  type GenerationParams as WireGenerationParams,
+  type GenerationParams__Output as WireGenerationParams__Output,
+  type ObjectRef as WireObjectRef,
+  type ObjectRef__Output as WireObjectRef__Output,
+  type RequestContext as WireRequestContext,
+  type RequestContext__Output as WireRequestContext__Output,
 } from '@diffmesh/protos';
 import { describe, expect, it } from 'vitest';
 

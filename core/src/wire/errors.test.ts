@@ -1,15 +1,16 @@
 import * as grpc from '@grpc/grpc-js';
-import { loadDiffmeshProtos, messageCodec } from '@diffmesh/protos';
-import type {
-  ErrorDetail,
-  ErrorDetail__Output,
-  ErrorInfo__Output,
-  RpcStatus__Output,
-  SchedulerGetRequest__Output,
-  SchedulerGetResponse,
-  SchedulerServiceClient,
-  WatchRequest__Output,
-  WatchResponse,
+import {
+  loadDiffmeshProtos,
+  messageCodec,
+  type ErrorDetail,
+  type ErrorDetail__Output,
+  type ErrorInfo__Output,
+  type RpcStatus__Output,
+  type SchedulerGetRequest__Output,
+  type SchedulerGetResponse,
+  type SchedulerServiceClient,
+  type WatchRequest__Output,
+  type WatchResponse,
 } from '@diffmesh/protos';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 

@@ -7,22 +7,23 @@
  * error': their message and stack stay in the process.
  */
 import { Metadata, type ServiceError, type StatusObject } from '@grpc/grpc-js';
-import { loadDiffmeshRoot, messageCodec } from '@diffmesh/protos';
-import type {
-  Any,
-  BadRequest,
-  Duration,
-  Duration__Output,
-  ErrorDetail,
-  ErrorDetail__Output,
-  ErrorInfo,
-  ErrorInfo__Output,
-  ErrorReason as ErrorReasonWire,
-  RetryInfo,
-  RetryInfo__Output,
-  RpcCode__Output,
-  RpcStatus,
-  RpcStatus__Output,
+import {
+  loadDiffmeshRoot,
+  messageCodec,
+  type Any,
+  type BadRequest,
+  type Duration,
+  type Duration__Output,
+  type ErrorDetail,
+  type ErrorDetail__Output,
+  type ErrorInfo,
+  type ErrorInfo__Output,
+  type ErrorReason as ErrorReasonWire,
+  type RetryInfo,
+  type RetryInfo__Output,
+  type RpcCode__Output,
+  type RpcStatus,
+  type RpcStatus__Output,
 } from '@diffmesh/protos';
 
 import { Code, DiffmeshError, REASONS, asDiffmeshError, type Reason } from '../errors/index.js';

@@ -1,7 +1,16 @@
-import type { GenerationParams } from '@diffmesh/core';
-import { invalidParameter } from '@diffmesh/core';
+import {
+  type GenerationParams,
+  invalidParameter,
+  DEFAULT_STRENGTH,
+  MAX_FPS,
+  MAX_PROMPT_LENGTH,
+  MAX_SEED,
+  MAX_STEPS,
+  MIN_FPS,
+  MIN_STEPS,
+  randomSeed,
+} from '@diffmesh/core';
 import type { FrameRule, PlanEntry } from './schema.js';
-import { DEFAULT_STRENGTH, MAX_FPS, MAX_PROMPT_LENGTH, MAX_SEED, MAX_STEPS, MIN_FPS, MIN_STEPS, randomSeed } from '@diffmesh/core';
 
 /**
  * Generation parameters as a caller gives them: every field optional (left-out fields take

@@ -2,8 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '@diffmesh/core';
-import { Code, DiffmeshError } from '@diffmesh/core';
+import { ConfigError, Code, DiffmeshError } from '@diffmesh/core';
 import {
   DEFAULT_PLANS_FILE,
   PlanRegistry,

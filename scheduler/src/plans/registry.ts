@@ -5,12 +5,17 @@ import { fileURLToPath } from 'node:url';
 import { looksLikePath } from '@diffmesh/model-layout';
 import { expandDirectoryEntries } from './directory-entries.js';
 import { parse as parseYaml } from 'yaml';
-import { ConfigError, type ConfigIssue } from '@diffmesh/core';
-import type { ExecutionPlan } from '@diffmesh/core';
-import { DiffmeshError, invalidParameter, unknownModel } from '@diffmesh/core';
+import {
+  ConfigError,
+  type ConfigIssue,
+  type ExecutionPlan,
+  DiffmeshError,
+  invalidParameter,
+  unknownModel,
+  globToRegExp,
+} from '@diffmesh/core';
 import { resolveParams } from './params.js';
 import { PlanEntrySchema, PlanFileSchema, type PlanEntry } from './schema.js';
-import { globToRegExp } from '@diffmesh/core';
 
 /** The plan registry shipped with diffmesh (`runtime/config/plans.yaml`). */
 export const DEFAULT_PLANS_FILE: string = fileURLToPath(new URL('../../config/plans.yaml', import.meta.url));

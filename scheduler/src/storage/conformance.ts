@@ -4,8 +4,9 @@
  * opens stores on a fresh namespace of a real server it started (loopback, free port).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Code, DiffmeshError, type ObjectRef, type RequestContext } from '@diffmesh/core';
+import { Code, type ObjectRef, type RequestContext } from '@diffmesh/core';
 import { itemId, type Lease, type QueueItem, type RequestRecord, type StoreOptions, type SchedulerStore } from './types.js';
+import { rejection } from '@diffmesh/testing';
 
 /** Opens stores for the suite. */
 export interface ConformanceTarget {
@@ -116,15 +117,6 @@ async function drainIds(store: SchedulerStore, query = ALL()): Promise<string[]>
     out.push(l.item.reqId);
     await store.apply({ ack: l });
   }
-}
-
-async function rejection(p: Promise<unknown>): Promise<DiffmeshError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(DiffmeshError);
-  return err as DiffmeshError;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

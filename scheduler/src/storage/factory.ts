@@ -35,7 +35,7 @@ export function createSchedulerStore(config: StoreConfig, opts: StoreOptions): S
     case 'redis':
       return new RedisStore({
         ...opts,
-        url: config.url || fail('queueUrl', 'is required with queue redis (e.g. redis://127.0.0.1:6379)'),
+        url: config.url || fail('queueUrl', 'is required with queue redis (e.g. redis://127.0.0.1:6379, or set REDIS_URL)'),
         prefix: `${namespace}:`,
       });
     case 'jetstream':

@@ -1,4 +1,6 @@
-import { startRedisServer, type RunningRedisServer } from '@diffmesh/testing';
+import { describe, expect, it } from 'vitest';
+import { Code } from '@diffmesh/core';
+import { rejection, startRedisServer, type RunningRedisServer } from '@diffmesh/testing';
 import { storeConformance } from './conformance.js';
 import { RedisStore } from './redis.js';
 
@@ -14,4 +16,21 @@ storeConformance('redis', async () => {
     },
     close: () => server.stop(),
   };
+});
+
+describe('redis store that cannot reach its server', () => {
+  it('fails to start with UNAVAILABLE, naming the address but not the password', async () => {
+    const s = new RedisStore({
+      url: 'redis://diffmesh:s3cret-pass@127.0.0.1:1',
+      prefix: 'x:',
+      retentionMs: 60_000,
+      maxRetained: 10,
+      leaseMs: 30_000,
+    });
+    const err = await rejection(s.start());
+    expect(err.code).toBe(Code.UNAVAILABLE);
+    expect(err.message).toContain('redis://***@127.0.0.1:1');
+    expect(err.message).not.toContain('s3cret');
+    await s.stop().catch(() => undefined);
+  });
 });

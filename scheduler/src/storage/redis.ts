@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { Code, DiffmeshError } from '@diffmesh/core';
+import { Code, DiffmeshError, redactUri } from '@diffmesh/core';
 import { copyRecord, decodeItem, decodeRecord, encodeItem, encodeRecord } from './codec.js';
 import { DrainRate, queueFullError, storeStoppedError } from './queue-full.js';
 import { setPosition } from './sqlite.js';
@@ -456,7 +456,7 @@ export class RedisStore implements SchedulerStore {
 
 function unreachable(url: string, err: unknown): DiffmeshError {
   const detail = err instanceof Error ? err.message : String(err);
-  return new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', `redis at ${url} cannot be reached: ${detail}`, {
+  return new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', `redis at ${redactUri(url)} cannot be reached: ${detail}`, {
     cause: err,
     retryAfterMs: 1000,
   });
