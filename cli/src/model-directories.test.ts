@@ -58,6 +58,10 @@ beforeAll(async () => {
       scheduler: { _class_name: 'EulerAncestralDiscreteScheduler', timestep_spacing: 'trailing' },
     }),
   );
+  // LCM-distilled UNet (LCM Dreamshaper style): guidance goes in as `timestep_cond`.
+  await add('sd-lcm-distilled', (dir) =>
+    buildSdDir(dir, { scalingFactor: 0.5, timestepCondDim: 16, scheduler: { _class_name: 'LCMScheduler' } }),
+  );
   await add('sd2-v-ddim', (dir) => buildSdDir(dir, { variant: 'sd2', scalingFactor: 0.5, scheduler: { set_alpha_to_one: true } }));
   await add('sd-int32', (dir) => buildSdDir(dir, { scalingFactor: 0.5, timestepType: 'int32', scheduler: SCHEDULERS.ddim }));
   await add('sd-fp16', (dir) =>
@@ -169,6 +173,20 @@ describe('SD 1.x/2.x directories: every scheduler reaches the closed-form pictur
     const { events } = await run('sd-turbo', { prompt: 'a green cat', negativePrompt: 'red', numInferenceSteps: 1, guidanceScale: 0 });
     expect(events.filter((e) => e.type === 'progress' && e.stage === 'denoising').length).toBe(1);
     const encoded = events.find((e) => e.type === 'stage_finished' && e.stage === 'text_encoding');
+    expect(Object.keys(encoded?.type === 'stage_finished' ? encoded.outputs : {})).toEqual(['prompt_embeds']);
+  });
+
+  it('LCM-distilled UNet: the guidance scale reaches the graph as its timestep_cond embedding, one model call per step', async () => {
+    for (const guidanceScale of [1, 8]) {
+      const req = { prompt: 'a red cat', negativePrompt: 'blue texture', guidanceScale, steps: 4 };
+      expect(await error('sd-lcm-distilled', req)).toBeLessThanOrEqual(1);
+    }
+    const { model } = models.get('sd-lcm-distilled') as { model: TestModel };
+    const at8 = await run('sd-lcm-distilled', { prompt: 'a red cat', numInferenceSteps: 4, guidanceScale: 8 });
+    // Guidance 8 and 1 give different pictures: the embedding is not a constant.
+    expect(meanAbsoluteError(at8.pixels, model.expectedImage({ prompt: 'a red cat', guidanceScale: 1 }).data)).toBeGreaterThan(3);
+    expect(at8.events.filter((e) => e.type === 'progress' && e.stage === 'denoising').length).toBe(4);
+    const encoded = at8.events.find((e) => e.type === 'stage_finished' && e.stage === 'text_encoding');
     expect(Object.keys(encoded?.type === 'stage_finished' ? encoded.outputs : {})).toEqual(['prompt_embeds']);
   });
 

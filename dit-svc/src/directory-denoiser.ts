@@ -236,6 +236,13 @@ export class DirectoryDenoiser {
         const tc = inputs.get('timestep_cond');
         if (tc) {
           const dim = typeof tc.shape?.[1] === 'number' ? tc.shape[1] : Number(layout.denoiser.config.time_cond_proj_dim);
+          if (!Number.isInteger(dim) || dim < 2) {
+            throw new DiffmeshError(
+              Code.FAILED_PRECONDITION,
+              'MODEL_LOAD_FAILED',
+              'unet/model.onnx input "timestep_cond" has no fixed width and unet/config.json has no time_cond_proj_dim',
+            );
+          }
           cond.timestep_cond = { data: guidanceScaleEmbedding(p.guidanceScale - 1, dim), dims: [dim] };
         }
         const uncond = cfg ? { encoder_hidden_states: await get('negative_prompt_embeds') } : undefined;

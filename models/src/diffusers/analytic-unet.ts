@@ -50,7 +50,33 @@ export interface AnalyticUnetOptions {
   textEmbedsDim?: number;
   /** false → a UNet without `encoder_hidden_states` (a broken variant for validation tests). */
   withEncoderHiddenStates?: boolean;
+  /** LCM-distilled UNets (config `time_cond_proj_dim`): adds the `timestep_cond` input [B, dim]. */
+  timestepCondDim?: number;
   seed: number;
+}
+
+/** W_tc [dim, 4] of an LCM UNet (timestep_cond → meaning): what the guidance embedding adds. */
+export function timestepCondWeights(opts: AnalyticUnetOptions): Float32Array | undefined {
+  if (!opts.timestepCondDim) return undefined;
+  return new WeightRng(opts.seed + 7).normals(opts.timestepCondDim * SEMANTIC_DIMS, 1 / Math.sqrt(opts.timestepCondDim));
+}
+
+/**
+ * The guidance-scale embedding an LCM pipeline feeds as `timestep_cond`, written from
+ * diffusers' `LatentConsistencyModelPipeline.get_guidance_scale_embedding(w, embedding_dim)`:
+ * w·1000 times exp(−k·ln(10000)/(dim/2 − 1)) for k < dim/2, then [sin ‖ cos], zero-padded
+ * to an odd dim. The pipeline calls it with w = guidance_scale − 1.
+ */
+export function referenceGuidanceEmbedding(w: number, dim: number): Float64Array {
+  const half = Math.floor(dim / 2);
+  const out = new Float64Array(dim);
+  const emb = Math.log(10000) / (half - 1);
+  for (let k = 0; k < half; k += 1) {
+    const a = w * 1000 * Math.exp(-k * emb);
+    out[k] = Math.sin(a);
+    out[half + k] = Math.cos(a);
+  }
+  return out;
 }
 
 /** W_te [P, 4] of the SDXL UNet (text_embeds → meaning). */
@@ -85,8 +111,13 @@ export function timeIdsAmp(timeIds: ArrayLike<number>): number {
   return 0.1 + 0.5 * Math.tanh(tau);
 }
 
-/** Meaning sums s[4] of one encoder_hidden_states [L, D] (+ SDXL text_embeds). */
-export function unetMeaningSums(opts: AnalyticUnetOptions, ehs: Float32Array, textEmbeds?: Float32Array): Float64Array {
+/** Meaning sums s[4] of one encoder_hidden_states [L, D] (+ SDXL text_embeds, + LCM timestep_cond). */
+export function unetMeaningSums(
+  opts: AnalyticUnetOptions,
+  ehs: Float32Array,
+  textEmbeds?: Float32Array,
+  timestepCond?: ArrayLike<number>,
+): Float64Array {
   const D = opts.crossAttentionDim;
   const L = ehs.length / D;
   const s = new Float64Array(4);
@@ -98,6 +129,10 @@ export function unetMeaningSums(opts: AnalyticUnetOptions, ehs: Float32Array, te
   const wte = textEmbedsWeights(opts);
   if (wte && textEmbeds && opts.textEmbedsDim) {
     for (let p = 0; p < opts.textEmbedsDim; p += 1) for (let c = 0; c < 4; c += 1) s[c] += textEmbeds[p] * wte[p * 4 + c];
+  }
+  const wtc = timestepCondWeights(opts);
+  if (wtc && timestepCond && opts.timestepCondDim) {
+    for (let p = 0; p < opts.timestepCondDim; p += 1) for (let c = 0; c < 4; c += 1) s[c] += timestepCond[p] * wtc[p * 4 + c];
   }
   return s;
 }
@@ -141,6 +176,7 @@ export function buildAnalyticUnetOnnx(opts: AnalyticUnetOptions): Uint8Array {
   const ehs = withEhs ? g.input('encoder_hidden_states', ft, ['batch_size', 'sequence_length', D]) : undefined;
   const te = opts.textEmbedsDim ? g.input('text_embeds', ft, ['batch_size', opts.textEmbedsDim]) : undefined;
   const tids = opts.textEmbedsDim ? g.input('time_ids', ft, ['batch_size', 6]) : undefined;
+  const tc = opts.timestepCondDim ? g.input('timestep_cond', ft, ['batch_size', opts.timestepCondDim]) : undefined;
 
   const x = castIn(g, sample, opts.precision);
   // Meaning sums s [B, 4].
@@ -157,6 +193,10 @@ export function buildAnalyticUnetOnnx(opts: AnalyticUnetOptions): Uint8Array {
   const wte = textEmbedsWeights(opts);
   if (te && wte && opts.textEmbedsDim) {
     s = g.op('Add', [s, g.op('MatMul', [castIn(g, te, opts.precision), g.weight('text_embeds_proj', wte, [opts.textEmbedsDim, 4])])]);
+  }
+  const wtc = timestepCondWeights(opts);
+  if (tc && wtc && opts.timestepCondDim) {
+    s = g.op('Add', [s, g.op('MatMul', [castIn(g, tc, opts.precision), g.weight('timestep_cond_proj', wtc, [opts.timestepCondDim, 4])])]);
   }
   const colour = g.op('Mul', [g.op('Tanh', [s]), g.f32([...UNET_COLOUR_SCALE], [4])]);
   const colour4 = g.op('Unsqueeze', [colour, g.i64([2, 3])]); // [B, 4, 1, 1]

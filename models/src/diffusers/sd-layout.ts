@@ -2,6 +2,7 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import {
   buildAnalyticUnetOnnx,
+  referenceGuidanceEmbedding,
   unetCleanLatent,
   unetMeaningSums,
   UNET_PATTERN_AMP,
@@ -57,6 +58,12 @@ export interface SdDirOptions {
   modelIndexStyle?: 'diffusers' | 'onnx';
   /** false → UNet without `encoder_hidden_states` (broken variant). */
   withEncoderHiddenStates?: boolean;
+  /**
+   * LCM-distilled UNet: `time_cond_proj_dim` in unet/config.json and a `timestep_cond` input
+   * taking the guidance-scale embedding (guidance is then embedded, one UNet pass per step).
+   * Default 0 (none); LCM checkpoints use 256.
+   */
+  timestepCondDim?: number;
   /** Weights of unet/ and text_encoder/ in `model.onnx_data` beside `model.onnx` (as for models > 2 GB). */
   externalData?: boolean;
   seed?: number;
@@ -85,6 +92,7 @@ export function resolveSdOptions(o: SdDirOptions = {}): ResolvedSdOptions {
     vaeEncoderOutput: o.vaeEncoderOutput ?? 'latent_parameters',
     modelIndexStyle: o.modelIndexStyle ?? 'diffusers',
     withEncoderHiddenStates: o.withEncoderHiddenStates ?? true,
+    timestepCondDim: o.timestepCondDim ?? 0,
     externalData: o.externalData ?? false,
     seed: o.seed ?? 1234,
   };
@@ -146,6 +154,7 @@ export class SdTestModel {
       scalingFactor: o.scalingFactor,
       schedule: this.schedulerConfig,
       withEncoderHiddenStates: o.withEncoderHiddenStates,
+      ...(o.timestepCondDim ? { timestepCondDim: o.timestepCondDim } : {}),
       seed: o.seed + 1,
     };
   }
@@ -166,19 +175,24 @@ export class SdTestModel {
     return clipTextForward(this.textWeights, this.promptIds(prompt)).lastHiddenState;
   }
 
-  /** Unscaled clean latent u [4, h, w] for one prompt (no guidance). */
-  cleanLatent(prompt: string, h = this.options.sampleSize, w = h): Float32Array {
-    return unetCleanLatent(unetMeaningSums(this.unet, this.promptEmbeds(prompt)), UNET_PATTERN_AMP, h, w);
+  /** Unscaled clean latent u [4, h, w] for one prompt (no guidance; an LCM UNet's with its guidance embedding). */
+  cleanLatent(prompt: string, h = this.options.sampleSize, w = h, timestepCond?: ArrayLike<number>): Float32Array {
+    return unetCleanLatent(unetMeaningSums(this.unet, this.promptEmbeds(prompt), undefined, timestepCond), UNET_PATTERN_AMP, h, w);
   }
 
   /**
    * The denoised latent a correct pipeline ends with, in the UNet's (scaled) space:
    * scaling_factor · (u_neg + g·(u_pos − u_neg)), or scaling_factor · u_pos when g ≤ 1.
+   * An LCM UNet (`timestepCondDim`) takes g as its embedding instead: one pass, no negative.
    */
   expectedLatent(req: ExpectedImageRequest): { latent: Float32Array; h: number; w: number } {
     const { h, w } = latentSize(req, this.options.sampleSize);
-    const pos = this.cleanLatent(req.prompt, h, w);
-    const u = req.guidanceScale > 1 ? mixGuidance(this.cleanLatent(req.negativePrompt ?? '', h, w), pos, req.guidanceScale) : pos;
+    const dim = this.options.timestepCondDim;
+    const u = dim
+      ? this.cleanLatent(req.prompt, h, w, referenceGuidanceEmbedding(req.guidanceScale - 1, dim))
+      : req.guidanceScale > 1
+        ? mixGuidance(this.cleanLatent(req.negativePrompt ?? '', h, w), this.cleanLatent(req.prompt, h, w), req.guidanceScale)
+        : this.cleanLatent(req.prompt, h, w);
     return { latent: u.map((x) => x * this.options.scalingFactor), h, w };
   }
 
@@ -206,6 +220,8 @@ export function unetConfig(o: {
   crossAttentionDim: number;
   sampleSize: number;
   textTime?: { textEmbedsDim: number };
+  /** LCM-distilled UNets: width of `timestep_cond`. */
+  timeCondProjDim?: number | null;
 }): Record<string, unknown> {
   return {
     _class_name: 'UNet2DConditionModel',
@@ -247,7 +263,7 @@ export function unetConfig(o: {
     resnet_skip_time_act: false,
     resnet_time_scale_shift: 'default',
     sample_size: o.sampleSize,
-    time_cond_proj_dim: null,
+    time_cond_proj_dim: o.timeCondProjDim ?? null,
     time_embedding_act_fn: null,
     time_embedding_dim: null,
     time_embedding_type: 'positional',
@@ -324,7 +340,7 @@ export async function buildSdDir(dir: string, options: SdDirOptions = {}): Promi
       dir,
       'unet',
       buildAnalyticUnetOnnx(m.unet),
-      unetConfig({ crossAttentionDim: o.crossAttentionDim, sampleSize: o.sampleSize }),
+      unetConfig({ crossAttentionDim: o.crossAttentionDim, sampleSize: o.sampleSize, timeCondProjDim: o.timestepCondDim || null }),
       {
         externalData: o.externalData,
       },
