@@ -163,13 +163,21 @@ function run(args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<{ cod
 }
 
 describe('diffmesh up --tensor-backend', () => {
-  it.each(['redis', 's3'] as const)(
-    '%s: generates the same pixels for the same seed as the embedded runtime',
-    async (backend) => {
+  it.each([
+    ['redis', 'yours'],
+    ['s3', 'yours'],
+    ['redis', 'started for the mesh'],
+    ['s3', 'started for the mesh'],
+  ] as const)(
+    '%s (%s): generates the same pixels for the same seed as the embedded runtime',
+    async (backend, store) => {
       const dir = await mkdtemp(path.join(tmpdir(), `diffmesh-up-${backend}-`));
-      const env: NodeJS.ProcessEnv = { ...process.env, DIFFMESH_STATE_FILE: path.join(dir, 'mesh.json'), ...s3.env };
-      const flags =
-        backend === 'redis'
+      const own = store === 'yours';
+      const env: NodeJS.ProcessEnv = { ...process.env, DIFFMESH_STATE_FILE: path.join(dir, 'mesh.json'), ...(own ? s3.env : {}) };
+      delete env.REDIS_URL;
+      const flags = !own
+        ? ['--tensor-backend', backend]
+        : backend === 'redis'
           ? ['--tensor-backend', 'redis', '--tensor-durable', `${redis.url}/0/up`]
           : ['--tensor-backend', 's3', '--tensor-durable', 's3://diffmesh/up', '--s3-endpoint', s3.endpoint];
       const up = spawn(process.execPath, [BIN, 'up', '--no-gateway', ...flags], { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -183,7 +191,13 @@ describe('diffmesh up --tensor-backend', () => {
           });
           up.once('exit', (code) => reject(new Error(`diffmesh up exited with ${code}: ${lines.join('\n')}`)));
         });
-        expect(lines).toContain(`tensor store ${flags[1]} ${flags[3]}`);
+        if (own) expect(lines).toContain(`tensor store ${flags[1]} ${flags[3]}`);
+        else if (backend === 'redis')
+          expect(lines.join('\n')).toMatch(/^tensor store redis redis:\/\/127\.0\.0\.1:\d+\/1\/tensors \(started for the mesh\)$/m);
+        else
+          expect(lines.join('\n')).toMatch(
+            /^tensor store s3 s3:\/\/diffmesh\/tensors at http:\/\/127\.0\.0\.1:\d+ \(started for the mesh\)$/m,
+          );
         const mesh = await run(
           ['generate', PARAMS.prompt, '--remote', 'local', '--seed', '9', '-o', 'mesh.png', '--no-progress'],
           env,

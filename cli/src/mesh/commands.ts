@@ -199,7 +199,10 @@ export async function runUp(flags: UpFlags): Promise<number> {
   out(`nats ${mesh.natsUrl}`);
   out(`queue ${queue}${mesh.queue.url ? ` ${mesh.queue.url}` : mesh.queue.sqlitePath ? ` ${mesh.queue.sqlitePath}` : ''}`);
   out(`tensor-svc ${mesh.tensorAddress}`);
-  if (flags.tensorBackend !== 'memory' || flags.tensorDurable) {
+  if (mesh.tensorStore) {
+    const { backend, location, endpoint } = mesh.tensorStore;
+    out(`tensor store ${backend} ${location}${endpoint ? ` at ${endpoint}` : ''} (started for the mesh)`);
+  } else if (flags.tensorBackend !== 'memory' || flags.tensorDurable) {
     out(`tensor store ${flags.tensorBackend}${flags.tensorDurable ? ` ${redactUri(flags.tensorDurable)}` : ''}`);
   }
   for (const name of mesh.schedulers) out(`${name} (gRPC) ${mesh.supervisor.get(name)?.address ?? ''}`);
@@ -248,13 +251,17 @@ function finish(code: number): number {
  * `--backend`, `--durable`, `--s3-endpoint`); every service also gets the S3 endpoint as
  * `AWS_ENDPOINT_URL_S3`, to read durable copies. A message naming the flag when they do not fit.
  */
-function tensorStoreArgs(flags: UpFlags): { tensorArgs: string[]; stageArgs?: string[]; env?: Record<string, string> } | string {
+function tensorStoreArgs(
+  flags: UpFlags,
+): { tensorArgs: string[]; stageArgs?: string[]; env?: Record<string, string>; tensorStore?: 'redis' | 's3' } | string {
   const backend = flags.tensorBackend;
   if (!['memory', 'redis', 's3'].includes(backend))
     return `tensor-backend: expected memory, redis or s3, got "${backend}" (--tensor-backend)`;
-  if (backend === 's3' && !flags.tensorDurable) return 'tensor-durable: backend s3 needs s3://bucket/prefix (--tensor-durable)';
-  if (backend === 'redis' && !flags.tensorDurable && !process.env.REDIS_URL) {
-    return 'tensor-durable: backend redis needs redis://host:port/db (--tensor-durable) or REDIS_URL';
+  // No location of the user's: the mesh starts the store itself (redis-server, an S3-protocol server).
+  if (backend === 'redis' && !flags.tensorDurable && !process.env.REDIS_URL) return { tensorArgs: [], tensorStore: 'redis' };
+  if (backend === 's3' && !flags.tensorDurable) {
+    if (flags.s3Endpoint) return 'tensor-durable: backend s3 with --s3-endpoint needs s3://bucket/prefix (--tensor-durable)';
+    return { tensorArgs: [], tensorStore: 's3' };
   }
   const tensorArgs = ['--backend', backend];
   if (flags.tensorDurable) tensorArgs.push('--durable', flags.tensorDurable);

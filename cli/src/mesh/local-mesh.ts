@@ -7,8 +7,10 @@ import { loadPlanRegistry } from '@diffmesh/scheduler';
 import {
   startNatsServer,
   startRedisServer,
+  startS3Server,
   type RunningNatsServer,
   type RunningRedisServer,
+  type RunningS3Server,
   Supervisor,
   type ManagedProcess,
   type RestartPolicy,
@@ -62,6 +64,13 @@ export interface LocalMeshOptions {
   stageArgs?: string[];
   /** Flags added to tensor-svc, e.g. `--backend redis --durable redis://127.0.0.1:6390/0`. */
   tensorArgs?: string[];
+  /**
+   * Keep tensor-svc's objects in a store started for the mesh (its `--backend`): `redis`
+   * (database 1 of the mesh's redis-server, started unless the queue's runs already) or `s3`
+   * (an S3-protocol server on loopback with bucket `diffmesh`; every service gets its
+   * endpoint and credentials as `AWS_*`). For a store of your own, pass `tensorArgs`.
+   */
+  tensorStore?: 'redis' | 's3';
   /** TLS files (PEM paths) for every service, as server and as client (mutual TLS). */
   tls?: { ca: string; cert: string; key: string };
   /** Start the HTTP gateway too (after the stages). */
@@ -114,6 +123,8 @@ export interface LocalMesh {
   /** The queue backend and, for redis and jetstream, its URL. */
   queue: { backend: 'memory' | 'sqlite' | 'redis' | 'jetstream'; url?: string; sqlitePath?: string };
   tensorAddress: string;
+  /** The store started for tensor-svc's objects (`tensorStore`), as its `--durable` location. */
+  tensorStore?: { backend: 'redis' | 's3'; location: string; endpoint?: string };
   /** `http://host:port` of the gateway, when started. */
   gatewayUrl?: string;
   logDir: string;
@@ -178,6 +189,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
   const env = { ...opts.env, ...(opts.ownProcessGroup ? { DIFFMESH_EXIT_WITH_PARENT: '1' } : {}) };
   let nats: RunningNatsServer | undefined;
   let redis: RunningRedisServer | undefined;
+  let s3: RunningS3Server | undefined;
   let discovery: Discovery | undefined;
   try {
     if (!opts.natsUrl) {
@@ -188,8 +200,29 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
       });
     }
     const natsUrl = opts.natsUrl ?? nats!.url;
-    if (queue === 'redis' && !opts.queueUrl)
+    if ((queue === 'redis' && !opts.queueUrl) || opts.tensorStore === 'redis')
       redis = await startRedisServer({ log: opts.log, ...(opts.ownProcessGroup ? { ownProcessGroup: true } : {}) });
+    let tensorStore: LocalMesh['tensorStore'];
+    if (opts.tensorStore === 'redis') tensorStore = { backend: 'redis', location: `${redis!.url}/1/tensors` };
+    if (opts.tensorStore === 's3') {
+      s3 = await startS3Server({ buckets: ['diffmesh'] });
+      tensorStore = { backend: 's3', location: 's3://diffmesh/tensors', endpoint: s3.endpoint };
+      Object.assign(env, {
+        AWS_ENDPOINT_URL_S3: s3.endpoint,
+        AWS_ACCESS_KEY_ID: s3.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: s3.secretAccessKey,
+        AWS_REGION: s3.region,
+      });
+    }
+    const tensorStoreArgs = tensorStore
+      ? [
+          '--backend',
+          tensorStore.backend,
+          '--durable',
+          tensorStore.location,
+          ...(tensorStore.endpoint ? ['--s3-endpoint', tensorStore.endpoint] : []),
+        ]
+      : [];
     const queueUrl = opts.queueUrl ?? redis?.url ?? (queue === 'jetstream' ? natsUrl : undefined);
     const sqlitePath = queue === 'sqlite' ? (opts.sqlitePath ?? path.join(logDir, 'scheduler.sqlite')) : undefined;
     const tlsArgs = opts.tls
@@ -199,7 +232,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     const tensor = await supervisor.start({
       name: 'tensor-svc',
       entry: serviceEntry('tensor-svc'),
-      args: [...common, '--listen', '127.0.0.1:0', '--nats', natsUrl, ...(opts.tensorArgs ?? [])],
+      args: [...common, '--listen', '127.0.0.1:0', '--nats', natsUrl, ...tensorStoreArgs, ...(opts.tensorArgs ?? [])],
       env,
       readyPrefix: 'tensor-svc listening on ',
       listenFlag: '--listen',
@@ -360,6 +393,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
         ...(sqlitePath ? { sqlitePath } : {}),
       },
       tensorAddress: tensor.address,
+      ...(tensorStore ? { tensorStore } : {}),
       ...(gatewayUrls[0] ? { gatewayUrl: gatewayUrls[0] } : {}),
       logDir,
       supervisor,
@@ -375,6 +409,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
           await disc.close();
           await nats?.stop();
           await redis?.stop();
+          await s3?.stop();
         })();
         return stopping;
       },
@@ -384,6 +419,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     await discovery?.close();
     await nats?.stop();
     await redis?.stop();
+    await s3?.stop();
     throw err;
   }
 }
