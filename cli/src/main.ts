@@ -202,7 +202,10 @@ export async function main(argv: string[]): Promise<number> {
     .addOption(new Option('--sqlite-path <file>', 'sqlite queue file (default: in the log folder)').env('DIFFMESH_SQLITE_PATH'))
     .option('--replicas <list>', 'processes per service, e.g. scheduler=2,dit=3 (scheduler, encoder, dit, vae, gateway)')
     .addOption(
-      new Option('--tensor-backend <backend>', "where tensor-svc keeps objects: memory (this node), redis or s3 (tensor-svc's --backend; without --tensor-durable the mesh starts the store)")
+      new Option(
+        '--tensor-backend <backend>',
+        "where tensor-svc keeps objects: memory (this node), redis or s3 (tensor-svc's --backend; without --tensor-durable the mesh starts the store)",
+      )
         .env('DIFFMESH_TENSOR_BACKEND')
         .default('memory'),
     )
