@@ -368,8 +368,11 @@ export class Dispatcher {
     if (held.leaseLost) return;
     const refused = raw instanceof TaskRefused;
     const lost = !refused && error.reason === 'TRANSPORT' && slot.instance.isGone?.() === true;
-    const lostInputs = refused || lost || timedOut || held.ended || held.handedBack ? [] : await lifecycle.lostInputs(lease, error);
-    await lifecycle.stageFailed(lease, error, { refused, lost, handedBack: held.handedBack, lostInputs });
+    // An instance that drains gives back what it could not finish in its grace (or what reached
+    // it after it began draining): not a failure of the task, which goes back to its queue.
+    const handedBack = held.handedBack || (!refused && error.code === Code.UNAVAILABLE && error.reason === 'DRAINING');
+    const lostInputs = refused || lost || timedOut || held.ended || handedBack ? [] : await lifecycle.lostInputs(lease, error);
+    await lifecycle.stageFailed(lease, error, { refused, lost, handedBack, lostInputs });
   }
 
   /** Persists a task's progress (throttled on shared backends: every write is a round trip). */
