@@ -9,6 +9,10 @@ export const SchedulerConfigSchema = z.object({
   listen: z.string().default('127.0.0.1:0').describe('gRPC listen address host:port (port 0 = any free port)'),
   nodeId: z.string().default(hostname()).describe('node this scheduler runs on'),
   instanceId: z.string().default('').describe('instance id in discovery (default: scheduler-<random>)'),
+  version: z
+    .string()
+    .default('')
+    .describe('version reported in discovery and GetStatus (default: the package version), e.g. a release or image tag'),
   natsUrl: z.string().default('').describe('NATS server for discovery (empty = in-process discovery only)'),
   plansFile: z.string().default('').describe('ExecutionPlan registry file (empty = the shipped plans.yaml)'),
   modelDirectories: z
@@ -96,6 +100,7 @@ export const schedulerConfig = defineConfig({
     LISTEN: 'listen',
     NODE_ID: 'nodeId',
     INSTANCE_ID: 'instanceId',
+    VERSION: 'version',
     NATS_URL: 'natsUrl',
     PLANS_FILE: 'plansFile',
     MODEL_DIRECTORIES: 'modelDirectories',
@@ -125,6 +130,7 @@ export const schedulerConfig = defineConfig({
     listen: 'listen',
     'node-id': 'nodeId',
     'instance-id': 'instanceId',
+    version: 'version',
     nats: 'natsUrl',
     plans: 'plansFile',
     'model-directories': 'modelDirectories',

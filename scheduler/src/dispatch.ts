@@ -56,6 +56,8 @@ interface Held {
   leaseLost: boolean;
   /** The scheduler is draining and gave the task back. */
   handedBack: boolean;
+  /** The instance answered (its outcome is being recorded; the lease may be gone already). */
+  answered?: boolean;
   /** Progress writes: the time of the last, and one waiting while another is in flight. */
   progressAt: number;
   progressBusy: boolean;
@@ -147,8 +149,9 @@ export class Dispatcher {
   /**
    * Stops taking tasks; waits up to `graceMs` for the running ones, then gives the rest back
    * to their queues (their requests go on elsewhere, or when a scheduler comes back).
+   * Answers how many were given back.
    */
-  async drain(graceMs: number): Promise<void> {
+  async drain(graceMs: number): Promise<number> {
     if (this.state === 'RUNNING') this.state = 'DRAINING';
     if (this.held.size > 0) {
       await new Promise<void>((resolve) => {
@@ -161,19 +164,20 @@ export class Dispatcher {
         this.idle.add(done);
       });
     }
-    await this.handBack();
+    return this.handBack();
   }
 
-  /** Gives every running task back to its queue (the instance is told to stop it). */
-  async handBack(): Promise<void> {
+  /** Gives every running task back to its queue (the instance is told to stop it); answers how many. */
+  async handBack(): Promise<number> {
     const all = [...this.held];
-    if (all.length === 0) return;
+    if (all.length === 0) return 0;
     const done = new Promise<void>((resolve) => this.idle.add(resolve));
     for (const h of all) {
       h.handedBack = true;
       h.cancel?.cancel(new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'scheduler is shutting down; the task goes back to its queue'));
     }
     await Promise.race([done, new Promise((r) => setTimeout(r, 10_000).unref())]);
+    return all.length;
   }
 
   /** Stops every timer and subscription; running tasks are left to their leases. */
@@ -324,6 +328,7 @@ export class Dispatcher {
       .execute(task, { cancel, onProgress: (p) => this.progress(held, p.step, p.totalSteps, p.checkpoint) })
       .then(
         async (result) => {
+          held.answered = true;
           span.setAttribute(ATTR.outcome, 'ok');
           span.end();
           if (held.leaseLost) return;
@@ -337,6 +342,7 @@ export class Dispatcher {
           });
         },
         async (err: unknown) => {
+          held.answered = true;
           const timedOut = cancel.timedOut();
           const error = timedOut
             ? new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `stage ${stage.name} exceeded its deadline`)
@@ -362,8 +368,11 @@ export class Dispatcher {
     if (held.leaseLost) return;
     const refused = raw instanceof TaskRefused;
     const lost = !refused && error.reason === 'TRANSPORT' && slot.instance.isGone?.() === true;
-    const lostInputs = refused || lost || timedOut || held.ended || held.handedBack ? [] : await lifecycle.lostInputs(lease, error);
-    await lifecycle.stageFailed(lease, error, { refused, lost, handedBack: held.handedBack, lostInputs });
+    // An instance that drains gives back what it could not finish in its grace (or what reached
+    // it after it began draining): not a failure of the task, which goes back to its queue.
+    const handedBack = held.handedBack || (!refused && error.code === Code.UNAVAILABLE && error.reason === 'DRAINING');
+    const lostInputs = refused || lost || timedOut || held.ended || handedBack ? [] : await lifecycle.lostInputs(lease, error);
+    await lifecycle.stageFailed(lease, error, { refused, lost, handedBack, lostInputs });
   }
 
   /** Persists a task's progress (throttled on shared backends: every write is a round trip). */
@@ -443,7 +452,8 @@ export class Dispatcher {
       if (h.leaseLost) continue;
       void this.opts.store.renew(h.lease).then(
         (ok) => {
-          if (ok || h.leaseLost || !this.held.has(h)) return;
+          // A task whose outcome is being recorded has given its lease up (acknowledged) itself.
+          if (ok || h.leaseLost || h.answered || !this.held.has(h)) return;
           h.leaseLost = true;
           this.opts.log.warn(
             { reqId: h.lease.item.reqId, stageIndex: h.lease.item.stageIndex },

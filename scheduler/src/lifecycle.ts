@@ -590,14 +590,21 @@ export class RequestLifecycle {
     const { store, limits, log } = this.opts;
     if (how.refused || how.handedBack) {
       // Not a try of the task: back in its place, at once.
+      let before = 0;
       const rec = await store.update(item.reqId, (r) => {
         if (!current(r, item) || r.startedBy !== lease.token) return false;
         r.startedBy = undefined;
-        // A handed-back try ran (and may have left a checkpoint): the next is another try.
-        if (how.handedBack) r.attempt += 1;
+        before = r.events.length;
+        if (how.handedBack) {
+          // A handed-back try ran (and may have left a checkpoint): the next is another try.
+          r.attempt += 1;
+          // The request's history shows it waits in the queue again (not a lost try).
+          this.queued(r, item.stageIndex, Date.now());
+        }
         return { release: { lease, delayMs: 0 } };
       });
-      if (!rec) await this.repair(lease);
+      if (rec) this.observe(rec, before);
+      else await this.repair(lease);
       return;
     }
     const lost = how.lostInputs ?? [];

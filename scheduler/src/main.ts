@@ -6,7 +6,7 @@ import { startSchedulerService } from './server.js';
 
 const config = loadServiceConfig(schedulerConfig, process.argv.slice(2));
 const log = createLogger({ name: 'scheduler', ...config.log, mixin: traceLogFields });
-const version = packageVersion(import.meta.url);
+const version = config.version || packageVersion(import.meta.url);
 // Tracing from the standard OTEL_* variables (off without an endpoint).
 const telemetry = await startTelemetry({ serviceName: 'scheduler', serviceVersion: version, log });
 await runProcess('scheduler', log, () => startSchedulerService(config, log, version, process.env), { telemetry });

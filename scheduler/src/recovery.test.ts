@@ -26,7 +26,36 @@ class DiesOnce extends HeldInstance {
   }
 }
 
+/** An instance that drains while running its first task: it gives the task back, as a stage service whose grace ran out does. */
+class DrainsOnce extends HeldInstance {
+  private drained = false;
+  override execute(task: StageTask, hooks: ExecuteHooks): Promise<StageResult> {
+    if (!this.drained) {
+      this.drained = true;
+      return Promise.reject(
+        new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', `instance ${this.id} is shutting down; the task goes back to its queue`),
+      );
+    }
+    return super.execute(task, hooks);
+  }
+}
+
 describe('worker failure recovery', () => {
+  it('puts a task a draining instance gave back in its queue at once, as the next try, without using up a try', async () => {
+    const s = newScheduler({ maxAttempts: 1, retryBackoffMs: 60_000 });
+    const draining = new DrainsOnce('enc-draining');
+    s.addInstance(draining);
+    const id = (await s.submit({ model: 'm1', params: { prompt: 'x' } })).context.reqId;
+    await expect.poll(() => draining.tasks.length, { timeout: 5000 }).toBe(1);
+    expect(draining.tasks[0].attempt).toBe(2);
+    draining.finish(0);
+    expect(await outcome(s, id)).toBe('completed');
+    const history: string[] = [];
+    for await (const e of s.watch(id)) history.push(e.type === 'stage_started' ? `started ${e.attempt}` : e.type);
+    expect(history).toEqual(['queued', 'started 1', 'queued', 'started 2', 'stage_finished', 'completed']);
+    expect((await s.get(id)).context.retryCount).toBe(0);
+  });
+
   it('puts the task of an instance that died back in its queue at once, without using up a try', async () => {
     const s = newScheduler({ maxAttempts: 1, retryBackoffMs: 60_000 });
     const dying = new DiesOnce('enc-dying');

@@ -6,6 +6,7 @@ import { messageCodec } from '@diffmesh/protos';
 import { LocalInstance } from './local-instance.js';
 import { Scheduler, type SchedulerLimits } from './scheduler.js';
 import { eventToWire, statusResponse } from './service.js';
+import { HeldInstance, end as lastEvent, newScheduler, outcome } from './fixtures/stages.js';
 import type { StageInstance } from './types.js';
 
 const registry = PlanRegistry.fromEntries([
@@ -507,5 +508,31 @@ describe('event messages', async () => {
     expect(direct).toStrictEqual(codec.decode(codec.encode(wire)));
     expect(direct.events.at(-2)).toMatchObject({ failed: { error: { code: 'DEADLINE_EXCEEDED', reason: 'ERROR_REASON_TIMEOUT' } } });
     expect(direct.events.find((e) => e.stageStarted)).toMatchObject({ stageStarted: { stage: 'STAGE_NAME_TEXT_ENCODING' } });
+  });
+});
+
+describe('drain (memory store)', async () => {
+  it('lets a running request finish within the grace, and fails one still running after it with UNAVAILABLE/DRAINING', async () => {
+    const finishes = newScheduler();
+    const a = new HeldInstance('enc-a');
+    finishes.addInstance(a);
+    const done = (await finishes.submit({ model: 'm1', params: { prompt: 'x' } })).context.reqId;
+    await expect.poll(() => a.tasks.length).toBe(1);
+    const draining = finishes.drain(60_000);
+    // Draining: no new request, but the running one may finish.
+    await expect(finishes.submit({ model: 'm1', params: { prompt: 'y' } })).rejects.toMatchObject({ reason: 'DRAINING' });
+    a.finish(0);
+    await draining;
+    expect(await outcome(finishes, done)).toBe('completed');
+
+    const stops = newScheduler();
+    const b = new HeldInstance('enc-b');
+    stops.addInstance(b);
+    const left = (await stops.submit({ model: 'm1', params: { prompt: 'x' } })).context.reqId;
+    await expect.poll(() => b.tasks.length).toBe(1);
+    await stops.drain(0);
+    const end = await lastEvent(stops, left);
+    expect(end).toMatchObject({ type: 'failed', error: { code: Code.UNAVAILABLE, reason: 'DRAINING' } });
+    expect(end.type === 'failed' && end.error.message).toMatch(/shut down before the request finished/);
   });
 });

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Logger, RequestEvent, StageName } from '@diffmesh/core';
+import { Code, DiffmeshError, type Logger, type RequestEvent, type StageName } from '@diffmesh/core';
 import type { TensorStore } from '@diffmesh/tensor-client';
 import { Dispatcher } from './dispatch.js';
 import { InstanceSlots, busy, type ForeignInstance } from './instances.js';
@@ -356,27 +356,33 @@ export class Scheduler {
    * Graceful shutdown: stops accepting requests (UNAVAILABLE / DRAINING). With a shared or
    * durable store, the tasks running here get up to `graceMs` to finish and the rest go back
    * to their queues (their requests go on with another scheduler, or this one's successor);
-   * with the memory store, accepted requests get up to `graceMs` to finish and the rest are
-   * cancelled.
+   * with the memory store, accepted requests get up to `graceMs` to finish and the rest fail
+   * with UNAVAILABLE/DRAINING. Logs `drained` with what it handed back or left unfinished.
    */
   async drain(graceMs: number): Promise<void> {
     if (this.phase === 'STOPPED') return;
+    const started = Date.now();
     this.lifecycle.stopIntake();
     if (this.phase === 'RUNNING') this.phase = 'DRAINING';
+    let handedBack = 0;
+    let unfinished = 0;
     if (this.requests.durable) {
-      await this.dispatcher.drain(graceMs);
+      handedBack = await this.dispatcher.drain(graceMs);
     } else {
       const deadline = Date.now() + graceMs;
       while (this.lifecycle.inFlightCount() > 0 && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, Math.min(50, Math.max(1, deadline - Date.now()))).unref());
       }
+      unfinished = this.lifecycle.inFlightCount();
     }
     await this.stop();
+    this.opts.log.info({ graceMs, handedBack, unfinished, ms: Date.now() - started }, 'drained');
   }
 
   /**
    * Stops accepting requests and stops dispatching. With the memory store, what is still
-   * running is cancelled (nothing else could finish it); a shared store keeps it for others.
+   * running fails with UNAVAILABLE/DRAINING (nothing else could finish it; the client may
+   * send it again); a shared store keeps it for others.
    */
   async stop(): Promise<void> {
     if (this.phase === 'STOPPED') return;
@@ -386,7 +392,8 @@ export class Scheduler {
       await Promise.all(
         this.lifecycle.localRequests().map(async (reqId) => {
           const rec = store.peek(reqId);
-          if (rec && !isTerminalStatus(rec.state.context.status)) await this.lifecycle.cancel(reqId).catch(() => undefined);
+          if (!rec || isTerminalStatus(rec.state.context.status)) return;
+          await this.lifecycle.end(reqId, { type: 'failed', error: stoppedError() }).catch(() => undefined);
         }),
       );
     } else {
@@ -406,4 +413,14 @@ export class Scheduler {
     }
     return undefined;
   }
+}
+
+/** How a request ends that a scheduler with an in-process queue could not finish before it stopped. */
+function stoppedError(): DiffmeshError {
+  return new DiffmeshError(
+    Code.UNAVAILABLE,
+    'DRAINING',
+    'the scheduler shut down before the request finished (its queue was in its memory); send the request again',
+    { retryAfterMs: 1000 },
+  );
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { GrpcServer, loadTlsFiles, startMetricsEndpoint, type Logger } from '@diffmesh/core';
+import { Code, DiffmeshError, GrpcServer, loadTlsFiles, startMetricsEndpoint, type Logger } from '@diffmesh/core';
 import { DurableStores, InlineTensorStore, RemoteTensorStore, RoutedTensorStore, durableSettingsFromEnv } from '@diffmesh/tensor-client';
 import { createDiscovery, type Discovery, type Registration } from '@diffmesh/discovery';
 import { loadPlanRegistry } from './plans/registry.js';
@@ -142,7 +142,15 @@ export async function startSchedulerService(
         binding.endSessions();
         await registration?.stop().catch(() => undefined);
         await scheduler.drain(graceMs);
-        await server.drain(Math.min(graceMs, 1000));
+        // What is still followed here goes on elsewhere (a shared store): its streams end with
+        // UNAVAILABLE, which clients take as the cue to follow it on another scheduler.
+        binding.endStreams(
+          new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'scheduler is shutting down; follow the request on another scheduler', {
+            retryAfterMs: 100,
+          }),
+        );
+        // Those streams end at once; other calls (a result being sent) get up to 1 s.
+        await server.drain(1000);
         unfollow();
         await discovery.close();
         await store.close();

@@ -7,7 +7,7 @@ import {
   type RequestEvent__Output,
   type SessionResponse__Output,
 } from '@diffmesh/protos';
-import { Code, GrpcServer, silentLogger, type DiffmeshError, type StageHandler, type StageName } from '@diffmesh/core';
+import { Code, DiffmeshError, GrpcServer, silentLogger, type StageHandler, type StageName } from '@diffmesh/core';
 import { PlanRegistry } from './plans/registry.js';
 import { SchedulerSession } from '@diffmesh/client';
 import { createTensorStore } from '@diffmesh/tensor-client';
@@ -305,6 +305,41 @@ describe('Session', async () => {
     client.close();
   });
 });
+
+describe('a scheduler that has drained', async () => {
+  it('ends the Watch, Generate and Session streams of unfinished requests with UNAVAILABLE/DRAINING, after their events', async () => {
+    const { client, scheduler, binding } = await serveAll(0, 10_000);
+    const generated = client.Generate({ model: 'test/model', params: { prompt: 'x' } });
+    const generateEnd = streamEnd(generated);
+    await expect.poll(() => scheduler.inFlightCount()).toBe(1);
+    const reqId = scheduler.recentRequests()[0].context.reqId;
+    const watched = client.Watch({ reqId });
+    const watchEnd = streamEnd(watched);
+    const raw = rawSession(client);
+    raw.send({ tag: 1, generate: { model: 'test/model', params: { prompt: 'y' } } });
+    await raw.next();
+    // What a draining scheduler on a shared store does once it has handed its work back.
+    binding.endStreams(new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'follow the request on another scheduler'));
+    for (const end of [await generateEnd, await watchEnd]) {
+      expect(end.kinds.slice(0, 2)).toEqual(['queued', 'stageStarted']);
+      expect([end.status.code, end.status.details]).toEqual([grpc.status.UNAVAILABLE, 'follow the request on another scheduler']);
+    }
+    expect((await raw.status).code).toBe(grpc.status.UNAVAILABLE);
+    expect(raw.received.flatMap((m) => m.events).map((e) => e.kind)).toContain('queued');
+    // The requests themselves go on (with a shared store, on another scheduler).
+    expect(scheduler.inFlightCount()).toBe(2);
+    client.close();
+    await scheduler.stop();
+  });
+});
+
+/** The event kinds a server stream carried and how it ended. */
+function streamEnd(call: grpc.ClientReadableStream<GenerateResponse__Output>): Promise<{ kinds: string[]; status: grpc.StatusObject }> {
+  const kinds: string[] = [];
+  call.on('data', (m: GenerateResponse__Output) => kinds.push(...m.events.map((e) => e.kind ?? '')));
+  call.on('error', () => {});
+  return new Promise((resolve) => call.on('status', (status: grpc.StatusObject) => resolve({ kinds, status })));
+}
 
 /** A Session call driven message by message. */
 function rawSession(client: grpc.Client) {

@@ -103,6 +103,12 @@ export interface SchedulerServiceBinding extends ServiceBinding {
    * its side (new requests on it are refused by the draining scheduler anyway).
    */
   endSessions(): void;
+  /**
+   * Ends every open Generate, Watch and Session stream that is still following an unfinished
+   * request, after the events already written, with `error` (a draining scheduler that has
+   * handed its work back: the client follows the request on another scheduler).
+   */
+  endStreams(error: DiffmeshError): void;
   /** Open Session streams. */
   openSessions(): number;
 }
@@ -118,9 +124,14 @@ export function schedulerServiceBinding(
   const proto = loadDiffmeshProtos();
   /** Open sessions, each by the function that half-closes it. */
   const sessions = new Set<() => void>();
+  /** Open streams (Generate, Watch, Session), each by the function that ends it with an error. */
+  const open = new Set<(error: DiffmeshError) => void>();
   return {
     endSessions() {
       for (const end of [...sessions]) end();
+    },
+    endStreams(error) {
+      for (const end of [...open]) end(error);
     },
     openSessions: () => sessions.size,
     name: 'diffmesh.scheduler.v1.SchedulerService',
@@ -176,11 +187,12 @@ export function schedulerServiceBinding(
           return;
         }
         // A client that goes away before the end cancels its request.
-        stream(scheduler, reqId, 0, call, interval, cancel);
+        stream(scheduler, reqId, 0, call, interval, open, cancel);
       },
-      Session: (call: grpc.ServerDuplexStream<SessionRequest__Output, SessionResponse>) => session(scheduler, call, interval, sessions),
+      Session: (call: grpc.ServerDuplexStream<SessionRequest__Output, SessionResponse>) =>
+        session(scheduler, call, interval, sessions, open),
       Watch: (call: grpc.ServerWritableStream<WatchRequest__Output, WatchResponse>) => {
-        stream(scheduler, call.request.reqId, call.request.afterSequence ?? 0, call, interval);
+        stream(scheduler, call.request.reqId, call.request.afterSequence ?? 0, call, interval, open);
       },
     },
   };
@@ -197,6 +209,8 @@ class BatchWriter<T> {
   private pending: T[] = [];
   private urgent = false;
   private ending = false;
+  /** The call ends with this error instead of OK. */
+  private failure: DiffmeshError | undefined;
   private done = false;
   private draining = false;
   private timer: NodeJS.Timeout | undefined;
@@ -222,6 +236,13 @@ class BatchWriter<T> {
     this.ending = true;
     this.urgent = true;
     this.schedule();
+  }
+
+  /** Ends the call with `error` once everything added so far is written (unless it is ending already). */
+  fail(error: DiffmeshError): void {
+    if (this.done || this.ending) return;
+    this.failure = error;
+    this.end();
   }
 
   /** Writes nothing more (the client is gone). */
@@ -270,7 +291,8 @@ class BatchWriter<T> {
     }
     if (this.ending) {
       this.done = true;
-      this.call.end();
+      if (this.failure) this.call.emit('error', toWire(this.failure));
+      else this.call.end();
     }
   };
 }
@@ -286,13 +308,21 @@ function stream(
   after: number,
   call: grpc.ServerWritableStream<unknown, { events: WireRequestEvent[] }>,
   intervalMs: number,
+  open: Set<(error: DiffmeshError) => void>,
   onGone?: () => void,
 ): void {
   const writer = new BatchWriter<WireRequestEvent>(call, intervalMs, (events) => eventMessages.encodeReady({ events }));
   let stop: (() => void) | undefined;
   let gone = false;
+  const end = (error: DiffmeshError): void => {
+    open.delete(end);
+    stop?.();
+    writer.fail(error);
+  };
+  open.add(end);
   // grpc-js also reports a call it ended normally as cancelled: only one cut short counts.
   call.on('cancelled', () => {
+    open.delete(end);
     if (writer.ended) return;
     gone = true;
     writer.stop();
@@ -310,8 +340,11 @@ function stream(
     scheduler,
     id,
     after,
-    (event, end) => writer.add(event, end),
-    () => writer.end(),
+    (event, last) => writer.add(event, last),
+    () => {
+      open.delete(end);
+      writer.end();
+    },
   ).then(
     (s) => {
       stop = s;
@@ -372,6 +405,7 @@ function session(
   call: grpc.ServerDuplexStream<SessionRequest__Output, SessionResponse>,
   intervalMs: number,
   sessions: Set<() => void>,
+  streams: Set<(error: DiffmeshError) => void>,
 ): void {
   const writer = new BatchWriter<SessionItem>(call, intervalMs, encodeSession);
   const open = new Map<string, () => void>();
@@ -381,6 +415,16 @@ function session(
     endIfIdle();
   };
   sessions.add(halfClose);
+  // The scheduler drained with requests of this session unfinished (they go on elsewhere).
+  const fail = (error: DiffmeshError): void => {
+    streams.delete(fail);
+    sessions.delete(halfClose);
+    halfClosed = true;
+    for (const stop of open.values()) stop();
+    open.clear();
+    writer.fail(error);
+  };
+  streams.add(fail);
   // An acceptance rides with the request's next events (at once on a quiet stream, else
   // with the next batch); a refusal is the end of its request and goes out at once.
   const answer = (a: SessionAnswer): void => writer.add({ answer: a }, a.error !== undefined);
@@ -389,6 +433,7 @@ function session(
   const endIfIdle = (): void => {
     if (halfClosed && open.size === 0 && admitting === 0) {
       sessions.delete(halfClose);
+      streams.delete(fail);
       writer.end();
     }
   };
@@ -451,6 +496,7 @@ function session(
   });
   call.on('cancelled', () => {
     sessions.delete(halfClose);
+    streams.delete(fail);
     if (writer.ended) return;
     writer.stop();
     for (const [reqId, stop] of open) {

@@ -139,6 +139,10 @@ describe('schedulers sharing a store', () => {
     await held.drain(50);
     held.retireInstance('enc-1');
     expect(await outcome(other, id)).toBe('completed');
+    // Its history says it went back to its queue (not that its lease ran out).
+    const history: string[] = [];
+    for await (const e of other.watch(id)) history.push(e.type);
+    expect(history).toEqual(['queued', 'stage_started', 'queued', 'stage_started', 'stage_finished', 'completed']);
     const state = await other.get(id);
     expect(state.timings[0].attempts).toBe(2);
     expect(state.context.retryCount).toBe(0);

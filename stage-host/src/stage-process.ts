@@ -311,6 +311,13 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
         const drained = service.drain();
         const timer = new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref());
         await Promise.race([drained, timer]);
+        // The grace is over: what still runs goes back to its queue now (another instance
+        // takes it, a denoiser from its last checkpoint) rather than being cut off later.
+        const handedBack = service.handBack();
+        if (handedBack > 0) {
+          log.info({ tasks: handedBack, graceMs }, 'drain grace over; running tasks handed back');
+          await Promise.race([drained, new Promise<void>((resolve) => setTimeout(resolve, 1000).unref())]);
+        }
         // Results may still be on their way: the scheduler closes its dispatch stream once it
         // has them (it retires an instance that left discovery), which lets the server stop.
         await server.drain(Math.max(1000, deadline - Date.now()));

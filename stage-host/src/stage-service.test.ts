@@ -7,7 +7,7 @@ import type { OnnxStageDeps } from './onnx-stage.js';
 
 // A stage service over a fake denoiser (no models): each task runs `numInferenceSteps`
 // "steps", reports a model run per step, fails when the prompt says so, and waits for
-// `release()` when the prompt is "hold".
+// `release()` when the prompt is "hold", or until it is stopped when it is "endless".
 let release: () => void = () => undefined;
 let held = new Promise<void>((resolve) => (release = resolve));
 
@@ -18,6 +18,9 @@ function fakeDenoiser(deps: OnnxStageDeps): StageHandler {
     async execute(task, ctx) {
       const total = task.params.numInferenceSteps;
       if (task.params.prompt === 'hold') await held;
+      // Runs until stopped, then fails with an error of its own.
+      if (task.params.prompt === 'endless')
+        await new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(new Error('stopped'))));
       for (let step = 1; step <= total; step += 1) {
         ctx.signal.throwIfAborted();
         deps.metrics?.modelRun(0.002);
@@ -221,6 +224,32 @@ describe('the Work stream', () => {
     for (const w of [a, b]) {
       w.call.end();
       w.call.cancel();
+    }
+  });
+});
+
+describe('draining', () => {
+  it('hands back a task still running when the grace ends: it fails with UNAVAILABLE/DRAINING, and the service stops', async () => {
+    const draining = await startStageService({
+      name: 'dit-svc',
+      version: '0.1.0',
+      config: StageServiceConfigSchema.parse({ pool: 'dit-drain', modelsDirs: ['/nonexistent'], capacity: 1 }),
+      log: silentLogger(),
+      createHandler: fakeDenoiser,
+    });
+    const c = new (loadDiffmeshProtos().diffmesh.stage.v1.StageService)(draining.address, grpc.credentials.createInsecure());
+    try {
+      const call = c.Execute({ task: taskToWire(task('endless', 1, 7)) });
+      const answer = new Promise<DiffmeshError>((resolve) => call.on('error', (err) => resolve(fromWire(err))));
+      call.on('data', () => undefined);
+      await expect.poll(() => draining.service.load.inFlight, { timeout: 10_000 }).toBe(1);
+      await draining.stop(50);
+      const err = await answer;
+      expect([err.code, err.reason]).toEqual([Code.UNAVAILABLE, 'DRAINING']);
+      expect(err.message).toMatch(/goes back to its queue/);
+      expect(draining.service.load.inFlight).toBe(0);
+    } finally {
+      c.close();
     }
   });
 });

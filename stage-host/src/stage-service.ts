@@ -97,6 +97,9 @@ export class StageService {
   private readonly workStreams = new Set<grpc.ServerDuplexStream<WorkRequest__Output, WorkResponse>>();
   private exclusiveStream: grpc.ServerDuplexStream<WorkRequest__Output, WorkResponse> | undefined;
   private readonly idle = new Set<() => void>();
+  /** The cancellations of the tasks running now; those {@link handBack} stopped. */
+  private readonly running = new Set<Cancellation>();
+  private readonly handedBack = new WeakSet<Cancellation>();
 
   constructor(
     private readonly handler: StageHandler,
@@ -121,6 +124,30 @@ export class StageService {
         Work: (call: grpc.ServerDuplexStream<WorkRequest__Output, WorkResponse>) => this.onWork(call),
       },
     };
+  }
+
+  /**
+   * Gives the running tasks back (a drain grace is over): each stops and fails with
+   * UNAVAILABLE/DRAINING, which the scheduler takes as a hand-back (the task goes back to its
+   * queue at once and does not count as a failure; a denoiser's next try resumes from its
+   * last checkpoint). Answers how many there were.
+   */
+  handBack(): number {
+    const n = this.running.size;
+    for (const c of this.running) {
+      this.handedBack.add(c);
+      c.cancel(
+        new DiffmeshError(
+          Code.UNAVAILABLE,
+          'DRAINING',
+          `instance ${this.identity.instanceId} is shutting down; the task goes back to its queue`,
+          {
+            retryAfterMs: 100,
+          },
+        ),
+      );
+    }
+    return n;
   }
 
   /** Stops taking tasks; resolves when the ones running have finished. */
@@ -190,6 +217,7 @@ export class StageService {
       throw err;
     }
     this.inFlight += 1;
+    this.running.add(cancel);
     const ended = metrics?.taskStarted();
     let outcome: Exclude<StageTaskOutcome, 'refused'> = 'failed';
     let step = 0;
@@ -255,6 +283,8 @@ export class StageService {
           throw new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `task deadline passed during ${task.stage}`);
         }
         if (cancel.aborted) outcome = 'cancelled';
+        // Handed back: the scheduler is told so, whatever the handler threw when it stopped.
+        if (this.handedBack.has(cancel)) throw cancel.reason;
         throw err;
       }
     } catch (err) {
@@ -266,6 +296,7 @@ export class StageService {
       span.setAttributes({ [ATTR.outcome]: outcome, [ATTR.stepCount]: totalSteps, [ATTR.stepsDone]: step });
       span.end();
       ended?.(outcome);
+      this.running.delete(cancel);
       this.inFlight -= 1;
       if (this.inFlight === 0) {
         for (const resolve of this.idle) resolve();

@@ -106,6 +106,16 @@ export interface LocalMeshOptions {
   onEvent?: (event: SupervisorEvent) => void;
 }
 
+/** One more scheduler process (see {@link LocalMesh.addScheduler}). */
+export interface SchedulerProcessSpec {
+  /** `--instance-id` (default: the process name). */
+  instanceId?: string;
+  /** Extra flags after the mesh's `schedulerArgs`, e.g. `--version 1.1.0` or `--drain-grace-ms 0`. */
+  args?: string[];
+  /** Extra environment. */
+  env?: Record<string, string>;
+}
+
 /** Services whose process count `replicas` sets. */
 export const REPLICA_SERVICES = ['scheduler', 'encoder-svc', 'dit-svc', 'vae-svc', 'gateway'] as const;
 export type ReplicaService = (typeof REPLICA_SERVICES)[number];
@@ -132,6 +142,12 @@ export interface LocalMesh {
   discovery: Discovery;
   /** Starts one more stage process and waits until discovery sees it. */
   addStage(spec: StageProcessSpec, name?: string): Promise<ManagedProcess>;
+  /**
+   * Starts one more scheduler with the mesh's queue settings, e.g. the new version in a rolling
+   * upgrade (with `memory` it has a queue of its own: a replacement for a stopped one), and adds
+   * its name to `schedulers`. Resolves once it listens.
+   */
+  addScheduler(name: string, spec?: SchedulerProcessSpec): Promise<ManagedProcess>;
   stop(): Promise<void>;
 }
 
@@ -246,35 +262,38 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     ];
     const schedulerNames =
       replicas('scheduler') === 1 ? ['scheduler'] : Array.from({ length: replicas('scheduler') }, (_, i) => `scheduler-${i + 1}`);
+    // What every scheduler and stage process gets: its id, a free port, NATS, this node's tensor-svc, metrics.
+    const serviceArgs = (instanceId: string): string[] => [
+      ...common,
+      '--instance-id',
+      instanceId,
+      '--listen',
+      '127.0.0.1:0',
+      '--nats',
+      natsUrl,
+      '--tensor',
+      tensor.address,
+      '--metrics-listen',
+      '127.0.0.1:0',
+    ];
+    const startScheduler = (name: string, spec: SchedulerProcessSpec = {}): Promise<ManagedProcess> =>
+      supervisor.start({
+        name,
+        entry: serviceEntry('scheduler'),
+        args: [
+          ...serviceArgs(spec.instanceId ?? (name === 'scheduler' ? 'scheduler-1' : name)),
+          ...queueArgs,
+          ...(opts.modelDirectories?.length ? ['--model-directories', opts.modelDirectories.join(',')] : []),
+          ...(opts.plansFile ? ['--plans', opts.plansFile] : []),
+          ...(opts.schedulerArgs ?? []),
+          ...(spec.args ?? []),
+        ],
+        env: { ...env, ...spec.env },
+        readyPrefix: 'scheduler listening on ',
+        listenFlag: '--listen',
+      });
     const schedulerProcs: ManagedProcess[] = [];
-    for (const name of schedulerNames) {
-      schedulerProcs.push(
-        await supervisor.start({
-          name,
-          entry: serviceEntry('scheduler'),
-          args: [
-            ...common,
-            '--instance-id',
-            name === 'scheduler' ? 'scheduler-1' : name,
-            '--listen',
-            '127.0.0.1:0',
-            '--nats',
-            natsUrl,
-            '--tensor',
-            tensor.address,
-            '--metrics-listen',
-            '127.0.0.1:0',
-            ...queueArgs,
-            ...(opts.modelDirectories?.length ? ['--model-directories', opts.modelDirectories.join(',')] : []),
-            ...(opts.plansFile ? ['--plans', opts.plansFile] : []),
-            ...(opts.schedulerArgs ?? []),
-          ],
-          env,
-          readyPrefix: 'scheduler listening on ',
-          listenFlag: '--listen',
-        }),
-      );
-    }
+    for (const name of schedulerNames) schedulerProcs.push(await startScheduler(name));
     discovery = await createDiscovery({ backend: 'nats', url: natsUrl }, opts.log);
     const disc = discovery;
 
@@ -287,15 +306,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
         name: procName,
         entry: serviceEntry(spec.service),
         args: [
-          ...common,
-          '--instance-id',
-          procName,
-          '--listen',
-          '127.0.0.1:0',
-          '--nats',
-          natsUrl,
-          '--tensor',
-          tensor.address,
+          ...serviceArgs(procName),
           '--pool',
           spec.pool,
           '--capacity',
@@ -304,8 +315,6 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
           String(opts.threads ?? 1),
           '--models-dirs',
           (spec.modelsDirs ?? opts.modelsDirs).join(','),
-          '--metrics-listen',
-          '127.0.0.1:0',
           ...(spec.lazy ? [] : ['--models', spec.models.join(',')]),
           ...(spec.stage ? ['--stage', spec.stage] : []),
           ...(opts.stageArgs ?? []),
@@ -399,6 +408,11 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
       supervisor,
       discovery: disc,
       addStage,
+      async addScheduler(name, spec) {
+        const proc = await startScheduler(name, spec);
+        schedulerNames.push(name);
+        return proc;
+      },
       stop() {
         // The front doors first, then the schedulers (they hand back or finish their work),
         // then everything else; NATS (and redis) last.

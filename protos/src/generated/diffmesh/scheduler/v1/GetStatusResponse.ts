@@ -10,7 +10,7 @@ export interface GetStatusResponse {
    */
   'schedulerId'?: (string);
   /**
-   * Package version of that scheduler.
+   * Version of that scheduler: its package version, or its --version.
    */
   'version'?: (string);
   /**
@@ -35,7 +35,7 @@ export interface GetStatusResponse__Output {
    */
   'schedulerId': (string);
   /**
-   * Package version of that scheduler.
+   * Version of that scheduler: its package version, or its --version.
    */
   'version': (string);
   /**
