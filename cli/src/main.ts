@@ -1,6 +1,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { Code, createLogger, DiffmeshError, invalidParameter, type GenerationParams, type LogLevel } from '@diffmesh/core';
 import { defaultModelsRoot } from '@diffmesh/models';
+import { isUnreachable } from '@diffmesh/client';
 import { startEmbedded } from './embedded.js';
 import { generate, type GenerateOutcome } from './generate.js';
 import { runStatus, runUp, type UpFlags } from './mesh/commands.js';
@@ -484,7 +485,7 @@ function reportError(err: unknown, interrupted: boolean): number {
     const flag = field ? FLAG_OF_FIELD[field] : undefined;
     const where = flag && flag !== field ? ` (${flag})` : '';
     process.stderr.write(`diffmesh: ${err.message}${where}\n`);
-    if (err.code === Code.UNAVAILABLE && (err.reason === 'TRANSPORT' || err.reason === 'POOL_UNAVAILABLE')) return EXIT.unreachable;
+    if (isUnreachable(err)) return EXIT.unreachable;
     return err.code === 3 || err.code === 5 || err.code === 9 ? EXIT.usage : EXIT.failed;
   }
   process.stderr.write(`diffmesh: ${err instanceof Error ? err.message : String(err)}\n`);

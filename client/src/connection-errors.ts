@@ -21,6 +21,19 @@ export function connectionCause(message: string): string {
   return first.length > 120 ? `${first.slice(0, 117)}…` : first;
 }
 
+/** Metadata key of the error a client raises itself when it knows no instance to call (not a server's answer). */
+export const NO_UPSTREAM = 'no_upstream';
+
+/**
+ * Whether an error says the service itself could not be reached (a transport failure, or no
+ * address known), as opposed to an answer of the service — such as a scheduler's
+ * POOL_UNAVAILABLE for a stage pool without instances.
+ */
+export function isUnreachable(err: DiffmeshError): boolean {
+  if (err.code !== Code.UNAVAILABLE) return false;
+  return err.reason === 'TRANSPORT' || (err.reason === 'POOL_UNAVAILABLE' && err.metadata[NO_UPSTREAM] !== undefined);
+}
+
 /**
  * The one-line error for a service none of whose addresses answered: which addresses were
  * tried, why the connection failed, and what to check. UNAVAILABLE with reason `TRANSPORT`
@@ -30,6 +43,7 @@ export function describeUnreachable(service: string, addresses: readonly string[
   if (addresses.length === 0) {
     return new DiffmeshError(Code.UNAVAILABLE, 'POOL_UNAVAILABLE', `no ${service} address is known (none configured and none discovered)`, {
       retryAfterMs: 1000,
+      metadata: { [NO_UPSTREAM]: service },
     });
   }
   const where = addresses.length === 1 ? addresses[0] : `${addresses.slice(0, 3).join(', ')}${addresses.length > 3 ? ', …' : ''}`;

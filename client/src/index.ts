@@ -4,7 +4,7 @@
  * schedulers with failover and re-attach by request id — plus the pool it runs on, the
  * Session stream client and the decoding of request events.
  */
-export { connectionCause, describeUnreachable } from './connection-errors.js';
+export { connectionCause, describeUnreachable, isUnreachable, NO_UPSTREAM } from './connection-errors.js';
 export { eventFromWire } from './events.js';
 export { SchedulerClient } from './scheduler-client.js';
 export type { CallOptions, EncodedResultFile, ResultOptions, SchedulerClientOptions, WatchOptions } from './scheduler-client.js';

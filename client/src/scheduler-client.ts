@@ -21,7 +21,7 @@ import {
 } from '@diffmesh/protos';
 import { Code, DiffmeshError, fromWire, injectTraceContext, silentLogger, type Logger, type TlsFiles } from '@diffmesh/core';
 import type { Discovery } from '@diffmesh/discovery';
-import { describeUnreachable } from './connection-errors.js';
+import { describeUnreachable, isUnreachable } from './connection-errors.js';
 import { SchedulerSession } from './session.js';
 import { UpstreamPool } from './upstream-pool.js';
 
@@ -173,12 +173,14 @@ export class SchedulerClient {
     return this.opts.metadata ? { metadata: this.opts.metadata() } : {};
   }
 
-  /** Turns "no scheduler answered" into one line that names the addresses tried. */
+  /**
+   * Turns "no scheduler answered" (a transport failure, or no scheduler known) into one line
+   * that names the addresses tried. A scheduler's own answer — POOL_UNAVAILABLE when a stage
+   * pool of the model has no instance — is passed on as it came.
+   */
   private unreachable(err: unknown): DiffmeshError {
     const e = fromWire(err);
-    return e.code === Code.UNAVAILABLE && (e.reason === 'TRANSPORT' || e.reason === 'POOL_UNAVAILABLE')
-      ? describeUnreachable('scheduler', this.pool.addresses(), e)
-      : e;
+    return isUnreachable(e) ? describeUnreachable('scheduler', this.pool.addresses(), e) : e;
   }
 
   private async unary(

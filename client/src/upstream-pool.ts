@@ -17,6 +17,7 @@ import {
   type TlsFiles,
 } from '@diffmesh/core';
 import { type Discovery, type InstanceStage } from '@diffmesh/discovery';
+import { NO_UPSTREAM } from './connection-errors.js';
 
 /** Per-call options of an {@link UpstreamPool}. */
 export interface UpstreamCallOptions {
@@ -146,7 +147,10 @@ export class UpstreamPool {
 
   /** The error for a pool with no instance at all. */
   noInstance(): DiffmeshError {
-    return new DiffmeshError(Code.UNAVAILABLE, 'POOL_UNAVAILABLE', `no ${this.opts.name} is available`, { retryAfterMs: 1000 });
+    return new DiffmeshError(Code.UNAVAILABLE, 'POOL_UNAVAILABLE', `no ${this.opts.name} is available`, {
+      retryAfterMs: 1000,
+      metadata: { [NO_UPSTREAM]: this.opts.name },
+    });
   }
 
   /** Throws DRAINING once the pool is closed. */

@@ -3,6 +3,8 @@
  * registered plans, and follow instances as they come and go.
  */
 import { execFile } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -45,6 +47,31 @@ describe('model lists', () => {
     const { stdout } = await promisify(execFile)(process.execPath, [BIN, 'models', '--remote', t.mesh.schedulerAddress]);
     expect(stdout).toMatch(/^diffmesh\/tiny-shapes +ready +text-to-image, text-to-video, image-to-video$/m);
     expect(stdout).toMatch(/^black-forest-labs\/FLUX\.1-dev +registered +text-to-image +\(no instance in /m);
+  });
+
+  it('generating a model that is not ready names its missing pool (exit 1), not an unreachable scheduler', async () => {
+    const flux = await model('black-forest-labs/FLUX.1-dev');
+    const r = await promisify(execFile)(
+      process.execPath,
+      [
+        BIN,
+        'generate',
+        'a cat',
+        '--remote',
+        t.mesh.schedulerAddress,
+        '--model',
+        'black-forest-labs/FLUX.1-dev',
+        '-o',
+        path.join(tmpdir(), `diffmesh-not-ready-${process.pid}.png`),
+      ],
+      {},
+    ).then(
+      () => ({ code: 0, stderr: '' }),
+      (e: { code: number; stderr: string }) => ({ code: e.code, stderr: e.stderr }),
+    );
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).not.toMatch(/cannot reach/);
+    expect(r.stderr).toMatch(new RegExp(`pool "(${flux.unavailablePools.join('|')})" \\(stage \\w+\\) has no healthy instance`));
   });
 
   it('stop listing a model as ready when the last instance of one of its pools goes away', async () => {
