@@ -15,7 +15,16 @@ export function eventFromWire(e: WireRequestEventOutput): RequestEvent | undefin
   const at = e.time ? timestampFromWire(e.time) : Date.now();
   const reqId = e.reqId;
   if (e.queued)
-    return { type: 'queued', reqId, stageIndex: 0, stage: 'text_encoding', pool: e.queued.pool, position: e.queued.position, at };
+    return {
+      type: 'queued',
+      reqId,
+      stageIndex: e.queued.stageIndex,
+      // A scheduler from before QueuedEvent named its stage sends none: the first stage, as it then meant.
+      stage: e.queued.stage && e.queued.stage !== 'STAGE_NAME_UNSPECIFIED' ? stageNameFromWire(e.queued.stage) : 'text_encoding',
+      pool: e.queued.pool,
+      position: e.queued.position,
+      at,
+    };
   if (e.stageStarted) {
     const s = e.stageStarted;
     return {

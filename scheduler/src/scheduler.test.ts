@@ -508,6 +508,13 @@ describe('event messages', async () => {
     expect(direct).toStrictEqual(codec.decode(codec.encode(wire)));
     expect(direct.events.at(-2)).toMatchObject({ failed: { error: { code: 'DEADLINE_EXCEEDED', reason: 'ERROR_REASON_TIMEOUT' } } });
     expect(direct.events.find((e) => e.stageStarted)).toMatchObject({ stageStarted: { stage: 'STAGE_NAME_TEXT_ENCODING' } });
+    // Each stage's task is queued in turn, and the event says which.
+    const queued = seen.flatMap((e, i) => (e.type === 'queued' ? [direct.events[i]] : []));
+    expect(queued.map((e) => e.queued)).toEqual([
+      expect.objectContaining({ stageIndex: 0, stage: 'STAGE_NAME_TEXT_ENCODING' }),
+      expect.objectContaining({ stageIndex: 1, stage: 'STAGE_NAME_DENOISING' }),
+      expect.objectContaining({ stageIndex: 2, stage: 'STAGE_NAME_VAE_DECODING' }),
+    ]);
   });
 });
 

@@ -670,7 +670,7 @@ export function eventToWire(e: RequestEvent, sequence: number, state?: RequestSt
   const base = { reqId: e.reqId, time: timestampToWire(e.at), sequence };
   switch (e.type) {
     case 'queued':
-      return { ...base, queued: { pool: e.pool, position: e.position } };
+      return { ...base, queued: { pool: e.pool, position: e.position, stageIndex: e.stageIndex, stage: stageNameToWire(e.stage) } };
     case 'stage_started':
       return {
         ...base,
