@@ -1,0 +1,243 @@
+/**
+ * The mesh across two nodes: each node is a network namespace with its own address, joined
+ * to the other by veth links through a bridge (`createNodeNetwork`), with its own tensor-svc,
+ * scheduler and stage processes, all listening on and advertising the node's address.
+ * nats-server (with JetStream, the schedulers' shared queue) listens in this process's
+ * namespace, on its address on the nodes' subnet. ObjectRefs read by a stage on the other
+ * node travel as tensor-svc Get streams over the network stack.
+ *
+ * Needs root and iproute2 (`netnsSupport()`); elsewhere the tests are skipped with the reason.
+ */
+import { rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startLocalMesh, type LocalMesh, type StageProcessSpec } from '@diffmesh/cli';
+import { SchedulerClient, eventFromWire } from '@diffmesh/client';
+import { paramsToWire, silentLogger, type GenerationParams, type RequestEvent } from '@diffmesh/core';
+import { defaultModelsRoot } from '@diffmesh/models';
+import { InlineTensorStore, RemoteTensorStore, defaultShmDir } from '@diffmesh/tensor-client';
+import { createNodeNetwork, netnsSupport, startNatsServer, type NodeNetwork, type RunningNatsServer } from '@diffmesh/testing';
+import { countOutcomes, followRequest, type Tracked } from './chaos.js';
+import { embeddedPixels } from './harness.js';
+
+const support = await netnsSupport();
+if (!support.available) console.warn(`multinode tests skipped: ${support.reason}`);
+
+const MODEL = 'diffmesh/tiny-shapes';
+const METRICS_PORT = 9464;
+
+/** A request followed to its end, with its events. */
+interface Followed extends Tracked {
+  events: RequestEvent[];
+}
+
+/** Follows `params` as requests through `client`, each under its own id, until all end. */
+async function followAll(
+  client: SchedulerClient,
+  params: Array<Partial<GenerationParams> & { prompt: string }>,
+  onEvent?: (r: Followed, e: RequestEvent) => void,
+): Promise<Followed[]> {
+  const deadline = Date.now() + 75_000;
+  const requests = params.map((): Followed => ({ id: `multinode-${randomUUID()}`, accepted: false, ends: [], done: false, events: [] }));
+  await Promise.all(
+    requests.map((r, i) =>
+      followRequest(client, r, { model: MODEL, params: paramsToWire(params[i]), priority: 0 }, deadline, (wire) => {
+        const e = eventFromWire(wire);
+        if (!e) return;
+        r.events.push(e);
+        onEvent?.(r, e);
+      }),
+    ),
+  );
+  return requests;
+}
+
+/** Each stage's instance and outputs, by stage name, from a request's events (the last try of each). */
+function stagesOf(r: Followed): Record<string, { instanceId: string; owners: string[]; addresses: string[] }> {
+  const out: Record<string, { instanceId: string; owners: string[]; addresses: string[] }> = {};
+  for (const e of r.events) {
+    if (e.type === 'stage_started') out[e.stage] = { instanceId: e.instanceId, owners: [], addresses: [] };
+    if (e.type === 'stage_finished' && out[e.stage]) {
+      out[e.stage].owners = Object.values(e.outputs).map((ref) => ref.ownerNodeId);
+      out[e.stage].addresses = Object.values(e.outputs).map((ref) => ref.ownerAddress.slice(0, ref.ownerAddress.lastIndexOf(':')));
+    }
+  }
+  return out;
+}
+
+/** `diffmesh_tensor_calls_total{method}` and the Get bytes of one node's tensor-svc. */
+async function tensorMetrics(address: string): Promise<{ gets: number; getBytes: number }> {
+  const page = await (await fetch(`http://${address}:${METRICS_PORT}/metrics`)).text();
+  const sample = (re: RegExp): number => Number(re.exec(page)?.[1] ?? NaN);
+  return {
+    gets: sample(/^diffmesh_tensor_calls_total\{[^}]*method="Get"[^}]*\} (\d+)$/m),
+    getBytes: sample(/^diffmesh_tensor_get_sent_bytes_total(?:\{[^}]*\})? (\d+)$/m),
+  };
+}
+
+describe.skipIf(!support.available)(
+  `the mesh on two nodes joined by veth links${support.available ? '' : ` (skipped: ${support.reason})`}`,
+  () => {
+    let net: NodeNetwork;
+    let nats: RunningNatsServer;
+    const nodes: LocalMesh[] = [];
+    let client: SchedulerClient;
+
+    beforeAll(async () => {
+      net = await createNodeNetwork({ nodes: 2 });
+      nats = await startNatsServer({ host: net.hostAddress, jetstream: true });
+      // node1 runs the text encoder and the VAE, node2 the denoiser: every request's stages
+      // alternate between the nodes, so each stage reads its input from the other node.
+      for (const [i, node] of net.nodes.entries()) {
+        nodes.push(
+          await startLocalMesh({
+            modelsDirs: [defaultModelsRoot()],
+            models: [MODEL],
+            threads: 1,
+            log: silentLogger(),
+            natsUrl: nats.url,
+            queue: 'jetstream',
+            leaseMs: 3000,
+            nodeId: node.netns,
+            host: node.address,
+            launcher: node.launcher,
+            namePrefix: `${node.name}-`,
+            replicas: i === 0 ? { 'dit-svc': 0 } : { 'encoder-svc': 0, 'vae-svc': 0 },
+            // Every object goes through tensor-svc (none passed by value inside task messages).
+            stageArgs: ['--inline-max-bytes', '0'],
+            tensorArgs: ['--metrics-listen', `${node.address}:${METRICS_PORT}`],
+            schedulerArgs: ['--max-attempts', '6', '--retry-backoff-ms', '250'],
+          }),
+        );
+      }
+      client = new SchedulerClient({ addresses: nodes.map((n) => n.schedulerAddress), reattachTimeoutMs: 30_000 });
+    }, 120_000);
+
+    afterAll(async () => {
+      await client?.close();
+      for (const n of nodes) await n.stop();
+      await nats?.stop();
+      await net?.destroy();
+      // A killed node's tensor-svc leaves its shared-memory and spill folders behind.
+      for (const node of net?.nodes ?? []) {
+        await rm(defaultShmDir(node.netns), { recursive: true, force: true });
+        await rm(path.join(tmpdir(), `diffmesh-spill-${node.netns}`), { recursive: true, force: true });
+      }
+    }, 60_000);
+
+    it('runs the stages of each request on both nodes, reading ObjectRefs across them, with the pixels of one node', async () => {
+      const [n1, n2] = net.nodes;
+      const params = [1, 2, 3].map((i) => ({
+        prompt: `a ${['red', 'green', 'blue'][i - 1]} circle on a gray background`,
+        seed: String(i),
+        width: 128,
+        height: 128,
+        numInferenceSteps: 8,
+      }));
+      const requests = await followAll(client, params);
+      for (const r of requests) {
+        expect(r.history, r.id).toEqual([expect.objectContaining({ type: 'completed' })]);
+        // Where each stage ran, and which node owns (and at which address serves) what it made.
+        const placed = Object.fromEntries(
+          Object.entries(stagesOf(r)).map(([stage, s]) => [stage, [s.instanceId, [...new Set(s.owners)], [...new Set(s.addresses)]]]),
+        );
+        expect(placed).toEqual({
+          text_encoding: ['node1-encoder-svc-1', [n1.netns], [n1.address]],
+          denoising: ['node2-dit-svc-1', [n2.netns], [n2.address]],
+          vae_decoding: ['node1-vae-svc-1', [n1.netns], [n1.address]],
+        });
+      }
+      // The denoiser on node2 read the text embeddings from node1's tensor-svc, the VAE on node1
+      // read the latents from node2's: Get streams (same-node readers use shared memory instead).
+      const [m1, m2] = await Promise.all([tensorMetrics(n1.address), tensorMetrics(n2.address)]);
+      expect(m1.gets).toBeGreaterThanOrEqual(requests.length);
+      expect(m2.gets).toBeGreaterThanOrEqual(requests.length);
+      expect(m1.getBytes).toBeGreaterThan(0);
+      expect(m2.getBytes).toBeGreaterThan(0);
+
+      // The same pixels, byte for byte, as the same seeds in one process.
+      const reader = new InlineTensorStore(
+        new RemoteTensorStore({ address: nodes[0].tensorAddress, nodeId: 'test-client', log: silentLogger() }),
+      );
+      try {
+        const expected = await embeddedPixels(params);
+        for (const [i, r] of requests.entries()) {
+          const end = r.events.at(-1);
+          if (end?.type !== 'completed') throw new Error(`${r.id} ended with ${JSON.stringify(end)}`);
+          const got = Buffer.from((await reader.get(end.outputs.pixels)).data);
+          expect(got.equals(expected[i]), r.id).toBe(true);
+        }
+      } finally {
+        await reader.close();
+      }
+    });
+
+    it('loses node2 (every process of it, SIGKILL) mid-run: its tasks run again on node1 and every accepted request completes once', async () => {
+      const [n1, n2] = net.nodes;
+      // Every stage on both nodes now.
+      const spec = (mesh: LocalMesh, service: StageProcessSpec['service']): StageProcessSpec => {
+        const s = mesh.stageSpecs.find((x) => x.service === service && !x.stage);
+        if (!s) throw new Error(`no ${service} stage`);
+        return s;
+      };
+      await nodes[0].addStage(spec(nodes[0], 'dit-svc'));
+      await nodes[1].addStage(spec(nodes[1], 'encoder-svc'));
+      await nodes[1].addStage(spec(nodes[1], 'vae-svc'));
+
+      const params = Array.from({ length: 12 }, (_, i) => ({
+        prompt: `a ${['red', 'green', 'blue', 'yellow'][i % 4]} square on a black background`,
+        seed: String(100 + i),
+        width: 128,
+        height: 128,
+        numInferenceSteps: 24,
+      }));
+      let killed: Promise<number[]> | undefined;
+      /** Requests whose denoising ran on node2 when it was killed. */
+      const inFlightOnNode2 = new Set<string>();
+      const denoisingOn = new Map<string, string>();
+      const requests = await followAll(client, params, (r, e) => {
+        if (e.type === 'stage_started' && e.stage === 'denoising') denoisingOn.set(r.id, e.instanceId);
+        if (e.type === 'stage_finished' && e.stage === 'denoising') denoisingOn.delete(r.id);
+        // Kill node2 once a denoising task there is not yet half done.
+        if (killed || e.type !== 'progress' || e.stage !== 'denoising' || e.step > e.totalSteps / 2) return;
+        if (!denoisingOn.get(r.id)?.startsWith(`${n2.name}-`)) return;
+        for (const [id, instance] of denoisingOn) if (instance.startsWith(`${n2.name}-`)) inFlightOnNode2.add(id);
+        killed = n2.killAll('SIGKILL');
+      });
+      const pids = await killed;
+      const retried = requests.filter((r) => r.events.some((e) => e.type === 'stage_started' && e.attempt > 1)).length;
+      // A stage started after a later one had: it ran again because its outputs died with node2.
+      const remade = requests.filter((r) =>
+        r.events.some(
+          (e, i) =>
+            e.type === 'stage_started' && r.events.slice(0, i).some((x) => x.type === 'stage_started' && x.stageIndex > e.stageIndex),
+        ),
+      ).length;
+      console.log(
+        `multinode: node2 killed (${pids?.length ?? 0} processes) with ${inFlightOnNode2.size} denoising task(s) in flight there; ` +
+          `${retried} request(s) tried a stage again, ${remade} re-ran a stage whose outputs node2 held; ` +
+          `${countOutcomes(requests).completed}/${requests.length} completed`,
+      );
+      expect(pids?.length, 'node2 was never killed: no denoising task ran there').toBeGreaterThanOrEqual(5);
+      expect(await n2.pids()).toEqual([]);
+
+      // Every accepted request completed, exactly once in its history read from the first event.
+      const outcomes = countOutcomes(requests);
+      expect(outcomes).toMatchObject({ submitted: 12, completed: 12, failed: {}, lost: 0, duplicated: 0, refused: 0 });
+      for (const r of requests) expect(r.history, r.id).toEqual([expect.objectContaining({ type: 'completed' })]);
+      // The denoising tasks node2 was running started again on node1.
+      expect(inFlightOnNode2.size).toBeGreaterThan(0);
+      for (const id of inFlightOnNode2) {
+        const r = requests.find((x) => x.id === id)!;
+        const starts = r.events.flatMap((e) => (e.type === 'stage_started' && e.stage === 'denoising' ? [e.instanceId] : []));
+        const firstOnNode2 = starts.findIndex((s) => s.startsWith(`${n2.name}-`));
+        expect(
+          starts.slice(firstOnNode2 + 1).some((s) => s.startsWith(`${n1.name}-`)),
+          `${id}: ${starts.join(', ')}`,
+        ).toBe(true);
+      }
+    });
+  },
+);
