@@ -15,7 +15,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalMesh, type LocalMesh, type StageProcessSpec } from '@diffmesh/cli';
 import { SchedulerClient, eventFromWire } from '@diffmesh/client';
-import { paramsToWire, silentLogger, type GenerationParams, type RequestEvent } from '@diffmesh/core';
+import { hostOf, paramsToWire, silentLogger, type GenerationParams, type RequestEvent } from '@diffmesh/core';
 import { defaultModelsRoot } from '@diffmesh/models';
 import { InlineTensorStore, RemoteTensorStore, defaultShmDir } from '@diffmesh/tensor-client';
 import { createNodeNetwork, netnsSupport, startNatsServer, type NodeNetwork, type RunningNatsServer } from '@diffmesh/testing';
@@ -102,6 +102,8 @@ describe.skipIf(!support.available)(
             leaseMs: 3000,
             nodeId: node.netns,
             host: node.address,
+            // node2 listens on every interface and advertises its address (--advertise-address).
+            ...(i === 1 ? { listenHost: '0.0.0.0' } : {}),
             launcher: node.launcher,
             namePrefix: `${node.name}-`,
             replicas: i === 0 ? { 'dit-svc': 0 } : { 'encoder-svc': 0, 'vae-svc': 0 },
@@ -136,6 +138,18 @@ describe.skipIf(!support.available)(
         height: 128,
         numInferenceSteps: 8,
       }));
+      // Every service registered its node's address (gRPC and metrics), node2's too although
+      // they listen on 0.0.0.0 there.
+      const registered = await nodes[0].discovery.instances();
+      for (const [i, node] of net.nodes.entries()) {
+        const mine = registered.filter((x) => x.nodeId === node.netns);
+        expect(mine).toHaveLength(nodes[i].supervisor.processes.length);
+        for (const x of mine) {
+          expect(hostOf(x.grpcAddress), x.id).toBe(node.address);
+          if (x.metadata.metrics_url) expect(new URL(x.metadata.metrics_url).hostname, x.id).toBe(node.address);
+        }
+      }
+
       const requests = await followAll(client, params);
       for (const r of requests) {
         expect(r.history, r.id).toEqual([expect.objectContaining({ type: 'completed' })]);

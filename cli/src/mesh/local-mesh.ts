@@ -58,6 +58,11 @@ export interface LocalMeshOptions {
    * a node's own address when several meshes on different nodes share one NATS.
    */
   host?: string;
+  /**
+   * Address the services bind, when not `host`: with a wildcard such as `0.0.0.0` they listen
+   * on every interface and advertise `host` (`--advertise-address`).
+   */
+  listenHost?: string;
   /** Command every service process runs under, e.g. `ip netns exec NODE` (see `createNodeNetwork`). */
   launcher?: string[];
   /**
@@ -190,7 +195,9 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
   const replicas = (service: ReplicaService): number =>
     Math.max(service === 'scheduler' || service === 'gateway' ? 1 : 0, Math.trunc(opts.replicas?.[service] ?? 1));
   const host = opts.host ?? '127.0.0.1';
-  const listen = `${host.includes(':') ? `[${host}]` : host}:0`;
+  const bracket = (h: string): string => (h.includes(':') ? `[${h}]` : h);
+  const listen = `${bracket(opts.listenHost ?? host)}:0`;
+  const advertise = opts.listenHost !== undefined && opts.listenHost !== host ? ['--advertise-address', bracket(host)] : [];
   const prefix = opts.namePrefix ?? '';
   const launcher = opts.launcher ? { launcher: opts.launcher } : {};
   if (queue === 'memory' && replicas('scheduler') > 1) {
@@ -219,7 +226,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     const tlsArgs = opts.tls
       ? ['--tls-ca', opts.tls.ca, '--tls-cert', opts.tls.cert, '--tls-key', opts.tls.key, '--tls-require-client-cert']
       : [];
-    const common = ['--node-id', nodeId, '--log-level', 'info', ...tlsArgs];
+    const common = ['--node-id', nodeId, '--log-level', 'info', ...advertise, ...tlsArgs];
     const tensor = await supervisor.start({
       name: `${prefix}tensor-svc`,
       entry: serviceEntry('tensor-svc'),
