@@ -118,14 +118,18 @@ describe.skipIf(!support.available)(
     }, 120_000);
 
     afterAll(async () => {
-      await client?.close();
-      for (const n of nodes) await n.stop();
-      await nats?.stop();
-      await net?.destroy();
-      // A killed node's tensor-svc leaves its shared-memory and spill folders behind.
-      for (const node of net?.nodes ?? []) {
-        await rm(defaultShmDir(node.netns), { recursive: true, force: true });
-        await rm(path.join(tmpdir(), `diffmesh-spill-${node.netns}`), { recursive: true, force: true });
+      try {
+        await client?.close();
+        for (const n of nodes) await n.stop();
+        await nats?.stop();
+      } finally {
+        // The namespaces and links go whatever happened (with any process left inside).
+        await net?.destroy();
+        // A killed node's tensor-svc leaves its shared-memory and spill folders behind.
+        for (const node of net?.nodes ?? []) {
+          await rm(defaultShmDir(node.netns), { recursive: true, force: true });
+          await rm(path.join(tmpdir(), `diffmesh-spill-${node.netns}`), { recursive: true, force: true });
+        }
       }
     }, 60_000);
 
