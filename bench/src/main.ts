@@ -9,6 +9,7 @@ import { formatMeshVsEmbedded, formatSchedulerOverhead, runMeshVsEmbedded, runSc
 import { formatQueueBackends, runQueueBackends } from './queues.js';
 import { formatModelDirTimings, runModelDirTimings } from './model-dirs.js';
 import { formatTensorBench, runTensorBench } from './tensor.js';
+import { formatCrossNodeBench, runCrossNodeBench } from './cross-node.js';
 
 /** Options every section may read. */
 export interface BenchOptions {
@@ -25,6 +26,14 @@ export interface BenchSection {
   run(opts: BenchOptions): Promise<string>;
 }
 
+/** `--reps` and `--size-mib` as the transfer sections take them. */
+function transferOptions(o: BenchOptions): { reps?: number; sizeBytes?: number } {
+  return {
+    ...(o.reps !== undefined ? { reps: o.reps } : {}),
+    ...(o.sizeMiB !== undefined ? { sizeBytes: o.sizeMiB * 1024 * 1024 } : {}),
+  };
+}
+
 export const SECTIONS: BenchSection[] = [
   {
     name: 'scheduler',
@@ -34,13 +43,12 @@ export const SECTIONS: BenchSection[] = [
   {
     name: 'tensor',
     description: 'raw TCP vs tensor-svc gRPC Put/Get vs same-node shared memory, 64 MiB between two processes',
-    run: async (o) =>
-      formatTensorBench(
-        await runTensorBench({
-          ...(o.reps !== undefined ? { reps: o.reps } : {}),
-          ...(o.sizeMiB !== undefined ? { sizeBytes: o.sizeMiB * 1024 * 1024 } : {}),
-        }),
-      ),
+    run: async (o) => formatTensorBench(await runTensorBench(transferOptions(o))),
+  },
+  {
+    name: 'cross-node',
+    description: 'a 64 MiB tensor-svc Get (and raw TCP) from another node over veth links vs the same node over loopback (needs root)',
+    run: async (o) => formatCrossNodeBench(await runCrossNodeBench(transferOptions(o))),
   },
   {
     name: 'queues',

@@ -12,7 +12,7 @@
  * asserted: run-to-run noise on shared machines is ±20%.
  *
  * This file is also the peer process of the raw-socket measurement:
- * `node bench/dist/tensor.js peer` serves raw bytes on a loopback port.
+ * `node bench/dist/tensor.js peer [HOST]` serves raw bytes on a port of HOST (default loopback).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { realpathSync } from 'node:fs';
@@ -112,14 +112,19 @@ function pattern(size: number): Buffer {
   return buf;
 }
 
-/** Spawns `node <entry> ...args` and resolves with the first stdout line matching `ready`. */
-function spawnReady(
+/**
+ * Spawns `node <entry> ...args` (under `launcher`, e.g. `ip netns exec NODE`) and resolves with
+ * the first stdout match of `ready`. Its stdin is a pipe.
+ */
+export function spawnReady(
   entry: string,
   args: string[],
   env: Record<string, string>,
   ready: RegExp,
+  launcher: string[] = [],
 ): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
-  const child = spawn(process.execPath, [entry, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const command = [...launcher, process.execPath, entry, ...args];
+  const child = spawn(command[0], command.slice(1), { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   return new Promise((resolve, reject) => {
@@ -140,7 +145,7 @@ function spawnReady(
   });
 }
 
-function stopChild(child: ChildProcess): Promise<void> {
+export function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null) return Promise.resolve();
   return new Promise((resolve) => {
     child.once('exit', () => resolve());
@@ -154,7 +159,7 @@ function stopChild(child: ChildProcess): Promise<void> {
  * Serves raw transfers: a connection sends `G<size as 8 bytes>` to receive `size` bytes,
  * or `P<size>` followed by `size` bytes, answered with one byte once all arrived.
  */
-async function runPeer(): Promise<void> {
+async function runPeer(host: string): Promise<void> {
   let payload: Buffer = Buffer.alloc(0);
   let sink: Buffer = Buffer.alloc(0);
   const server = createServer((sock) => {
@@ -185,7 +190,7 @@ async function runPeer(): Promise<void> {
     });
     sock.on('error', () => undefined);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const addr = server.address();
   process.stdout.write(`peer listening on ${typeof addr === 'object' && addr ? addr.port : 0}\n`);
   process.on('SIGTERM', () => process.exit(0));
@@ -193,12 +198,12 @@ async function runPeer(): Promise<void> {
 
 // ---- raw socket: measuring side ----
 
-/** Downloads `size` bytes into `into`, or into a fresh buffer allocated inside the timing. */
-function rawGet(port: number, size: number, into?: Buffer): Promise<number> {
+/** Downloads `size` bytes from the peer at `host:port` into `into`, or into a fresh buffer allocated inside the timing. */
+export function rawGet(port: number, size: number, into?: Buffer, host = '127.0.0.1'): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     const dest = into ?? Buffer.allocUnsafe(size);
-    const sock: Socket = connect(port, '127.0.0.1', () => {
+    const sock: Socket = connect(port, host, () => {
       const head = Buffer.alloc(9);
       head.write('G', 0, 'latin1');
       head.writeBigUInt64LE(BigInt(size), 1);
@@ -466,16 +471,17 @@ export function formatTensorBench(r: TensorBenchResult): string {
   ].join('\n');
 }
 
-function isEntryPoint(): boolean {
+/** True when the module at `moduleUrl` is the script this process runs (`node <it> …`). */
+export function isEntryPoint(moduleUrl: string): boolean {
   try {
-    return !!process.argv[1] && pathToFileURL(realpathSync(process.argv[1])).href === import.meta.url;
+    return !!process.argv[1] && pathToFileURL(realpathSync(process.argv[1])).href === moduleUrl;
   } catch {
     return false;
   }
 }
 
-if (isEntryPoint() && process.argv[2] === 'peer') {
-  runPeer().catch((err: unknown) => {
+if (isEntryPoint(import.meta.url) && process.argv[2] === 'peer') {
+  runPeer(process.argv[3] ?? '127.0.0.1').catch((err: unknown) => {
     process.stderr.write(`${String(err)}\n`);
     process.exit(1);
   });

@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
+import { isWildcardHost } from './grpc/advertise.js';
 import type { Logger } from './logging/index.js';
 
 /** Metrics rendered by hand (not a prom-client registry), e.g. tensor-svc's. */
@@ -10,7 +11,7 @@ export interface MetricsSource {
 
 /** A running Prometheus endpoint. */
 export interface MetricsEndpoint {
-  /** `http://host:port/metrics` (a wildcard listen host is shown as 127.0.0.1). */
+  /** `http://host:port/metrics` (a wildcard listen host is shown as the advertise host, else 127.0.0.1). */
   url: string;
   /** `host:port` of `url`. */
   address: string;
@@ -21,9 +22,15 @@ export interface MetricsEndpoint {
 /**
  * Serves `GET /metrics` (Prometheus text format of `source`: a prom-client registry or a
  * render function) on `listen` (`host:port`; port 0 = any free port; an empty host means
- * 127.0.0.1). Anything else answers 404.
+ * 127.0.0.1). Anything else answers 404. `advertiseHost` (the service's advertised host, e.g.
+ * from `--advertise-address`) names the endpoint in its `url` when it listens on every interface.
  */
-export async function startMetricsEndpoint(source: Registry | MetricsSource, listen: string, log: Logger): Promise<MetricsEndpoint> {
+export async function startMetricsEndpoint(
+  source: Registry | MetricsSource,
+  listen: string,
+  log: Logger,
+  advertiseHost = '',
+): Promise<MetricsEndpoint> {
   const render = 'metrics' in source ? () => source.metrics() : () => source.render();
   const server: Server = createServer((req, res) => {
     if (req.method === 'GET' && req.url?.split('?')[0] === '/metrics') {
@@ -61,7 +68,7 @@ export async function startMetricsEndpoint(source: Registry | MetricsSource, lis
   server.unref();
   const addr = server.address();
   const bound = typeof addr === 'object' && addr ? addr.port : port;
-  const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  const shown = isWildcardHost(host) ? advertiseHost || '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
   let closing: Promise<void> | undefined;
   return {
     url: `http://${shown}:${bound}/metrics`,

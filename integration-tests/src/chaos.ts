@@ -9,6 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { defaultModelsRoot } from '@diffmesh/models';
 import { startLocalMesh, type LocalMesh } from '@diffmesh/cli';
+import type { RequestEvent__Output, SubmitRequest } from '@diffmesh/protos';
 import { SchedulerClient } from '@diffmesh/client';
 import { Code, fromWire, paramsToWire, silentLogger, type Logger } from '@diffmesh/core';
 
@@ -36,8 +37,8 @@ export interface ChaosOptions {
   onLine?: (line: string) => void;
 }
 
-export interface ChaosReport {
-  backend: ChaosBackend;
+/** What happened to followed requests (see {@link countOutcomes}). */
+export interface Outcomes {
   submitted: number;
   completed: number;
   failed: Record<string, number>;
@@ -45,6 +46,10 @@ export interface ChaosReport {
   duplicated: number;
   /** Requests the client could not get accepted at all (every scheduler refused); not counted as submitted. */
   refused: number;
+}
+
+export interface ChaosReport extends Outcomes {
+  backend: ChaosBackend;
   faults: string[];
   restarts: Record<string, number>;
   seconds: number;
@@ -74,12 +79,48 @@ function rng(seed: number): () => number {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-interface Tracked {
+/** A request's end: its kind, with the result's object ids for a completed one, the reason for a failed one. */
+export interface RequestEnd {
+  type: 'completed' | 'failed' | 'cancelled';
+  result?: string;
+  reason?: string;
+}
+
+/** A request followed by {@link followRequest}. */
+export interface Tracked {
   id: string;
+  /** Submit answered: the request is the mesh's to finish. */
   accepted: boolean;
-  /** Terminal events seen, with the result's object id for a completed one. */
-  ends: Array<{ type: 'completed' | 'failed' | 'cancelled'; result?: string; reason?: string }>;
+  /** Ends seen while following it. */
+  ends: RequestEnd[];
+  /** Ends in its whole history, read again from its first event once it ended (undefined when that read failed). */
+  history?: RequestEnd[];
   done: boolean;
+}
+
+/**
+ * Counts followed requests: not accepted (refused), ended (by their first end), lost (no end
+ * seen), duplicated (more than one end in the history read again, or ends that disagree).
+ */
+export function countOutcomes(tracked: Tracked[]): Outcomes {
+  const accepted = tracked.filter((t) => t.accepted);
+  const failed: Record<string, number> = {};
+  let completed = 0;
+  let lost = 0;
+  let duplicated = 0;
+  for (const t of accepted) {
+    const all = [...t.ends, ...(t.history ?? [])];
+    const kinds = new Set(all.map((e) => `${e.type}:${e.result ?? e.reason ?? ''}`));
+    if (kinds.size > 1 || (t.history?.length ?? 0) > 1) duplicated += 1;
+    const end = all[0];
+    if (!end) lost += 1;
+    else if (end.type === 'completed') completed += 1;
+    else {
+      const key = end.type === 'failed' ? (end.reason ?? 'UNKNOWN') : 'CANCELLED';
+      failed[key] = (failed[key] ?? 0) + 1;
+    }
+  }
+  return { submitted: accepted.length, completed, failed, lost, duplicated, refused: tracked.length - accepted.length };
 }
 
 export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
@@ -109,7 +150,6 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const client = new SchedulerClient({ addresses: mesh.schedulerAddresses, reattachTimeoutMs: 30_000, log });
   const tracked: Tracked[] = [];
   const faults: string[] = [];
-  let refused = 0;
   let restarts: Record<string, number> = {};
   try {
     // Load: requests at a steady rate, each followed to its end.
@@ -119,7 +159,14 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       for (let i = 0; i < requests; i += 1) {
         const t: Tracked = { id: `chaos-${randomUUID()}`, accepted: false, ends: [], done: false };
         tracked.push(t);
-        followers.push(follow(client, t, i, opts.steps ?? 8, started + timeLimitMs).catch(() => undefined));
+        const params = paramsToWire({
+          prompt: `a ${['red', 'green', 'blue', 'yellow'][i % 4]} circle on a gray background`,
+          numInferenceSteps: opts.steps ?? 8,
+          seed: String(i + 1),
+        });
+        followers.push(
+          followRequest(client, t, { model: 'diffmesh/tiny-shapes', params, priority: 0 }, started + timeLimitMs).catch(() => undefined),
+        );
         await sleep(1000 / rate);
       }
       loading = false;
@@ -138,57 +185,44 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     })();
     await load;
     await Promise.all([chaos, ...followers]);
-    refused = tracked.filter((t) => !t.accepted).length;
   } finally {
     await client.close();
     restarts = Object.fromEntries(mesh.supervisor.processes.filter((p) => p.restarts > 0).map((p) => [p.name, p.restarts]));
     await mesh.stop();
   }
-  const accepted = tracked.filter((t) => t.accepted);
-  const failed: Record<string, number> = {};
-  let completed = 0;
-  let lost = 0;
-  let duplicated = 0;
-  for (const t of accepted) {
-    const kinds = new Set(t.ends.map((e) => `${e.type}:${e.result ?? e.reason ?? ''}`));
-    if (kinds.size > 1) duplicated += 1;
-    const end = t.ends[0];
-    if (!end) lost += 1;
-    else if (end.type === 'completed') completed += 1;
-    else {
-      const key = end.type === 'failed' ? (end.reason ?? 'UNKNOWN') : 'CANCELLED';
-      failed[key] = (failed[key] ?? 0) + 1;
-    }
-  }
   return {
     backend: opts.backend,
-    submitted: accepted.length,
-    completed,
-    failed,
-    lost,
-    duplicated,
-    refused,
+    ...countOutcomes(tracked),
     faults,
     restarts,
     seconds: (Date.now() - started) / 1000,
   };
 }
 
+/** The end an event announces, if it is one. */
+function endOf(e: RequestEvent__Output): RequestEnd | undefined {
+  if (e.completed) return { type: 'completed', result: e.completed.results.map((r) => r.objectId).join(',') };
+  if (e.failed) return { type: 'failed', reason: String(e.failed.error?.reason ?? 'UNKNOWN').replace(/^ERROR_REASON_/, '') };
+  if (e.cancelled) return { type: 'cancelled' };
+  return undefined;
+}
+
 /**
- * Submits a request (again under its id after an error: a repeat attaches to the request)
- * and follows it to its end, re-attaching by id on any scheduler, until `deadline`. At the
- * end its whole history is read once more, from the first event: a second end in it (or a
- * different result) is a duplicate.
+ * Submits a request under `t.id` (again after an error: a repeat attaches to the request)
+ * and follows it to its end, re-attaching by id on any scheduler, until `deadline`; `onEvent`
+ * sees each event once. At the end its whole history is read once more, from the first
+ * event, into `t.history`: a second end in it (or a different result) is a duplicate.
  */
-async function follow(client: SchedulerClient, t: Tracked, i: number, steps: number, deadline: number): Promise<void> {
-  const params = paramsToWire({
-    prompt: `a ${['red', 'green', 'blue', 'yellow'][i % 4]} circle on a gray background`,
-    numInferenceSteps: steps,
-    seed: String(i + 1),
-  });
+export async function followRequest(
+  client: SchedulerClient,
+  t: Tracked,
+  request: Omit<SubmitRequest, 'requestId'>,
+  deadline: number,
+  onEvent?: (e: RequestEvent__Output) => void,
+): Promise<void> {
   while (!t.accepted && Date.now() < deadline) {
     try {
-      await client.submit({ model: 'diffmesh/tiny-shapes', params, priority: 0, requestId: t.id });
+      await client.submit({ ...request, requestId: t.id });
       t.accepted = true;
     } catch (err) {
       const e = fromWire(err);
@@ -201,11 +235,11 @@ async function follow(client: SchedulerClient, t: Tracked, i: number, steps: num
   while (!t.done && Date.now() < deadline) {
     try {
       for await (const e of client.watch(t.id, { afterSequence: after })) {
-        after = Math.max(after, e.sequence);
-        if (e.completed) t.ends.push({ type: 'completed', result: e.completed.results.map((r) => r.objectId).join(',') });
-        else if (e.failed)
-          t.ends.push({ type: 'failed', reason: String(e.failed.error?.reason ?? 'UNKNOWN').replace(/^ERROR_REASON_/, '') });
-        else if (e.cancelled) t.ends.push({ type: 'cancelled' });
+        if (e.sequence <= after) continue;
+        after = e.sequence;
+        onEvent?.(e);
+        const end = endOf(e);
+        if (end) t.ends.push(end);
         if (t.ends.length > 0) t.done = true;
       }
     } catch {
@@ -216,13 +250,12 @@ async function follow(client: SchedulerClient, t: Tracked, i: number, steps: num
   // The whole history, read again from its first event (on whichever scheduler answers).
   for (let tries = 0; tries < 20; tries += 1) {
     try {
-      const ends: Tracked['ends'] = [];
+      const ends: RequestEnd[] = [];
       for await (const e of client.watch(t.id)) {
-        if (e.completed) ends.push({ type: 'completed', result: e.completed.results.map((r) => r.objectId).join(',') });
-        else if (e.failed) ends.push({ type: 'failed', reason: String(e.failed.error?.reason ?? 'UNKNOWN').replace(/^ERROR_REASON_/, '') });
-        else if (e.cancelled) ends.push({ type: 'cancelled' });
+        const end = endOf(e);
+        if (end) ends.push(end);
       }
-      t.ends.push(...ends);
+      t.history = ends;
       return;
     } catch {
       await sleep(500);

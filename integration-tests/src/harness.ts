@@ -7,7 +7,7 @@ import type {
 } from '@diffmesh/protos';
 import { defaultModelsRoot } from '@diffmesh/models';
 export { rejection } from '@diffmesh/testing';
-import { startLocalMesh, type LocalMesh, type LocalMeshOptions } from '@diffmesh/cli';
+import { startEmbedded, startLocalMesh, type LocalMesh, type LocalMeshOptions } from '@diffmesh/cli';
 import { schedulerStub, type SchedulerStub, eventFromWire } from '@diffmesh/client';
 import { fromWire, loadTlsFiles, paramsToWire, silentLogger, type GenerationParams, type RequestEvent } from '@diffmesh/core';
 import { InlineTensorStore, RemoteTensorStore, type TensorStore } from '@diffmesh/tensor-client';
@@ -134,7 +134,27 @@ export async function watch(c: SchedulerStub, reqId: string): Promise<RequestEve
   return events;
 }
 
-/** The error a promise rejects with (fails the test if it resolves). */
+/**
+ * The pixels the embedded runtime (every stage in this one process) makes for each of
+ * `params`, the reference a mesh must match byte for byte for the same seed.
+ */
+export async function embeddedPixels(params: Array<Partial<GenerationParams> & { prompt: string }>): Promise<Buffer[]> {
+  const embedded = await startEmbedded({ modelRoots: [defaultModelsRoot()], intraOpThreads: 1, maxBatch: 8, log: silentLogger() });
+  try {
+    const out: Buffer[] = [];
+    for (const p of params) {
+      const { context } = await embedded.scheduler.submit({ model: 'diffmesh/tiny-shapes', params: p });
+      const events: RequestEvent[] = [];
+      for await (const e of embedded.scheduler.watch(context.reqId)) events.push(e);
+      const end = last(events);
+      if (end.type !== 'completed') throw new Error(`embedded request ended with ${JSON.stringify(end)}`);
+      out.push(Buffer.from((await embedded.store.get(end.outputs.pixels)).data));
+    }
+    return out;
+  } finally {
+    await embedded.close();
+  }
+}
 
 export function last(events: RequestEvent[]): RequestEvent {
   const e = events.at(-1);

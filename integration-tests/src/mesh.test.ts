@@ -2,11 +2,9 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultModelsRoot } from '@diffmesh/models';
-import { startEmbedded } from '@diffmesh/cli';
-import { Code, silentLogger, type RequestEvent } from '@diffmesh/core';
+import { Code, type RequestEvent } from '@diffmesh/core';
 import { toBytes } from '@diffmesh/tensor-client';
-import { cancel, generate, get, last, rejection, startTestMesh, submit, watch, type TestMesh } from './harness.js';
+import { cancel, embeddedPixels, generate, get, last, rejection, startTestMesh, submit, watch, type TestMesh } from './harness.js';
 
 // One mesh — nats-server, tensor-svc, scheduler, encoder-svc, dit-svc, vae-svc, each its own
 // process — shared by the tests of this file. Every object goes through tensor-svc here
@@ -41,17 +39,8 @@ describe('a mesh of separate processes', () => {
     expect(pixels.shape).toEqual([1, 128, 128, 3]);
     expect(pixels.ownerAddress).toBe(t.mesh.tensorAddress);
     const meshBytes = (await t.store.get(pixels)).data;
-
-    const embedded = await startEmbedded({ modelRoots: [defaultModelsRoot()], intraOpThreads: 1, maxBatch: 8, log: silentLogger() });
-    try {
-      const { context } = await embedded.scheduler.submit({ model: 'diffmesh/tiny-shapes', params });
-      const local: RequestEvent[] = [];
-      for await (const e of embedded.scheduler.watch(context.reqId)) local.push(e);
-      const localBytes = (await embedded.store.get(outputsOf(local).pixels)).data;
-      expect(Buffer.from(meshBytes).equals(Buffer.from(localBytes))).toBe(true);
-    } finally {
-      await embedded.close();
-    }
+    const [localBytes] = await embeddedPixels([params]);
+    expect(Buffer.from(meshBytes).equals(localBytes)).toBe(true);
   });
 
   it('generates a video end to end', async () => {

@@ -7,6 +7,12 @@ import { MAX_TIMEOUT_MS } from './types.js';
 /** The scheduler service's configuration (env prefix `DIFFMESH_SCHEDULER_`). */
 export const SchedulerConfigSchema = z.object({
   listen: z.string().default('127.0.0.1:0').describe('gRPC listen address host:port (port 0 = any free port)'),
+  advertiseAddress: z
+    .string()
+    .default('')
+    .describe(
+      'host:port peers on other nodes dial, registered in discovery; a host alone or port 0 takes the bound port (empty = the bound listen address, 127.0.0.1 for a wildcard: set it when listening on 0.0.0.0)',
+    ),
   nodeId: z.string().default(hostname()).describe('node this scheduler runs on'),
   instanceId: z.string().default('').describe('instance id in discovery (default: scheduler-<random>)'),
   version: z
@@ -98,6 +104,7 @@ export const schedulerConfig = defineConfig({
   envPrefix: 'DIFFMESH_SCHEDULER_',
   env: {
     LISTEN: 'listen',
+    ADVERTISE_ADDRESS: 'advertiseAddress',
     NODE_ID: 'nodeId',
     INSTANCE_ID: 'instanceId',
     VERSION: 'version',
@@ -128,6 +135,7 @@ export const schedulerConfig = defineConfig({
   },
   flags: {
     listen: 'listen',
+    'advertise-address': 'advertiseAddress',
     'node-id': 'nodeId',
     'instance-id': 'instanceId',
     version: 'version',

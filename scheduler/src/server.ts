@@ -1,5 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import { Code, DiffmeshError, GrpcServer, loadTlsFiles, startMetricsEndpoint, type Logger } from '@diffmesh/core';
+import {
+  Code,
+  DiffmeshError,
+  GrpcServer,
+  advertisedAddress,
+  hostOf,
+  loadTlsFiles,
+  startMetricsEndpoint,
+  type Logger,
+} from '@diffmesh/core';
 import { DurableStores, InlineTensorStore, RemoteTensorStore, RoutedTensorStore, durableSettingsFromEnv } from '@diffmesh/tensor-client';
 import { createDiscovery, type Discovery, type Registration } from '@diffmesh/discovery';
 import { loadPlanRegistry } from './plans/registry.js';
@@ -80,7 +89,9 @@ export async function startSchedulerService(
   });
   await scheduler.start();
   metrics = new SchedulerMetrics(scheduler);
-  const endpoint = config.metricsListen ? await startMetricsEndpoint(metrics.registry, config.metricsListen, log) : undefined;
+  const endpoint = config.metricsListen
+    ? await startMetricsEndpoint(metrics.registry, config.metricsListen, log, config.advertiseAddress && hostOf(config.advertiseAddress))
+    : undefined;
   if (endpoint) log.info({ url: endpoint.url }, 'metrics endpoint listening');
   const discovery: Discovery = await createDiscovery(
     config.natsUrl ? { backend: 'nats', url: config.natsUrl } : { backend: 'memory' },
@@ -100,6 +111,11 @@ export async function startSchedulerService(
     log,
     ...(tls ? { tls } : {}),
   });
+  // What peers on other nodes dial (registered in discovery).
+  const address = advertisedAddress(
+    { listen: config.listen, bound: server.address, advertise: config.advertiseAddress },
+    config.natsUrl ? log : undefined,
+  );
   // Discovery asks for the load synchronously: the queue depth (a round trip on a shared
   // store) is refreshed once a second.
   let queued = 0;
@@ -120,7 +136,7 @@ export async function startSchedulerService(
         nodeId: config.nodeId,
         pool: 'scheduler',
         stage: 'scheduler',
-        grpcAddress: server.address,
+        grpcAddress: address,
         models: [],
         capacity: config.maxInFlight,
         ...(endpoint ? { metadata: { metrics_url: endpoint.url } } : {}),
@@ -130,7 +146,7 @@ export async function startSchedulerService(
   }
   let stopping: Promise<void> | undefined;
   return {
-    address: server.address,
+    address,
     instanceId,
     scheduler,
     ...(endpoint ? { metricsUrl: endpoint.url } : {}),

@@ -17,6 +17,8 @@ import {
   traceLogFields,
   startMetricsEndpoint,
   type MetricsEndpoint,
+  advertisedAddress,
+  hostOf,
   Code,
   DiffmeshError,
   type StageHandler,
@@ -49,6 +51,12 @@ import { StageService } from './stage-service.js';
 /** Configuration every stage service (encoder-svc, dit-svc, vae-svc) shares. */
 export const StageServiceConfigSchema = z.object({
   listen: z.string().default('127.0.0.1:0').describe('gRPC listen address host:port (port 0 = any free port)'),
+  advertiseAddress: z
+    .string()
+    .default('')
+    .describe(
+      'host:port peers on other nodes dial, registered in discovery; a host alone or port 0 takes the bound port (empty = the bound listen address, 127.0.0.1 for a wildcard: set it when listening on 0.0.0.0)',
+    ),
   nodeId: z.string().default(hostname()).describe('node this instance runs on (same-node tensor reads use it)'),
   instanceId: z.string().default('').describe('instance id in discovery (default: <service>-<random>)'),
   pool: z.string().min(1).describe('worker pool this instance serves, e.g. dit-tiny'),
@@ -123,6 +131,7 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
     envPrefix,
     env: {
       LISTEN: 'listen',
+      ADVERTISE_ADDRESS: 'advertiseAddress',
       NODE_ID: 'nodeId',
       INSTANCE_ID: 'instanceId',
       POOL: 'pool',
@@ -149,6 +158,7 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
     },
     flags: {
       listen: 'listen',
+      'advertise-address': 'advertiseAddress',
       'node-id': 'nodeId',
       'instance-id': 'instanceId',
       pool: 'pool',
@@ -262,10 +272,15 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
     { metrics },
   );
   const server = await GrpcServer.start({ address: config.listen, services: [service.binding()], log, ...(tls ? { tls } : {}) });
+  // What peers on other nodes dial (registered in discovery).
+  const address = advertisedAddress(
+    { listen: config.listen, bound: server.address, advertise: config.advertiseAddress },
+    config.natsUrl ? log : undefined,
+  );
   let endpoint: MetricsEndpoint | undefined;
   if (metricsListen) {
     try {
-      endpoint = await startMetricsEndpoint(metrics.registry, metricsListen, log);
+      endpoint = await startMetricsEndpoint(metrics.registry, metricsListen, log, hostOf(address));
     } catch (err) {
       server.forceStop();
       await sessions.close();
@@ -286,7 +301,7 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
         nodeId: config.nodeId,
         pool: config.pool,
         stage: handler.stage,
-        grpcAddress: server.address,
+        grpcAddress: address,
         models: served.ids,
         capacity: config.capacity,
         ...(config.tensorAddress ? { tensorAddress: config.tensorAddress } : {}),
@@ -295,10 +310,10 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
       () => ({ inFlight: service.load.inFlight }),
     );
   }
-  log.info({ address: server.address, instanceId, pool: config.pool, stage: handler.stage }, `${opts.name} ready`);
+  log.info({ address, instanceId, pool: config.pool, stage: handler.stage }, `${opts.name} ready`);
   let stopping: Promise<void> | undefined;
   return {
-    address: server.address,
+    address,
     instanceId,
     service,
     metrics,

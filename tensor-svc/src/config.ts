@@ -36,7 +36,7 @@ export const TensorSvcConfigSchema = z
       .string()
       .default('')
       .describe(
-        'host:port written into ObjectRefs as owner_address for readers on other nodes (empty = the bound listen address; set it when listening on 0.0.0.0)',
+        'host:port written into ObjectRefs as owner_address for readers on other nodes; a host alone or port 0 takes the bound port (empty = the bound listen address, 127.0.0.1 for a wildcard: set it when listening on 0.0.0.0)',
       ),
     nodeId: z
       .string()

@@ -1,4 +1,13 @@
-import { GrpcServer, loadTlsFiles, startMetricsEndpoint, type Logger, type MetricsEndpoint, type TlsFiles } from '@diffmesh/core';
+import {
+  GrpcServer,
+  advertisedAddress,
+  hostOf,
+  loadTlsFiles,
+  startMetricsEndpoint,
+  type Logger,
+  type MetricsEndpoint,
+  type TlsFiles,
+} from '@diffmesh/core';
 import { openDurableStore } from '@diffmesh/tensor-client';
 import {
   resolveTensorSvcConfig,
@@ -88,7 +97,8 @@ export async function startTensorService(
     await store.close();
     throw err;
   }
-  const address = c.advertiseAddress || server.address;
+  // What readers on other nodes dial: written into ObjectRefs (and registered in NATS).
+  const address = advertisedAddress({ listen: c.listen, bound: server.address, advertise: c.advertiseAddress }, log);
   service.owner = { address, nodeId: c.nodeId };
   let metricsServer: MetricsEndpoint | undefined;
   if (c.metricsListen) {
@@ -97,6 +107,7 @@ export async function startTensorService(
         { contentType: 'text/plain; version=0.0.4; charset=utf-8', render: () => metrics.render(store.usage(), { node_id: c.nodeId }) },
         c.metricsListen,
         log,
+        hostOf(address),
       );
     } catch (err) {
       server.forceStop();

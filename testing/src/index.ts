@@ -1,7 +1,8 @@
 /**
  * @diffmesh/testing: launchers and helpers shared by tests, benchmarks and `diffmesh up`:
  * the nats-server, redis-server and S3-protocol server launchers, the process supervisor,
- * and the `rejection`/`thrown` assertions of error paths.
+ * network-namespace "nodes" joined by veth links, and the `rejection`/`thrown` assertions of
+ * error paths.
  */
 export { rejection, thrown } from './errors.js';
 export { findNatsServer, NatsServerNotFoundError, startNatsServer } from './nats-server.js';
@@ -12,3 +13,5 @@ export { startS3Server } from './s3-server.js';
 export type { RunningS3Server, StartS3ServerOptions } from './s3-server.js';
 export { Supervisor } from './supervisor.js';
 export type { ManagedProcess, ProcessSpec, RestartPolicy, SupervisorEvent, SupervisorOptions } from './supervisor.js';
+export { createNodeNetwork, netnsSupport } from './netns.js';
+export type { CreateNodeNetworkOptions, NetnsNode, NetnsSupport, NodeNetwork } from './netns.js';

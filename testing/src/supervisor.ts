@@ -10,6 +10,11 @@ export interface ProcessSpec {
   entry: string;
   args: string[];
   env?: Record<string, string>;
+  /**
+   * A command the process runs under, e.g. `['ip', 'netns', 'exec', 'ns1']` (a node's
+   * network namespace, see `createNodeNetwork`); it must exec the service so that signals reach it.
+   */
+  launcher?: string[];
   /** Line printed on stdout once the service listens, with the address after it. */
   readyPrefix: string;
   /**
@@ -174,7 +179,8 @@ export class Supervisor {
     args: string[],
   ): Promise<{ child: ChildProcess; address: string; exited: Promise<number | NodeJS.Signals> }> {
     const { spec } = entry;
-    const child = spawn(process.execPath, [spec.entry, ...args], {
+    const command = [...(spec.launcher ?? []), process.execPath, spec.entry, ...args];
+    const child = spawn(command[0], command.slice(1), {
       env: { ...process.env, ...spec.env },
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: this.opts.ownProcessGroup === true,

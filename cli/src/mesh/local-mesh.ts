@@ -55,6 +55,23 @@ export interface LocalMeshOptions {
   threads?: number;
   /** Node id of every process (default `local-<pid>`, unique per mesh on this machine). */
   nodeId?: string;
+  /**
+   * Address every service listens on and advertises (gRPC and metrics), default `127.0.0.1`:
+   * a node's own address when several meshes on different nodes share one NATS.
+   */
+  host?: string;
+  /**
+   * Address the services bind, when not `host`: with a wildcard such as `0.0.0.0` they listen
+   * on every interface and advertise `host` (`--advertise-address`).
+   */
+  listenHost?: string;
+  /** Command every service process runs under, e.g. `ip netns exec NODE` (see `createNodeNetwork`). */
+  launcher?: string[];
+  /**
+   * Prefix of every process name and instance id (e.g. `node1-`), so that meshes of several
+   * nodes sharing one NATS have distinct instances.
+   */
+  namePrefix?: string;
   log: Logger;
   /** Folder for process logs (default: a temp folder). */
   logDir?: string;
@@ -93,7 +110,10 @@ export interface LocalMeshOptions {
   sqlitePath?: string;
   /** Lease of a dispatched task (`--lease-ms` of the schedulers). */
   leaseMs?: number;
-  /** Processes per service (default 1 each): `scheduler`, `encoder-svc`, `dit-svc`, `vae-svc`, `gateway`. */
+  /**
+   * Processes per service (default 1 each): `scheduler`, `encoder-svc`, `dit-svc`, `vae-svc`,
+   * `gateway`. A stage service may have 0 (another node runs it; see `stageSpecs`).
+   */
   replicas?: Partial<Record<ReplicaService, number>>;
   /** Restart processes that die, with back-off (`true` = the default policy). Off by default. */
   restart?: RestartPolicy | boolean;
@@ -140,6 +160,8 @@ export interface LocalMesh {
   logDir: string;
   supervisor: Supervisor;
   discovery: Discovery;
+  /** The stage processes of the served models, one per pool (started `replicas` times each). */
+  stageSpecs: StageProcessSpec[];
   /** Starts one more stage process and waits until discovery sees it. */
   addStage(spec: StageProcessSpec, name?: string): Promise<ManagedProcess>;
   /**
@@ -182,7 +204,9 @@ function defaultNodeId(): string {
 /**
  * Starts a whole mesh on loopback, every service its own process: nats-server (unless one
  * is given), tensor-svc, the scheduler and the stage services, each registered in NATS.
- * Resolves once the scheduler's discovery has seen every stage instance.
+ * Resolves once the scheduler's discovery has seen every stage instance. With `host`,
+ * `launcher` and `namePrefix` it starts one node of several that share a NATS (and a redis or
+ * JetStream queue): the node's own tensor-svc, schedulers and stage processes.
  */
 export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh> {
   const logDir = opts.logDir ?? (await mkdtemp(path.join(tmpdir(), 'diffmesh-mesh-')));
@@ -195,7 +219,14 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
   });
   const nodeId = opts.nodeId ?? defaultNodeId();
   const queue = opts.queue ?? 'memory';
-  const replicas = (service: ReplicaService): number => Math.max(1, Math.trunc(opts.replicas?.[service] ?? 1));
+  const replicas = (service: ReplicaService): number =>
+    Math.max(service === 'scheduler' || service === 'gateway' ? 1 : 0, Math.trunc(opts.replicas?.[service] ?? 1));
+  const host = opts.host ?? '127.0.0.1';
+  const bracket = (h: string): string => (h.includes(':') ? `[${h}]` : h);
+  const listen = `${bracket(opts.listenHost ?? host)}:0`;
+  const advertise = opts.listenHost !== undefined && opts.listenHost !== host ? ['--advertise-address', bracket(host)] : [];
+  const prefix = opts.namePrefix ?? '';
+  const launcher = opts.launcher ? { launcher: opts.launcher } : {};
   if (queue === 'memory' && replicas('scheduler') > 1) {
     throw new Error(
       'several schedulers need a shared queue: --queue memory keeps requests in one scheduler; use sqlite, redis or jetstream',
@@ -244,12 +275,13 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     const tlsArgs = opts.tls
       ? ['--tls-ca', opts.tls.ca, '--tls-cert', opts.tls.cert, '--tls-key', opts.tls.key, '--tls-require-client-cert']
       : [];
-    const common = ['--node-id', nodeId, '--log-level', 'info', ...tlsArgs];
+    const common = ['--node-id', nodeId, '--log-level', 'info', ...advertise, ...tlsArgs];
     const tensor = await supervisor.start({
-      name: 'tensor-svc',
+      name: `${prefix}tensor-svc`,
       entry: serviceEntry('tensor-svc'),
-      args: [...common, '--listen', '127.0.0.1:0', '--nats', natsUrl, ...tensorStoreArgs, ...(opts.tensorArgs ?? [])],
+      args: [...common, '--listen', listen, '--nats', natsUrl, ...tensorStoreArgs, ...(opts.tensorArgs ?? [])],
       env,
+      ...launcher,
       readyPrefix: 'tensor-svc listening on ',
       listenFlag: '--listen',
     });
@@ -261,27 +293,29 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
       ...(opts.leaseMs ? ['--lease-ms', String(opts.leaseMs)] : []),
     ];
     const schedulerNames =
-      replicas('scheduler') === 1 ? ['scheduler'] : Array.from({ length: replicas('scheduler') }, (_, i) => `scheduler-${i + 1}`);
+      replicas('scheduler') === 1
+        ? [`${prefix}scheduler`]
+        : Array.from({ length: replicas('scheduler') }, (_, i) => `${prefix}scheduler-${i + 1}`);
     // What every scheduler and stage process gets: its id, a free port, NATS, this node's tensor-svc, metrics.
     const serviceArgs = (instanceId: string): string[] => [
       ...common,
       '--instance-id',
       instanceId,
       '--listen',
-      '127.0.0.1:0',
+      listen,
       '--nats',
       natsUrl,
       '--tensor',
       tensor.address,
       '--metrics-listen',
-      '127.0.0.1:0',
+      listen,
     ];
     const startScheduler = (name: string, spec: SchedulerProcessSpec = {}): Promise<ManagedProcess> =>
       supervisor.start({
         name,
         entry: serviceEntry('scheduler'),
         args: [
-          ...serviceArgs(spec.instanceId ?? (name === 'scheduler' ? 'scheduler-1' : name)),
+          ...serviceArgs(spec.instanceId ?? (name === `${prefix}scheduler` ? `${prefix}scheduler-1` : name)),
           ...queueArgs,
           ...(opts.modelDirectories?.length ? ['--model-directories', opts.modelDirectories.join(',')] : []),
           ...(opts.plansFile ? ['--plans', opts.plansFile] : []),
@@ -289,6 +323,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
           ...(spec.args ?? []),
         ],
         env: { ...env, ...spec.env },
+        ...launcher,
         readyPrefix: 'scheduler listening on ',
         listenFlag: '--listen',
       });
@@ -301,7 +336,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     const addStage = async (spec: StageProcessSpec, name?: string): Promise<ManagedProcess> => {
       const n = (counters.get(spec.service) ?? 0) + 1;
       counters.set(spec.service, n);
-      const procName = name ?? `${spec.service}-${n}`;
+      const procName = name ?? `${prefix}${spec.service}-${n}`;
       const proc = await supervisor.start({
         name: procName,
         entry: serviceEntry(spec.service),
@@ -321,6 +356,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
           ...(spec.args ?? []),
         ],
         env: { ...env, ...spec.env },
+        ...launcher,
         readyPrefix: `${spec.service} listening on `,
         listenFlag: '--listen',
       });
@@ -365,7 +401,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     if (opts.gateway) {
       for (let i = 0; i < replicas('gateway'); i += 1) {
         const gw = await supervisor.start({
-          name: i === 0 ? 'gateway' : `gateway-${i + 1}`,
+          name: i === 0 ? `${prefix}gateway` : `${prefix}gateway-${i + 1}`,
           entry: serviceEntry('gateway'),
           args: [
             '--node-id',
@@ -375,13 +411,14 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
             '--nats',
             natsUrl,
             '--listen',
-            i === 0 ? (opts.gateway.listen ?? '127.0.0.1:0') : '127.0.0.1:0',
+            i === 0 ? (opts.gateway.listen ?? listen) : listen,
             '--admin-listen',
-            i === 0 ? (opts.gateway.adminListen ?? '127.0.0.1:0') : '127.0.0.1:0',
+            i === 0 ? (opts.gateway.adminListen ?? listen) : listen,
             ...(opts.tls ? ['--tls-ca', opts.tls.ca, '--tls-cert', opts.tls.cert, '--tls-key', opts.tls.key] : []),
           ],
           // Keys go in the environment, not argv (argv is visible to every user in ps).
           env: { ...env, DIFFMESH_GATEWAY_API_KEYS: opts.gateway.apiKeys.join(',') },
+          ...launcher,
           readyPrefix: 'gateway listening on ',
           listenFlag: '--listen',
         });
@@ -407,6 +444,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
       logDir,
       supervisor,
       discovery: disc,
+      stageSpecs: specs,
       addStage,
       async addScheduler(name, spec) {
         const proc = await startScheduler(name, spec);
@@ -417,7 +455,8 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
         // The front doors first, then the schedulers (they hand back or finish their work),
         // then everything else; NATS (and redis) last.
         stopping ??= (async () => {
-          for (let i = gatewayUrls.length - 1; i >= 0; i -= 1) await supervisor.stop(i === 0 ? 'gateway' : `gateway-${i + 1}`);
+          for (let i = gatewayUrls.length - 1; i >= 0; i -= 1)
+            await supervisor.stop(i === 0 ? `${prefix}gateway` : `${prefix}gateway-${i + 1}`);
           await Promise.all(schedulerNames.map((n) => supervisor.stop(n)));
           await supervisor.stopAll();
           await disc.close();

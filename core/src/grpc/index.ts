@@ -1,3 +1,5 @@
+export { advertisedAddress, hostOf, isWildcardHost } from './advertise.js';
+export type { AdvertiseInput } from './advertise.js';
 export { countsForBreaker, createBreaker } from './breaker.js';
 export type { BreakerOptions, CircuitBreaker } from './breaker.js';
 export {
