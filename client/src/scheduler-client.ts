@@ -96,9 +96,14 @@ export interface EncodedResultFile {
   bytes: Buffer;
 }
 
-/** A transport failure: the scheduler went away or refused, not an answer about the request. */
+/**
+ * A transport failure: the scheduler went away, refused, or cut the stream — not an answer
+ * about the request. A cancelled request is an event on the stream, never a status, so a
+ * CANCELLED status the caller did not ask for (callers check their own signal first) is a
+ * stream the server or a proxy cut, e.g. a scheduler whose drain ran out.
+ */
 function isBreak(err: DiffmeshError): boolean {
-  return err.code === Code.UNAVAILABLE || (err.code === Code.CANCELLED && err.reason === 'TRANSPORT');
+  return err.code === Code.UNAVAILABLE || err.code === Code.CANCELLED;
 }
 
 function isEnd(e: RequestEvent__Output): boolean {
