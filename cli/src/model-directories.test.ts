@@ -91,6 +91,7 @@ beforeAll(async () => {
     }),
   );
   await add('sd3', (dir) => buildSd3Dir(dir, { scalingFactor: 0.5, shiftFactor: 0.2 }));
+  await add('sd3-no-t5', (dir) => buildSd3Dir(dir, { scalingFactor: 0.5, shiftFactor: 0.2, withT5: false }));
   mesh = await startEmbedded({
     modelRoots: [],
     modelDirectories: [...models.values()].map((m) => m.dir),
@@ -251,6 +252,16 @@ describe('SDXL, FLUX and SD3 directories', async () => {
 
   it('SD3: CLIP-L and CLIP-G rows with T5 rows, pooled projections, CFG', async () => {
     expect(await error('sd3', { prompt: 'a red cat', negativePrompt: 'blue', guidanceScale: 2, steps: 4 })).toBeLessThanOrEqual(1);
+  });
+
+  it('SD3 saved without T5 (text_encoder_3: [null, null]): no text_encoding_2 stage, zeros in place of the T5 rows', async () => {
+    expect(await error('sd3-no-t5', { prompt: 'a red cat', negativePrompt: 'blue', guidanceScale: 2, steps: 4 })).toBeLessThanOrEqual(1);
+    const entry = mesh.registry.lookup((models.get('sd3-no-t5') as { dir: string }).dir);
+    expect(entry.stages.map((s) => s.name)).toEqual(['text_encoding', 'image_encoding', 'denoising', 'vae_decoding']);
+    // The T5 rows mattered in the model with T5: the two pictures differ.
+    const withT5 = (models.get('sd3') as { model: TestModel }).model.expectedImage({ prompt: 'a red cat', guidanceScale: 1 });
+    const without = (models.get('sd3-no-t5') as { model: TestModel }).model.expectedImage({ prompt: 'a red cat', guidanceScale: 1 });
+    expect(meanAbsoluteError(withT5.data, without.data)).toBeGreaterThan(3);
   });
 
   it('lists directory models with defaults from their files', () => {

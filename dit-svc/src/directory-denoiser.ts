@@ -283,11 +283,14 @@ export class DirectoryDenoiser {
       }
       case 'sd3': {
         const J = inputs.get('encoder_hidden_states')?.shape?.[2];
+        const withT5 = layout.textEncoders.some((t) => t.component === 'text_encoder_3');
         const build = async (prefix: string): Promise<Record<string, Item>> => {
           const l = await get(`${prefix}prompt_embeds`);
           const g = await get(`${prefix}prompt_embeds_2`);
-          const t5 = await get(`${prefix}prompt_embeds_3`);
-          const width = typeof J === 'number' ? J : t5.dims[1];
+          const given = withT5 ? await get(`${prefix}prompt_embeds_3`) : undefined;
+          const width = typeof J === 'number' ? J : given ? given.dims[1] : Number(layout.denoiser.config.joint_attention_dim);
+          // Without T5, StableDiffusion3Pipeline uses zeros of [tokenizer_max_length (the CLIP rows), joint_attention_dim].
+          const t5 = given ?? { data: new Float32Array(l.dims[0] * width), dims: [l.dims[0], width] };
           return {
             encoder_hidden_states: sd3Rows(concatLast(l, g), t5, width),
             pooled_projections: concatLast(await get(`${prefix}pooled_prompt_embeds`), await get(`${prefix}pooled_prompt_embeds_2`)),

@@ -92,6 +92,7 @@ export interface DiffusersLayout {
   /** `unet` or `transformer`. */
   denoiser: OnnxComponent;
   vae: VaeFactors;
+  /** The text encoders the pipeline runs (SD3 saved without T5 has no `text_encoder_3`). */
   textEncoders: TextEncoderSpec[];
   guidance: GuidanceMode;
   /** SDXL: an absent (empty) negative prompt gives zero negative embeddings. */
@@ -309,7 +310,15 @@ export async function readDiffusersLayout(dirIn: string): Promise<DiffusersLayou
         `and there is no unet/model.onnx or transformer/model.onnx (supported: ${Object.keys(PIPELINE_CLASSES).join(', ')})`,
     );
   }
-  const need = REQUIRED[kind];
+  // StableDiffusion3Pipeline runs without T5 when model_index.json says so
+  // (`"text_encoder_3": [null, null]`, as diffusers saves a pipeline built with text_encoder_3=None).
+  const withoutT5 = kind === 'sd3' && declaredAbsent(modelIndex.text_encoder_3) && !components.text_encoder_3;
+  const need = withoutT5
+    ? {
+        onnx: REQUIRED.sd3.onnx.filter((n) => n !== 'text_encoder_3'),
+        tokenizers: REQUIRED.sd3.tokenizers.filter((n) => n !== 'tokenizer_3'),
+      }
+    : REQUIRED[kind];
   for (const name of need.onnx) {
     if (!components[name]) {
       const alt = (await isDir(path.join(dir, name))) ? 'missing' : `missing (the ${pipelineClass || kind} pipeline needs ${name}/)`;
@@ -373,13 +382,18 @@ export async function readDiffusersLayout(dirIn: string): Promise<DiffusersLayou
     schedulerConfig,
     denoiser,
     vae,
-    textEncoders: textEncodersOf(kind),
+    textEncoders: textEncodersOf(kind).filter((t) => !(withoutT5 && t.component === 'text_encoder_3')),
     guidance,
     forceZerosForEmptyPrompt: kind === 'sdxl' && modelIndex.force_zeros_for_empty_prompt !== false,
     defaults,
     sizeMultiple: vae.scaleFactor * patch,
     imageInput: components.vae_encoder !== undefined,
   };
+}
+
+/** A model_index.json entry for a component the pipeline was saved without: `null` or `[null, null]`. */
+function declaredAbsent(entry: unknown): boolean {
+  return entry === null || (Array.isArray(entry) && entry.every((x) => x === null));
 }
 
 /** The kind a directory without a known `_class_name` has, from its folders. */

@@ -40,6 +40,8 @@ export interface Sd3DirOptions {
   maxLength?: number;
   sampleSize?: number;
   scheduler?: Record<string, unknown>;
+  /** false: saved without T5 (no text_encoder_3/ or tokenizer_3/; model_index.json says `[null, null]`). Default true. */
+  withT5?: boolean;
   seed?: number;
 }
 
@@ -56,6 +58,7 @@ export function resolveSd3Options(o: Sd3DirOptions = {}): ResolvedSd3Options {
     maxLength: o.maxLength ?? 77,
     sampleSize: o.sampleSize ?? 8,
     scheduler: o.scheduler ?? {},
+    withT5: o.withT5 ?? true,
     seed: o.seed ?? 3333,
   };
   if (r.t5HiddenSize < r.clipHiddenSize1 + r.clipHiddenSize2) {
@@ -136,7 +139,8 @@ export class Sd3TestModel {
     const hA = a.hiddenStates[a.hiddenStates.length - 2];
     const hB = b.hiddenStates[b.hiddenStates.length - 2];
     const { clipHiddenSize1: D1, clipHiddenSize2: D2, t5HiddenSize: J, maxLength: L } = this.options;
-    const t5 = t5Forward(this.t5, this.promptIds3(prompt, maxSequenceLength));
+    // Without T5 the pipeline appends zeros of [tokenizer_max_length, J] instead.
+    const t5 = this.options.withT5 ? t5Forward(this.t5, this.promptIds3(prompt, maxSequenceLength)) : new Float32Array(L * J);
     const rows = L + t5.length / J;
     const promptEmbeds = new Float32Array(rows * J);
     for (let l = 0; l < L; l += 1) {
@@ -208,35 +212,37 @@ export async function buildSd3Dir(dir: string, options: Sd3DirOptions = {}): Pro
       scheduler: ['diffusers', 'FlowMatchEulerDiscreteScheduler'],
       text_encoder: ['transformers', 'CLIPTextModelWithProjection'],
       text_encoder_2: ['transformers', 'CLIPTextModelWithProjection'],
-      text_encoder_3: ['transformers', 'T5EncoderModel'],
+      text_encoder_3: o.withT5 ? ['transformers', 'T5EncoderModel'] : [null, null],
       tokenizer: ['transformers', 'CLIPTokenizer'],
       tokenizer_2: ['transformers', 'CLIPTokenizer'],
-      tokenizer_3: ['transformers', 'T5TokenizerFast'],
+      tokenizer_3: o.withT5 ? ['transformers', 'T5TokenizerFast'] : [null, null],
       transformer: ['diffusers', 'SD3Transformer2DModel'],
       vae: ['diffusers', 'AutoencoderKL'],
     }),
     writeJson(path.join(dir, 'scheduler', 'scheduler_config.json'), m.schedulerConfig),
     writeClipTokenizer(path.join(dir, 'tokenizer'), { padToken: CLIP_EOS, modelMaxLength: o.maxLength, style: 'modern' }),
     writeClipTokenizer(path.join(dir, 'tokenizer_2'), { padToken: '!', modelMaxLength: o.maxLength, style: 'modern' }),
-    writeT5Tokenizer(path.join(dir, 'tokenizer_3'), { modelMaxLength: 512 }),
+    o.withT5 ? writeT5Tokenizer(path.join(dir, 'tokenizer_3'), { modelMaxLength: 512 }) : undefined,
     writeModel(dir, 'text_encoder', buildClipTextEncoderOnnx(m.clipL), clipCfg(o.clipHiddenSize1)),
     writeModel(dir, 'text_encoder_2', buildClipTextEncoderOnnx(m.clipG), clipCfg(o.clipHiddenSize2)),
-    writeModel(dir, 'text_encoder_3', buildT5EncoderOnnx(m.t5), {
-      architectures: ['T5EncoderModel'],
-      d_ff: 4 * o.t5HiddenSize,
-      d_kv: 8,
-      d_model: o.t5HiddenSize,
-      eos_token_id: 1,
-      feed_forward_proj: 'gated-gelu',
-      is_encoder_decoder: true,
-      model_type: 't5',
-      num_heads: 4,
-      num_layers: 2,
-      pad_token_id: 0,
-      torch_dtype: o.precision === 'fp16' ? 'float16' : 'float32',
-      transformers_version: TRANSFORMERS_VERSION,
-      vocab_size: t5Vocab().size,
-    }),
+    o.withT5
+      ? writeModel(dir, 'text_encoder_3', buildT5EncoderOnnx(m.t5), {
+          architectures: ['T5EncoderModel'],
+          d_ff: 4 * o.t5HiddenSize,
+          d_kv: 8,
+          d_model: o.t5HiddenSize,
+          eos_token_id: 1,
+          feed_forward_proj: 'gated-gelu',
+          is_encoder_decoder: true,
+          model_type: 't5',
+          num_heads: 4,
+          num_layers: 2,
+          pad_token_id: 0,
+          torch_dtype: o.precision === 'fp16' ? 'float16' : 'float32',
+          transformers_version: TRANSFORMERS_VERSION,
+          vocab_size: t5Vocab().size,
+        })
+      : undefined,
     writeModel(dir, 'transformer', buildAnalyticSd3Onnx(m.transformer), {
       _class_name: 'SD3Transformer2DModel',
       _diffusers_version: DIFFUSERS_VERSION,
