@@ -77,24 +77,28 @@ describe('dependency rules', () => {
     expect(await cruise(ROOT, [...dirs, ...services])).toEqual([]);
   });
 
-  it('fail on a cycle, a service importing a service, a deep import and ONNX reachable from the gateway', async () => {
+  it('fail on a cycle, a service importing a service, a library importing a service, a deep import and ONNX reachable from the gateway', async () => {
     const dir = workspace(
       {
         'core/src/index.ts': "export { a } from './a.js';\n",
         'core/src/a.ts': "import { b } from './b.js';\nexport const a = (): number => b() + 1;\n",
         'core/src/b.ts': "import { a } from './a.js';\nexport const b = (): number => (a ? 1 : 0);\n",
         'stage-host/src/index.ts': "import * as ort from 'onnxruntime-node';\nexport const runtime = ort;\n",
+        'media/src/index.ts': "import { scheduler } from '@diffmesh/scheduler';\nexport const media = scheduler;\n",
         'scheduler/src/index.ts': 'export const scheduler = 1;\n',
         'scheduler/src/internal.ts': 'export const internal = 2;\n',
         'gateway/src/index.ts':
           "import { runtime } from '@diffmesh/stage-host';\nimport { scheduler } from '@diffmesh/scheduler';\n" +
           "import { internal } from '../../scheduler/src/internal.js';\nexport const all = [runtime, scheduler, internal];\n",
       },
-      ['core', 'stage-host', 'scheduler', 'gateway'],
+      ['core', 'stage-host', 'media', 'scheduler', 'gateway'],
     );
-    const found = await cruise(dir, ['core', 'stage-host', 'scheduler', 'gateway']);
+    const found = await cruise(dir, ['core', 'stage-host', 'media', 'scheduler', 'gateway']);
     const rules = new Set(found.map((v) => v.rule.name));
-    expect(rules).toEqual(new Set(['no-cycle', 'service-imports-service', 'no-deep-imports', 'no-onnx-in-light-processes']));
+    expect(rules).toEqual(
+      new Set(['no-cycle', 'service-imports-service', 'library-imports-service', 'no-deep-imports', 'no-onnx-in-light-processes']),
+    );
+    expect(found.find((v) => v.rule.name === 'library-imports-service')).toMatchObject({ from: 'media/src/index.ts' });
     expect(found.find((v) => v.rule.name === 'no-onnx-in-light-processes')).toMatchObject({ from: 'gateway/src/index.ts' });
   });
 });
