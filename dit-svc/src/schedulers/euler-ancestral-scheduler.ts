@@ -1,11 +1,11 @@
 import type { ConfigReader } from './config.js';
 import { invalidOption } from './errors.js';
-import { eulerSchedule, eulerX0, inputScale, readEulerAlphas } from './euler-discrete-scheduler.js';
+import { eulerSchedule, eulerX0, readEulerAlphas, SigmaSpaceScheduler } from './euler-discrete-scheduler.js';
 import { img2imgStart } from './img2img-start.js';
 import type { TimestepSpacing } from './noise-schedule.js';
 import { f } from './numeric.js';
 import type { RunOptions } from './run-options.js';
-import { fingerprintOf, SchedulerBase, type StepHistory } from './scheduler-base.js';
+import { fingerprintOf } from './scheduler-base.js';
 import type { NoiseSource } from './types.js';
 
 type Prediction = 'epsilon' | 'v_prediction';
@@ -15,28 +15,18 @@ type Prediction = 'epsilon' | 'v_prediction';
  * step down to σ_down, then fresh noise of size σ_up, where σ_up² + σ_down² = σ_{i+1}². Every
  * step draws noise (the last one with σ_up = 0), as diffusers does.
  */
-export class EulerAncestralScheduler extends SchedulerBase {
+export class EulerAncestralScheduler extends SigmaSpaceScheduler {
   readonly className = 'EulerAncestralDiscreteScheduler' as const;
-  readonly timesteps: Float64Array;
-  readonly initNoiseSigma: number;
 
   constructor(
-    private readonly sigmas: Float32Array,
-    private readonly begin: number,
+    sigmas: Float32Array,
+    begin: number,
     timesteps: Float64Array,
     initNoiseSigma: number,
     private readonly prediction: Prediction,
     fingerprint: string,
   ) {
-    super(fingerprint);
-    this.timesteps = timesteps;
-    this.initNoiseSigma = initNoiseSigma;
-  }
-
-  override scaleModelInput(sample: Float32Array, i: number): Float32Array {
-    this.checkIndex(i);
-    const d = inputScale(this.sigmas[this.begin + i]);
-    return Float32Array.from(sample, (v) => f(v / d));
+    super(sigmas, begin, timesteps, initNoiseSigma, fingerprint);
   }
 
   protected stepAt(mo: Float32Array, i: number, x: Float32Array, noise?: NoiseSource): Float32Array {
@@ -51,19 +41,6 @@ export class EulerAncestralScheduler extends SchedulerBase {
     const z = this.drawNoise(noise, x.length, 'Euler ancestral adds fresh noise every step');
     return Float32Array.from(x, (v, k) => f(f(v + f(f(f(v - x0[k]) / sFrom) * dt)) + f(z[k] * sUp)));
   }
-
-  addNoise(original: Float32Array, noise: Float32Array, i: number): Float32Array {
-    this.checkIndex(i);
-    this.checkSameLength(original, noise, 'original and noise');
-    const s = this.sigmas[this.begin + i];
-    return Float32Array.from(original, (v, k) => f(v + f(noise[k] * s)));
-  }
-
-  protected saveHistory(): StepHistory {
-    return { values: {}, buffers: {} };
-  }
-
-  protected loadHistory(): void {}
 }
 
 export function createEulerAncestralScheduler(r: ConfigReader, o: RunOptions): EulerAncestralScheduler {

@@ -76,21 +76,20 @@ export function eulerX0(prediction: 'epsilon' | 'v_prediction' | 'sample', mo: F
 type Prediction = 'epsilon' | 'v_prediction' | 'sample';
 
 /**
- * diffusers `EulerDiscreteScheduler` (Karras et al. 2022, Algorithm 2, without churn): in σ
- * space x ← x + (σ_{i+1} − σ_i)·(x − x̂₀)/σ_i; the model sees x/√(σ²+1).
+ * What Euler and Euler ancestral share: a σ schedule (steps + 1 values, from index `begin`
+ * for img2img), the model input x/√(σ²+1), noise added as x + σ·ε, and no history between
+ * steps. Subclasses give the step.
  */
-export class EulerDiscreteScheduler extends SchedulerBase {
-  readonly className = 'EulerDiscreteScheduler' as const;
+export abstract class SigmaSpaceScheduler extends SchedulerBase {
   readonly timesteps: Float64Array;
   readonly initNoiseSigma: number;
 
-  constructor(
-    private readonly sigmas: Float32Array,
+  protected constructor(
+    protected readonly sigmas: Float32Array,
     /** Index of timesteps[0] in the full schedule (img2img `begin_index`). */
-    private readonly begin: number,
+    protected readonly begin: number,
     timesteps: Float64Array,
     initNoiseSigma: number,
-    private readonly prediction: Prediction,
     fingerprint: string,
   ) {
     super(fingerprint);
@@ -102,13 +101,6 @@ export class EulerDiscreteScheduler extends SchedulerBase {
     this.checkIndex(i);
     const d = inputScale(this.sigmas[this.begin + i]);
     return Float32Array.from(sample, (v) => f(v / d));
-  }
-
-  protected stepAt(mo: Float32Array, i: number, x: Float32Array): Float32Array {
-    const s = this.sigmas[this.begin + i];
-    const dt = f(this.sigmas[this.begin + i + 1] - s);
-    const x0 = eulerX0(this.prediction, mo, x, s);
-    return Float32Array.from(x, (v, k) => f(v + f(f(f(v - x0[k]) / s) * dt)));
   }
 
   addNoise(original: Float32Array, noise: Float32Array, i: number): Float32Array {
@@ -123,6 +115,32 @@ export class EulerDiscreteScheduler extends SchedulerBase {
   }
 
   protected loadHistory(): void {}
+}
+
+/**
+ * diffusers `EulerDiscreteScheduler` (Karras et al. 2022, Algorithm 2, without churn): in σ
+ * space x ← x + (σ_{i+1} − σ_i)·(x − x̂₀)/σ_i; the model sees x/√(σ²+1).
+ */
+export class EulerDiscreteScheduler extends SigmaSpaceScheduler {
+  readonly className = 'EulerDiscreteScheduler' as const;
+
+  constructor(
+    sigmas: Float32Array,
+    begin: number,
+    timesteps: Float64Array,
+    initNoiseSigma: number,
+    private readonly prediction: Prediction,
+    fingerprint: string,
+  ) {
+    super(sigmas, begin, timesteps, initNoiseSigma, fingerprint);
+  }
+
+  protected stepAt(mo: Float32Array, i: number, x: Float32Array): Float32Array {
+    const s = this.sigmas[this.begin + i];
+    const dt = f(this.sigmas[this.begin + i + 1] - s);
+    const x0 = eulerX0(this.prediction, mo, x, s);
+    return Float32Array.from(x, (v, k) => f(v + f(f(f(v - x0[k]) / s) * dt)));
+  }
 }
 
 /** Reads the DDPM schedule with the Euler family's zero-terminal-SNR tweak (ᾱ_last = 2⁻²⁴). */
