@@ -5,11 +5,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { GenerateResponse__Output } from '@diffmesh/protos';
 import { HopClient } from './transport-floor.js';
-import { Supervisor, startNatsServer } from '@diffmesh/testing';
+import { Supervisor, startNatsServer, type ManagedProcess } from '@diffmesh/testing';
 import { serviceEntry, startEmbedded, startLocalMesh, waitForInstance } from '@diffmesh/cli';
 import { schedulerStub, type SchedulerStub, SchedulerSession } from '@diffmesh/client';
 import { defaultModelsRoot } from '@diffmesh/models';
-import { createDiscovery } from '@diffmesh/discovery';
+import { createDiscovery, type Discovery } from '@diffmesh/discovery';
 import { paramsToWire, silentLogger, type GenerationParams } from '@diffmesh/core';
 
 /** Latency percentile of sorted samples. */
@@ -98,6 +98,75 @@ export function cpuSnapshot(pids: Record<string, number>): Record<string, number
   return out;
 }
 
+/** The 3-stage plan whose stages do nothing (`src/noop-stage.ts`), as the scheduler's registry. */
+const NOOP_PLANS = [
+  'version: 1',
+  'plans:',
+  '  - model: bench/noop',
+  '    modalities: [text-to-image]',
+  '    stages:',
+  '      - { name: text_encoding, pool: noop-enc }',
+  '      - { name: denoising, pool: noop-dit }',
+  '      - { name: vae_decoding, pool: noop-vae }',
+  '    defaults: { width: 64, height: 64, numFrames: 1, steps: 1, guidanceScale: 1, fps: 8 }',
+  '    constraints: { sizeMultiple: 8, maxWidth: 64, maxHeight: 64, maxFrames: 1 }',
+  '',
+].join('\n');
+
+/**
+ * Starts a scheduler serving `bench/noop` (with `schedulerArgs`, e.g. its queue) and one no-op
+ * stage process per pool, each its own process under `supervisor`; resolves once discovery
+ * sees every stage. Returns the scheduler and the pid of each process by name.
+ */
+export async function startNoopPlan(
+  supervisor: Supervisor,
+  discovery: Discovery,
+  natsUrl: string,
+  dir: string,
+  schedulerArgs: string[] = [],
+): Promise<{ sched: ManagedProcess; pids: Record<string, number> }> {
+  const plans = path.join(dir, 'plans.yaml');
+  await writeFile(plans, NOOP_PLANS);
+  const sched = await supervisor.start({
+    name: 'scheduler',
+    entry: serviceEntry('scheduler'),
+    args: ['--nats', natsUrl, '--plans', plans, '--log-level', 'warn', '--max-in-flight', '10000', ...schedulerArgs],
+    readyPrefix: 'scheduler listening on ',
+  });
+  const pids: Record<string, number> = { scheduler: sched.pid };
+  const noop = fileURLToPath(new URL('./noop-stage.js', import.meta.url));
+  for (const [stage, pool] of [
+    ['text_encoding', 'noop-enc'],
+    ['denoising', 'noop-dit'],
+    ['vae_decoding', 'noop-vae'],
+  ] as const) {
+    const stageProc = await supervisor.start({
+      name: pool,
+      entry: noop,
+      args: [
+        '--stage',
+        stage,
+        '--pool',
+        pool,
+        '--instance-id',
+        pool,
+        '--capacity',
+        '64',
+        '--nats',
+        natsUrl,
+        '--models-dirs',
+        dir,
+        '--log-level',
+        'warn',
+      ],
+      readyPrefix: 'noop-stage listening on ',
+    });
+    pids[pool] = stageProc.pid;
+    await waitForInstance(discovery, pool, 15_000);
+  }
+  return { sched, pids };
+}
+
 /**
  * (a) Scheduler overhead: a 3-stage plan whose stages do nothing, each stage its own
  * process, the scheduler its own process, clients calling Generate over gRPC on loopback.
@@ -109,60 +178,7 @@ export async function runSchedulerOverhead(requests = 400): Promise<OverheadRow[
   const supervisor = new Supervisor({ logPath: (n) => path.join(dir, `${n}.log`) });
   const discovery = await createDiscovery({ backend: 'nats', url: nats.url }, log);
   try {
-    const plans = path.join(dir, 'plans.yaml');
-    await writeFile(
-      plans,
-      [
-        'version: 1',
-        'plans:',
-        '  - model: bench/noop',
-        '    modalities: [text-to-image]',
-        '    stages:',
-        '      - { name: text_encoding, pool: noop-enc }',
-        '      - { name: denoising, pool: noop-dit }',
-        '      - { name: vae_decoding, pool: noop-vae }',
-        '    defaults: { width: 64, height: 64, numFrames: 1, steps: 1, guidanceScale: 1, fps: 8 }',
-        '    constraints: { sizeMultiple: 8, maxWidth: 64, maxHeight: 64, maxFrames: 1 }',
-        '',
-      ].join('\n'),
-    );
-    const sched = await supervisor.start({
-      name: 'scheduler',
-      entry: serviceEntry('scheduler'),
-      args: ['--nats', nats.url, '--plans', plans, '--log-level', 'warn', '--max-in-flight', '10000'],
-      readyPrefix: 'scheduler listening on ',
-    });
-    const pids: Record<string, number> = { scheduler: sched.pid };
-    const noop = fileURLToPath(new URL('./noop-stage.js', import.meta.url));
-    for (const [stage, pool] of [
-      ['text_encoding', 'noop-enc'],
-      ['denoising', 'noop-dit'],
-      ['vae_decoding', 'noop-vae'],
-    ] as const) {
-      const stageProc = await supervisor.start({
-        name: pool,
-        entry: noop,
-        args: [
-          '--stage',
-          stage,
-          '--pool',
-          pool,
-          '--instance-id',
-          pool,
-          '--capacity',
-          '64',
-          '--nats',
-          nats.url,
-          '--models-dirs',
-          dir,
-          '--log-level',
-          'warn',
-        ],
-        readyPrefix: 'noop-stage listening on ',
-      });
-      pids[pool] = stageProc.pid;
-      await waitForInstance(discovery, pool, 15_000);
-    }
+    const { sched, pids } = await startNoopPlan(supervisor, discovery, nats.url, dir);
     const client = schedulerStub(sched.address);
     const session = new SchedulerSession(client);
     const params = { prompt: 'noop' };

@@ -3,16 +3,14 @@
  * (every service its own process, gRPC on loopback), once per backend, side by side with
  * the in-process memory store, in one run.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { serviceEntry, waitForInstance } from '@diffmesh/cli';
 import { SchedulerSession, schedulerStub } from '@diffmesh/client';
 import { silentLogger } from '@diffmesh/core';
 import { createDiscovery } from '@diffmesh/discovery';
 import { Supervisor, startNatsServer, startRedisServer, type RunningRedisServer } from '@diffmesh/testing';
-import { cpuSnapshot, pct, timedSessionRequest } from './mesh.js';
+import { cpuSnapshot, pct, startNoopPlan, timedSessionRequest } from './mesh.js';
 
 export const QUEUE_BACKENDS = ['memory', 'sqlite', 'redis', 'jetstream'] as const;
 export type QueueBackend = (typeof QUEUE_BACKENDS)[number];
@@ -29,20 +27,6 @@ export interface QueueRow {
   schedulerCpuMs?: number;
   serverCpuMs?: number;
 }
-
-const PLANS = [
-  'version: 1',
-  'plans:',
-  '  - model: bench/noop',
-  '    modalities: [text-to-image]',
-  '    stages:',
-  '      - { name: text_encoding, pool: noop-enc }',
-  '      - { name: denoising, pool: noop-dit }',
-  '      - { name: vae_decoding, pool: noop-vae }',
-  '    defaults: { width: 64, height: 64, numFrames: 1, steps: 1, guidanceScale: 1, fps: 8 }',
-  '    constraints: { sizeMultiple: 8, maxWidth: 64, maxHeight: 64, maxFrames: 1 }',
-  '',
-].join('\n');
 
 /** Runs the no-op plan through a scheduler on each backend in turn. */
 export async function runQueueBackends(requests = 300, backends: readonly QueueBackend[] = QUEUE_BACKENDS): Promise<QueueRow[]> {
@@ -62,8 +46,6 @@ async function runOne(backend: QueueBackend, requests: number): Promise<QueueRow
   const supervisor = new Supervisor({ logPath: (n) => path.join(dir, `${n}.log`) });
   const discovery = await createDiscovery({ backend: 'nats', url: nats.url }, log);
   try {
-    const plans = path.join(dir, 'plans.yaml');
-    await writeFile(plans, PLANS);
     if (backend === 'redis') redis = await startRedisServer({ log });
     const queueArgs =
       backend === 'memory'
@@ -71,45 +53,11 @@ async function runOne(backend: QueueBackend, requests: number): Promise<QueueRow
         : backend === 'sqlite'
           ? ['--queue', 'sqlite', '--sqlite-path', path.join(dir, 'scheduler.sqlite')]
           : ['--queue', backend, '--queue-url', backend === 'redis' ? redis!.url : nats.url];
-    const sched = await supervisor.start({
-      name: 'scheduler',
-      entry: serviceEntry('scheduler'),
-      args: ['--nats', nats.url, '--plans', plans, '--log-level', 'warn', '--max-in-flight', '10000', ...queueArgs],
-      readyPrefix: 'scheduler listening on ',
-    });
+    const { sched } = await startNoopPlan(supervisor, discovery, nats.url, dir, queueArgs);
     const pids: Record<string, number> = {
       scheduler: sched.pid,
       ...(redis ? { server: redis.pid } : backend === 'jetstream' ? { server: nats.pid } : {}),
     };
-    const noop = fileURLToPath(new URL('./noop-stage.js', import.meta.url));
-    for (const [stage, pool] of [
-      ['text_encoding', 'noop-enc'],
-      ['denoising', 'noop-dit'],
-      ['vae_decoding', 'noop-vae'],
-    ] as const) {
-      await supervisor.start({
-        name: pool,
-        entry: noop,
-        args: [
-          '--stage',
-          stage,
-          '--pool',
-          pool,
-          '--instance-id',
-          pool,
-          '--capacity',
-          '64',
-          '--nats',
-          nats.url,
-          '--models-dirs',
-          dir,
-          '--log-level',
-          'warn',
-        ],
-        readyPrefix: 'noop-stage listening on ',
-      });
-      await waitForInstance(discovery, pool, 15_000);
-    }
     const client = schedulerStub(sched.address);
     const session = new SchedulerSession(client);
     const run = (): Promise<number> => timedSessionRequest(session, 'bench/noop', { prompt: 'noop' });
