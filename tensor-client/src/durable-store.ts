@@ -4,7 +4,16 @@ import { Code, DiffmeshError, invalidParameter, type Logger, type ObjectRef } fr
 import type { DurableKind } from './durable-location.js';
 import { checkPutInput, rangeOf } from './tensor-bytes.js';
 import { formatChecksum } from './tensor-service-client.js';
-import type { GetOptions, ObjectInfo, ObjectKey, PutOptions, PutTensorInput, TensorStore } from './tensor-store.js';
+import type {
+  GetOptions,
+  ObjectInfo,
+  ObjectKey,
+  PutOptions,
+  PutTensorInput,
+  StoredTensor,
+  TensorStore,
+  TensorStoreUsage,
+} from './tensor-store.js';
 
 /**
  * A {@link TensorStore} in a store that outlives any node: redis or an S3-compatible bucket.
@@ -184,4 +193,77 @@ export async function* piecesOf(data: Uint8Array | AsyncIterable<Uint8Array>, pi
     }
   }
   if (filled > 0) yield buf.subarray(0, filled);
+}
+
+/**
+ * What the redis and S3 stores share: the common settings with their defaults, `put`, `get`
+ * and `stat` in terms of {@link write}, {@link openRead} and the store's own `live` lookup,
+ * the background sweep, and refusing calls once closed.
+ */
+export abstract class DurableStoreBase implements DurableStore {
+  abstract readonly kind: DurableKind;
+  readonly uri: string;
+  protected readonly defaultTtlMs: number;
+  protected readonly capacityBytes: number;
+  protected readonly retryAfterMs: number;
+  protected readonly now: () => number;
+  protected closed = false;
+  private readonly timer: NodeJS.Timeout | undefined;
+
+  protected constructor(uri: string, common: DurableStoreCommonOptions, kind: DurableKind) {
+    this.uri = uri;
+    this.defaultTtlMs = common.defaultTtlMs ?? DEFAULT_DURABLE_TTL_MS;
+    this.capacityBytes = common.capacityBytes ?? 0;
+    this.retryAfterMs = common.retryAfterMs ?? 1000;
+    this.now = common.now ?? Date.now;
+    if (common.sweepIntervalMs && common.sweepIntervalMs > 0) {
+      this.timer = setInterval(() => {
+        this.sweep().catch((err: unknown) => common.logger?.warn({ err, store: this.uri }, `${kind} store: sweep failed`));
+      }, common.sweepIntervalMs);
+      this.timer.unref();
+    }
+  }
+
+  abstract write(ref: ObjectRef, data: Uint8Array | AsyncIterable<Uint8Array>, opts?: { ttlMs?: number }): Promise<ObjectInfo>;
+  abstract openRead(key: ObjectKey): Promise<DurableReader>;
+  abstract sweep(): Promise<number>;
+  abstract delete(key: ObjectKey): Promise<boolean>;
+  abstract deleteRequest(requestId: string): Promise<number>;
+  abstract touch(key: ObjectKey, ttlMs?: number): Promise<ObjectInfo>;
+  abstract usage(): Promise<TensorStoreUsage>;
+  /** The ref and expiry of a live object; NOT_FOUND (OBJECT_EXPIRED past its TTL) otherwise. */
+  protected abstract live(key: ObjectKey): Promise<ObjectInfo>;
+  /** Closes the store's client connection. */
+  protected abstract closeClient(): Promise<void>;
+
+  async put(input: PutTensorInput, opts: PutOptions = {}): Promise<ObjectRef> {
+    this.checkOpen();
+    const ref = refForPut(input, opts, this.defaultTtlMs, this.uri, this.now());
+    return (await this.write(ref, input.data)).ref;
+  }
+
+  async get(key: ObjectKey, opts: GetOptions = {}): Promise<StoredTensor> {
+    const reader = await this.openRead(key);
+    try {
+      return { ref: reader.ref, data: await readRange(reader, opts) };
+    } finally {
+      await reader.close();
+    }
+  }
+
+  async stat(key: ObjectKey): Promise<ObjectInfo> {
+    const meta = await this.live(key);
+    return { ref: meta.ref, expiresAt: meta.expiresAt };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.closeClient();
+  }
+
+  protected checkOpen(): void {
+    if (this.closed) throw new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'tensor store is closed');
+  }
 }

@@ -5,22 +5,19 @@ import { Code, DiffmeshError, invalidParameter, type ObjectRef } from '@diffmesh
 import type { RedisLocation } from './durable-location.js';
 import {
   checkKeyChecksum,
-  DEFAULT_DURABLE_TTL_MS,
+  DurableStoreBase,
   idOf,
   objectExpired,
   objectNotFound,
   piecesOf,
-  readRange,
-  refForPut,
   storedRef,
   ttlOf,
   type DurableReader,
-  type DurableStore,
   type DurableStoreCommonOptions,
 } from './durable-store.js';
 import { formatBytes } from './memory-store.js';
 import { formatChecksum } from './tensor-service-client.js';
-import type { GetOptions, ObjectInfo, ObjectKey, PutOptions, PutTensorInput, StoredTensor, TensorStoreUsage } from './tensor-store.js';
+import type { ObjectInfo, ObjectKey, TensorStoreUsage } from './tensor-store.js';
 
 /** Options of {@link RedisTensorStore}. */
 export interface RedisTensorStoreOptions extends DurableStoreCommonOptions {
@@ -166,34 +163,23 @@ interface Meta {
  * `maxmemory` answers OOM, reported as STORE_FULL too. Standalone redis (or a sentinel's
  * primary): the scripts touch keys they compute, which redis cluster does not allow.
  */
-export class RedisTensorStore implements DurableStore {
+export class RedisTensorStore extends DurableStoreBase {
   readonly kind = 'redis' as const;
-  readonly uri: string;
   private readonly redis: Redis;
   private readonly prefix: string;
   private readonly chunkBytes: number;
-  private readonly defaultTtlMs: number;
-  private readonly capacityBytes: number;
-  private readonly retryAfterMs: number;
   private readonly tombstoneMs: number;
   private readonly graceMs: number;
-  private readonly now: () => number;
-  private readonly timer: NodeJS.Timeout | undefined;
-  private closed = false;
 
   constructor(private readonly opts: RedisTensorStoreOptions) {
+    super(opts.location.uri, opts, 'redis');
     const loc = opts.location;
-    this.uri = loc.uri;
     this.prefix = loc.prefix;
     this.chunkBytes = opts.chunkBytes ?? DEFAULT_REDIS_CHUNK_BYTES;
     if (!Number.isSafeInteger(this.chunkBytes) || this.chunkBytes < 1024)
       throw new RangeError('redis store: chunkBytes must be at least 1024');
-    this.defaultTtlMs = opts.defaultTtlMs ?? DEFAULT_DURABLE_TTL_MS;
-    this.capacityBytes = opts.capacityBytes ?? 0;
-    this.retryAfterMs = opts.retryAfterMs ?? 1000;
     this.tombstoneMs = opts.tombstoneMs ?? 10 * 60_000;
     this.graceMs = Math.max(1, opts.readGraceMs ?? 10_000);
-    this.now = opts.now ?? Date.now;
     this.redis = new Redis({
       host: loc.host,
       port: loc.port,
@@ -209,18 +195,6 @@ export class RedisTensorStore implements DurableStore {
     });
     // Without a listener ioredis prints connection errors to the console; commands report them.
     this.redis.on('error', (err: Error) => this.opts.logger?.debug({ err: err.message, store: this.uri }, 'redis store: connection error'));
-    if (opts.sweepIntervalMs && opts.sweepIntervalMs > 0) {
-      this.timer = setInterval(() => {
-        this.sweep().catch((err: unknown) => this.opts.logger?.warn({ err, store: this.uri }, 'redis store: sweep failed'));
-      }, opts.sweepIntervalMs);
-      this.timer.unref();
-    }
-  }
-
-  async put(input: PutTensorInput, opts: PutOptions = {}): Promise<ObjectRef> {
-    this.checkOpen();
-    const ref = refForPut(input, opts, this.defaultTtlMs, this.uri, this.now());
-    return (await this.write(ref, input.data)).ref;
   }
 
   async write(ref: ObjectRef, data: Uint8Array | AsyncIterable<Uint8Array>, opts: { ttlMs?: number } = {}): Promise<ObjectInfo> {
@@ -287,15 +261,6 @@ export class RedisTensorStore implements DurableStore {
     }
   }
 
-  async get(key: ObjectKey, opts: GetOptions = {}): Promise<StoredTensor> {
-    const reader = await this.openRead(key);
-    try {
-      return { ref: reader.ref, data: await readRange(reader, opts) };
-    } finally {
-      await reader.close();
-    }
-  }
-
   async openRead(key: ObjectKey): Promise<DurableReader> {
     const meta = await this.live(key);
     return new RedisReader(
@@ -305,11 +270,6 @@ export class RedisTensorStore implements DurableStore {
       this.chunkBytes,
       (err) => this.mapError(err, `read of ${meta.ref.objectId}`),
     );
-  }
-
-  async stat(key: ObjectKey): Promise<ObjectInfo> {
-    const meta = await this.live(key);
-    return { ref: meta.ref, expiresAt: meta.expiresAt };
   }
 
   async delete(key: ObjectKey): Promise<boolean> {
@@ -366,10 +326,7 @@ export class RedisTensorStore implements DurableStore {
     return purged;
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    if (this.timer) clearInterval(this.timer);
+  protected async closeClient(): Promise<void> {
     await this.redis.quit().catch(() => this.redis.disconnect());
   }
 
@@ -404,7 +361,7 @@ export class RedisTensorStore implements DurableStore {
   }
 
   /** The meta of a live object; NOT_FOUND (OBJECT_EXPIRED past its TTL) otherwise. */
-  private async live(key: ObjectKey): Promise<Meta> {
+  protected async live(key: ObjectKey): Promise<Meta> {
     this.checkOpen();
     const id = idOf(key);
     let fields: (string | null)[];
@@ -466,10 +423,6 @@ export class RedisTensorStore implements DurableStore {
 
   private requestKey(requestId: string): string {
     return `${this.prefix}:r:${requestId}`;
-  }
-
-  private checkOpen(): void {
-    if (this.closed) throw new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'tensor store is closed');
   }
 }
 

@@ -14,23 +14,20 @@ import { Code, DiffmeshError, invalidParameter, type ObjectRef } from '@diffmesh
 import type { S3Location } from './durable-location.js';
 import {
   checkKeyChecksum,
-  DEFAULT_DURABLE_TTL_MS,
+  DurableStoreBase,
   idOf,
   objectExpired,
   objectNotFound,
   piecesOf,
-  readRange,
-  refForPut,
   storedRef,
   ttlOf,
   type DurableReader,
-  type DurableStore,
   type DurableStoreCommonOptions,
 } from './durable-store.js';
 import { formatBytes } from './memory-store.js';
 import { objectFileName } from './shm-paths.js';
 import { formatChecksum } from './tensor-service-client.js';
-import type { GetOptions, ObjectInfo, ObjectKey, PutOptions, PutTensorInput, StoredTensor, TensorStoreUsage } from './tensor-store.js';
+import type { ObjectInfo, ObjectKey, TensorStoreUsage } from './tensor-store.js';
 
 /** Options of {@link S3TensorStore}. */
 export interface S3TensorStoreOptions extends DurableStoreCommonOptions {
@@ -81,35 +78,24 @@ export interface S3TensorStoreStats {
  * names (a put cut short). Touch rewrites only the meta. Capacity is counted by this process
  * (S3 has no atomic counters): the objects it put that are neither deleted nor expired.
  */
-export class S3TensorStore implements DurableStore {
+export class S3TensorStore extends DurableStoreBase {
   readonly kind = 's3' as const;
-  readonly uri: string;
   private readonly s3: S3Client;
   private readonly bucket: string;
   private readonly base: string;
   private readonly partBytes: number;
   private readonly queueSize: number;
-  private readonly defaultTtlMs: number;
-  private readonly capacityBytes: number;
-  private readonly retryAfterMs: number;
-  private readonly now: () => number;
-  private readonly timer: NodeJS.Timeout | undefined;
   /** Objects this process put: id → size and expiry (for capacity and usage). */
   private readonly held = new Map<string, { size: number; expiresAt: number }>();
   private reservedBytes = 0;
   private readonly counters: S3TensorStoreStats = { multipartUploads: 0, singleUploads: 0 };
-  private closed = false;
 
   constructor(private readonly opts: S3TensorStoreOptions) {
-    this.uri = opts.location.uri;
+    super(opts.location.uri, opts, 's3');
     this.bucket = opts.location.bucket;
     this.base = opts.location.prefix ? `${opts.location.prefix}/` : '';
     this.partBytes = Math.max(MIN_PART_BYTES, opts.partBytes ?? DEFAULT_S3_PART_BYTES);
     this.queueSize = opts.queueSize ?? 4;
-    this.defaultTtlMs = opts.defaultTtlMs ?? DEFAULT_DURABLE_TTL_MS;
-    this.capacityBytes = opts.capacityBytes ?? 0;
-    this.retryAfterMs = opts.retryAfterMs ?? 1000;
-    this.now = opts.now ?? Date.now;
     this.s3 = new S3Client({
       region: opts.region ?? 'us-east-1',
       ...(opts.endpoint ? { endpoint: opts.endpoint } : {}),
@@ -120,23 +106,11 @@ export class S3TensorStore implements DurableStore {
       responseChecksumValidation: 'WHEN_REQUIRED',
       ...opts.client,
     });
-    if (opts.sweepIntervalMs && opts.sweepIntervalMs > 0) {
-      this.timer = setInterval(() => {
-        this.sweep().catch((err: unknown) => this.opts.logger?.warn({ err, store: this.uri }, 's3 store: sweep failed'));
-      }, opts.sweepIntervalMs);
-      this.timer.unref();
-    }
   }
 
   /** Upload counters since construction. */
   stats(): S3TensorStoreStats {
     return { ...this.counters };
-  }
-
-  async put(input: PutTensorInput, opts: PutOptions = {}): Promise<ObjectRef> {
-    this.checkOpen();
-    const ref = refForPut(input, opts, this.defaultTtlMs, this.uri, this.now());
-    return (await this.write(ref, input.data)).ref;
   }
 
   async write(ref: ObjectRef, data: Uint8Array | AsyncIterable<Uint8Array>, opts: { ttlMs?: number } = {}): Promise<ObjectInfo> {
@@ -204,25 +178,11 @@ export class S3TensorStore implements DurableStore {
     }
   }
 
-  async get(key: ObjectKey, opts: GetOptions = {}): Promise<StoredTensor> {
-    const reader = await this.openRead(key);
-    try {
-      return { ref: reader.ref, data: await readRange(reader, opts) };
-    } finally {
-      await reader.close();
-    }
-  }
-
   async openRead(key: ObjectKey): Promise<DurableReader> {
     const meta = await this.live(key);
     return new S3Reader(this.s3, this.bucket, this.dataKey(meta.ref.objectId, meta.ver), meta, this.partBytes, (err) =>
       this.mapError(err, `read of ${meta.ref.objectId}`),
     );
-  }
-
-  async stat(key: ObjectKey): Promise<ObjectInfo> {
-    const meta = await this.live(key);
-    return { ref: meta.ref, expiresAt: meta.expiresAt };
   }
 
   async delete(key: ObjectKey): Promise<boolean> {
@@ -306,11 +266,9 @@ export class S3TensorStore implements DurableStore {
     return n;
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    if (this.timer) clearInterval(this.timer);
+  protected closeClient(): Promise<void> {
     this.s3.destroy();
+    return Promise.resolve();
   }
 
   // ---- internals ----
@@ -370,7 +328,7 @@ export class S3TensorStore implements DurableStore {
     for (const [id, h] of this.held) if (now >= h.expiresAt) this.held.delete(id);
   }
 
-  private async live(key: ObjectKey): Promise<MetaBody> {
+  protected async live(key: ObjectKey): Promise<MetaBody> {
     this.checkOpen();
     const id = idOf(key);
     let meta: MetaBody | undefined;
@@ -466,10 +424,6 @@ export class S3TensorStore implements DurableStore {
       return new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', message, { cause: err });
     }
     return new DiffmeshError(Code.INTERNAL, 'INTERNAL', message, { cause: err });
-  }
-
-  private checkOpen(): void {
-    if (this.closed) throw new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'tensor store is closed');
   }
 }
 
