@@ -1,10 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { connect } from 'nats';
 import { silentLogger, type Logger } from '@diffmesh/core';
 import { findBinary } from './find-binary.js';
+import { spawnServer, type ServerProcess } from './server-process.js';
 
 /** Options of {@link startNatsServer}. */
 export interface StartNatsServerOptions {
@@ -60,7 +61,6 @@ export class NatsServerNotFoundError extends Error {
 
 const FALLBACK_DIRS = ['/usr/sbin', '/usr/local/sbin', '/sbin'];
 const LISTENING = /Listening for client connections on (\S+):(\d+)\s*$/;
-const LOG_TAIL_LINES = 20;
 
 /** Finds the nats-server binary, or `undefined`. Names with a `/` are used as paths. */
 export async function findNatsServer(binary = 'nats-server'): Promise<string | undefined> {
@@ -95,22 +95,17 @@ export async function startNatsServer(opts: StartNatsServerOptions = {}): Promis
   if (opts.jetstream) args.push('-js', '-sd', storeDir!);
   args.push(...(opts.args ?? []));
 
-  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: opts.ownProcessGroup === true });
-  const tail: string[] = [];
-  const killOnExit = (): void => {
-    child.kill('SIGKILL');
-  };
-  process.once('exit', killOnExit);
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const server = spawnServer(binary, args, { name: 'nats-server', log, ...(opts.ownProcessGroup ? { ownProcessGroup: true } : {}) });
+  const { child, tail } = server;
   const cleanup = async (): Promise<void> => {
-    process.removeListener('exit', killOnExit);
+    server.release();
     if (tempDir) await rm(tempDir, { recursive: true, force: true }).catch(() => {});
   };
 
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
-      await terminate(child, exited, opts.stopGraceMs ?? 5000);
+      await server.terminate(opts.stopGraceMs ?? 5000);
       await cleanup();
       log.debug({ pid: child.pid }, 'nats-server stopped');
     })();
@@ -118,7 +113,7 @@ export async function startNatsServer(opts: StartNatsServerOptions = {}): Promis
   };
 
   try {
-    const listenPort = await waitForPort(child, tail, log, binary);
+    const listenPort = await waitForPort(server, binary);
     const connectHost = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
     const url = `nats://${connectHost.includes(':') ? `[${connectHost}]` : connectHost}:${listenPort}`;
     await waitForClient(url, child, tail, opts.readyTimeoutMs ?? 10_000);
@@ -131,31 +126,17 @@ export async function startNatsServer(opts: StartNatsServerOptions = {}): Promis
 }
 
 /** Reads the server's log until it says which port it listens on. */
-function waitForPort(child: ChildProcess, tail: string[], log: Logger, binary: string): Promise<number> {
+function waitForPort(server: ServerProcess, binary: string): Promise<number> {
+  const { child, tail } = server;
   return new Promise<number>((resolve, reject) => {
     let found = false;
-    const onLine = (line: string): void => {
-      tail.push(line);
-      if (tail.length > LOG_TAIL_LINES) tail.shift();
-      log.debug({ source: 'nats-server' }, line);
+    server.onLine((line) => {
       const m = LISTENING.exec(line);
       if (m && !found) {
         found = true;
         resolve(Number(m[2]));
       }
-    };
-    for (const stream of [child.stdout, child.stderr]) {
-      let buf = '';
-      stream?.setEncoding('utf8');
-      stream?.on('data', (chunk: string) => {
-        buf += chunk;
-        let nl: number;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          onLine(buf.slice(0, nl).replace(/\r$/, ''));
-          buf = buf.slice(nl + 1);
-        }
-      });
-    }
+    });
     child.once('error', (err: NodeJS.ErrnoException) => {
       if (found) return;
       found = true;
@@ -195,19 +176,4 @@ async function waitForClient(url: string, child: ChildProcess, tail: string[], t
   throw new Error(
     `nats-server at ${url} did not accept a client within ${timeoutMs} ms: ${(lastError as Error | undefined)?.message ?? 'timeout'}\n${tail.join('\n')}`,
   );
-}
-
-async function terminate(child: ChildProcess, exited: Promise<void>, graceMs: number): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
-  child.kill('SIGTERM');
-  let timer: NodeJS.Timeout | undefined;
-  const graceOver = new Promise<'timeout'>((r) => {
-    timer = setTimeout(() => r('timeout'), graceMs);
-  });
-  const result = await Promise.race([exited.then(() => 'exited' as const), graceOver]);
-  clearTimeout(timer);
-  if (result === 'timeout') {
-    child.kill('SIGKILL');
-    await exited;
-  }
 }

@@ -1,10 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { silentLogger, type Logger } from '@diffmesh/core';
 import { findBinary } from './find-binary.js';
+import { spawnServer } from './server-process.js';
 
 /** Options of {@link startRedisServer}. */
 export interface StartRedisServerOptions {
@@ -61,7 +62,6 @@ export class RedisServerNotFoundError extends Error {
 }
 
 const FALLBACK_DIRS = ['/usr/bin', '/usr/sbin', '/usr/local/bin', '/usr/local/sbin'];
-const LOG_TAIL_LINES = 20;
 /** Attempts at a free port: another process may take the one picked before redis binds it. */
 const PORT_ATTEMPTS = 5;
 
@@ -136,33 +136,13 @@ async function launch(
     ...(opts.password ? ['--requirepass', opts.password] : []),
     ...(opts.args ?? []),
   ];
-  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: opts.ownProcessGroup === true });
-  const tail: string[] = [];
-  const killOnExit = (): void => {
-    child.kill('SIGKILL');
-  };
-  process.once('exit', killOnExit);
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  for (const stream of [child.stdout, child.stderr]) {
-    let buf = '';
-    stream?.setEncoding('utf8');
-    stream?.on('data', (chunk: string) => {
-      buf += chunk;
-      let nl: number;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, nl).replace(/\r$/, '');
-        buf = buf.slice(nl + 1);
-        tail.push(line);
-        if (tail.length > LOG_TAIL_LINES) tail.shift();
-        log.debug({ source: 'redis-server' }, line);
-      }
-    });
-  }
+  const server = spawnServer(binary, args, { name: 'redis-server', log, ...(opts.ownProcessGroup ? { ownProcessGroup: true } : {}) });
+  const { child, tail } = server;
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
-      await terminate(child, exited, opts.stopGraceMs ?? 5000);
-      process.removeListener('exit', killOnExit);
+      await server.terminate(opts.stopGraceMs ?? 5000);
+      server.release();
       if (tempDir) await rm(tempDir, { recursive: true, force: true }).catch(() => undefined);
       log.debug({ pid: child.pid }, 'redis-server stopped');
     })();
@@ -171,8 +151,8 @@ async function launch(
   try {
     await waitForPong(host, port, opts.password, child, tail, opts.readyTimeoutMs ?? 10_000);
   } catch (err) {
-    await terminate(child, exited, 1000);
-    process.removeListener('exit', killOnExit);
+    await server.terminate(1000);
+    server.release();
     if (tail.some((l) => /Address already in use/i.test(l))) throw new PortTakenError(`port ${port} is taken`);
     throw err;
   }
@@ -250,19 +230,4 @@ function ping(host: string, port: number, password: string | undefined): Promise
       }
     });
   });
-}
-
-async function terminate(child: ChildProcess, exited: Promise<void>, graceMs: number): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
-  child.kill('SIGTERM');
-  let timer: NodeJS.Timeout | undefined;
-  const graceOver = new Promise<'timeout'>((r) => {
-    timer = setTimeout(() => r('timeout'), graceMs);
-  });
-  const result = await Promise.race([exited.then(() => 'exited' as const), graceOver]);
-  clearTimeout(timer);
-  if (result === 'timeout') {
-    child.kill('SIGKILL');
-    await exited;
-  }
 }
