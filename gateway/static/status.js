@@ -130,7 +130,13 @@
     clearTimeout(pollTimer);
     try {
       const status = await getJson('api/v1/status');
-      if (!needKey) showNotice('');
+      // An answer means the key (or none) is accepted: a 401 seen before it came from a
+      // request sent before the key was entered, so the notice and the model list are redone.
+      if (needKey) {
+        needKey = false;
+        loadModels();
+      }
+      showNotice('');
       render(status);
     } catch (err) {
       if (onAuthFailure(err)) return; // wait for a key
