@@ -67,6 +67,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<Embedded> {
     intraOpThreads: opts.intraOpThreads,
     interOpThreads: 1,
     ...(opts.executionProviders ? { executionProviders: opts.executionProviders } : {}),
+    log: opts.log,
   });
   const registry = await loadPlanRegistry(opts.plansFile, { directories: opts.modelDirectories ?? [] });
   // Model ids that name a directory (entries with `directory:` under an id of their own).

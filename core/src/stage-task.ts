@@ -63,8 +63,12 @@ export interface StageHandler {
   readonly stage: StageName;
   /** Models this handler can serve. */
   models(): string[];
-  /** Loads a model ahead of the first task (optional warm-up). */
-  warm?(model: string): Promise<void>;
+  /**
+   * Loads a model ahead of the first task. With `run`, also runs it once at its default size
+   * (zeros), so the first request does not pay for a GPU's shader compilation or first-run
+   * allocations.
+   */
+  warm?(model: string, opts?: { run?: boolean }): Promise<void>;
   execute(task: StageTask, ctx: StageContext): Promise<StageResult>;
   /** Releases model sessions. */
   close?(): Promise<void>;

@@ -13,6 +13,7 @@ export { INSTANCE_STAGES } from './types.js';
 export type {
   Discovery,
   DiscoveryEvent,
+  DownReason,
   DiscoveryListener,
   Instance,
   InstanceFilter,

@@ -229,7 +229,7 @@ export class ListenerSet {
 
   /** Calls one listener with a copy of the event, guarding it. */
   call(listener: DiscoveryListener, event: DiscoveryEvent): void {
-    const ev: DiscoveryEvent = { type: event.type, instance: cloneInstance(event.instance) };
+    const ev: DiscoveryEvent = { type: event.type, instance: cloneInstance(event.instance), ...(event.why ? { why: event.why } : {}) };
     try {
       const r = listener(ev);
       if (r && typeof r.then === 'function') {

@@ -77,7 +77,7 @@ export class MemoryDiscovery implements Discovery {
         if (this.entries.get(id) !== entry) return;
         this.entries.delete(id);
         this.log.debug({ instanceId: id }, 'instance unregistered');
-        this.listeners.emit({ type: 'down', instance: this.view(entry) });
+        this.listeners.emit({ type: 'down', instance: this.view(entry), why: 'unregistered' });
       },
     };
     this.owned.add(reg);

@@ -334,7 +334,7 @@ export class NatsDiscovery implements Discovery {
         if (e.misses >= this.missesBeforeDown) {
           this.known.delete(id);
           this.log.info({ instanceId: id, name: e.instance.name, misses: e.misses }, 'discovery: instance stopped answering');
-          this.listeners.emit({ type: 'down', instance: e.instance });
+          this.listeners.emit({ type: 'down', instance: e.instance, why: 'unanswered' });
         }
       }
     }
@@ -352,7 +352,7 @@ export class NatsDiscovery implements Discovery {
     if (prev && prev.serviceId !== s.serviceId) {
       // The same instance id re-registered (a restart): the old process is gone.
       this.known.delete(s.info.id);
-      this.listeners.emit({ type: 'down', instance: prev.instance });
+      this.listeners.emit({ type: 'down', instance: prev.instance, why: 'restarted' });
     } else if (prev) {
       prev.misses = 0;
       if (!sameJson(prev.instance, instance)) {
@@ -380,7 +380,7 @@ export class NatsDiscovery implements Discovery {
       if (e.serviceId !== n.id) continue;
       this.known.delete(id);
       this.log.info({ instanceId: id, name: e.instance.name }, 'discovery: instance unregistered');
-      this.listeners.emit({ type: 'down', instance: e.instance });
+      this.listeners.emit({ type: 'down', instance: e.instance, why: 'unregistered' });
     }
   }
 

@@ -104,7 +104,16 @@ export interface Instance extends InstanceInfo {
 export interface DiscoveryEvent {
   type: 'up' | 'down' | 'updated';
   instance: Instance;
+  /**
+   * Why an instance is `down`: it said goodbye (`unregistered`), its id was registered again by
+   * a new process (`restarted`), or it missed polls (`unanswered`: dead, cut off from NATS, or
+   * only too busy to answer in time — a caller with its own connection to it can tell which).
+   */
+  why?: DownReason;
 }
+
+/** Why an instance went `down` (see {@link DiscoveryEvent.why}). */
+export type DownReason = 'unregistered' | 'restarted' | 'unanswered';
 
 /** Receives {@link DiscoveryEvent}s. Exceptions (and rejections) are logged, never propagated. */
 export type DiscoveryListener = (event: DiscoveryEvent) => void | Promise<void>;

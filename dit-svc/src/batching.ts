@@ -19,14 +19,32 @@ export class MicroBatcher<I, O> {
     if (!Number.isInteger(maxBatch) || maxBatch < 1) throw new RangeError('maxBatch must be a positive integer');
   }
 
-  /** Queues `item`; resolves with its output. An aborted item is dropped if not yet running. */
+  /**
+   * Queues `item`; resolves with its output. An item whose signal aborts is answered with the
+   * abort reason at once: dropped if its batch has not started, left out of the answer if it
+   * has (the other items of that batch get theirs).
+   */
   submit(key: string, item: I, signal?: AbortSignal): Promise<O> {
     return new Promise<O>((resolve, reject) => {
       if (signal?.aborted) {
         reject(signal.reason);
         return;
       }
-      const entry: Pending<I, O> = { item, resolve, reject, signal };
+      let settled = false;
+      const onAbort = (): void => {
+        settled = true;
+        reject(signal?.reason);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      const settle =
+        <A extends unknown[]>(fn: (...a: A) => void) =>
+        (...a: A): void => {
+          signal?.removeEventListener('abort', onAbort);
+          if (settled) return;
+          settled = true;
+          fn(...a);
+        };
+      const entry: Pending<I, O> = { item, resolve: settle(resolve), reject: settle(reject), signal };
       const list = this.pending.get(key) ?? [];
       list.push(entry);
       this.pending.set(key, list);

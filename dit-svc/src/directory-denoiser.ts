@@ -11,7 +11,15 @@ import {
   type StageTask,
 } from '@diffmesh/core';
 import type { DiffusersLayout, GraphValue } from '@diffmesh/model-layout';
-import { feedTensor, floatOutput, ort, type ModelDirectory, type ModelRunObserver, type SessionCache } from '@diffmesh/stage-host';
+import {
+  feedTensor,
+  floatOutput,
+  ort,
+  type ModelDirectory,
+  type ModelRunObserver,
+  type ModelSession,
+  type SessionCache,
+} from '@diffmesh/stage-host';
 import { float32View, toBytes, type TensorStore } from '@diffmesh/tensor-client';
 import { MicroBatcher } from './batching.js';
 import { guidanceScaleEmbedding, latentImageIds, packLatents, unpackLatents } from './latent-packing.js';
@@ -43,7 +51,7 @@ interface Conditioning {
 
 /** One denoiser call of one request (a CFG request makes two per step). */
 interface StepItem {
-  session: () => Promise<ort.InferenceSession>;
+  session: () => Promise<ModelSession>;
   inputs: Map<string, GraphValue>;
   batched: Record<string, Item>;
   shared: Record<string, Item>;

@@ -1,6 +1,6 @@
 import { ATTR, Code, DiffmeshError, type ObjectRef, type StageResult, type StageTask } from '@diffmesh/core';
 import { sequenceOutputName, type TextEncoderSpec } from '@diffmesh/model-layout';
-import { feedTensor, floatOutput, type ModelDirectory, type SessionCache, type ort } from '@diffmesh/stage-host';
+import { feedTensor, floatOutput, type ModelDirectory, type ModelOutputs, type SessionCache } from '@diffmesh/stage-host';
 import { toBytes, type TensorStore } from '@diffmesh/tensor-client';
 import type { PromptTokenizer, TokenizedPrompt } from './tokenizers/index.js';
 
@@ -55,7 +55,7 @@ export async function encodeWithDirectory(
       if (e.truncated) warnings.push(truncationWarning(spec, i === 0 ? 'prompt' : 'negative_prompt', e));
     });
     signal.throwIfAborted();
-    const results = await runEncoder(deps, directory, spec, encoded, task.model);
+    const results = await runEncoder(deps, directory, spec, encoded, task.model, signal);
     const io = directory.io(spec.component);
     const seqName = sequenceOutputName(spec, io);
     const put = async (name: string, data: Float32Array, shape: number[]) => {
@@ -89,6 +89,7 @@ async function runEncoder(
   spec: TextEncoderSpec,
   encoded: TokenizedPrompt[],
   model: string,
+  signal: AbortSignal,
 ): Promise<EncoderOutputs[]> {
   const session = await directory.session(deps.sessions, spec.component);
   const idsInput = directory.input(spec.component, 'input_ids');
@@ -106,9 +107,9 @@ async function runEncoder(
         [group.length, L],
       ),
     };
-    const result: ort.InferenceSession.ReturnType = await deps.runModel(
+    const result: ModelOutputs = await deps.runModel(
       { [ATTR.model]: model, [ATTR.batchSize]: group.length, component: spec.component },
-      () => session.run(feeds),
+      () => session.run(feeds, { signal }),
     );
     group.forEach((_, b) => {
       const item: EncoderOutputs = {};

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ATTR, Code, DiffmeshError, type StageContext, type StageResult, type StageTask } from '@diffmesh/core';
-import { OnnxStage, ort, type LoadedManifest, type OnnxStageDeps } from '@diffmesh/stage-host';
+import { OnnxStage, ort, type LoadedManifest, type OnnxStageDeps, type ResolvedModel } from '@diffmesh/stage-host';
 import { toBytes } from '@diffmesh/tensor-client';
 import { encodeWithDirectory } from './directory-text-encoder.js';
 import { loadTokenizer, type PromptTokenizer } from './tokenizers/index.js';
@@ -33,16 +33,23 @@ export class TextEncodingStage extends OnnxStage {
     this.stage = opts.stage ?? 'text_encoding';
   }
 
-  override async warm(model: string): Promise<void> {
+  override async warm(model: string, opts: { run?: boolean } = {}): Promise<void> {
     const m = await this.deps.catalog.resolve(model);
     if (m.kind === 'directory') {
       const layout = m.directory.layout;
       const specs = layout.textEncoders.filter((t) => t.stage === this.stage);
-      await Promise.all([super.warm(model), ...specs.map((t) => this.dirTokenizer(layout.tokenizers[t.tokenizer] as string))]);
+      await Promise.all([super.warm(model, opts), ...specs.map((t) => this.dirTokenizer(layout.tokenizers[t.tokenizer] as string))]);
       return;
     }
     this.requireDefaultStage(model);
-    await Promise.all([super.warm(model), this.tokenizer(m.manifest)]);
+    await Promise.all([super.warm(model, opts), this.tokenizer(m.manifest)]);
+  }
+
+  /** The prompt and the negative prompt at the text length. */
+  protected override warmDims(m: ResolvedModel): Record<string, number> {
+    if (m.kind === 'manifest') return { batch: 2, length: m.manifest.manifest.text.maxLength };
+    const spec = m.directory.layout.textEncoders.find((t) => t.stage === this.stage);
+    return { batch: 2, sequence_length: spec?.maxLength ?? 77 };
   }
 
   /** Token ids of `text`, padded with the model's pad id or cut to its text length. */
@@ -83,7 +90,7 @@ export class TextEncodingStage extends OnnxStage {
     const session = await this.deps.sessions.get(m.file('textEncoder'));
     // One run encodes the prompt and the negative prompt together: batch size 2.
     const result = await this.runModel({ [ATTR.model]: task.model, [ATTR.batchSize]: 2 }, () =>
-      session.run({ input_ids: new ort.Tensor('int64', ids, [2, L]) }),
+      session.run({ input_ids: new ort.Tensor('int64', ids, [2, L]) }, { signal: ctx.signal, transfer: true }),
     );
     const hidden = result.last_hidden_state;
     const data = hidden.data as Float32Array;

@@ -1,5 +1,6 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { MemoryDiscovery, type InstanceRegistration } from '@diffmesh/discovery';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { MemoryDiscovery, NatsDiscovery, type InstanceRegistration } from '@diffmesh/discovery';
+import { startNatsServer, type RunningNatsServer } from '@diffmesh/testing';
 import { Fixtures, HeldInstance, end, gate, handler, log, newScheduler, outcome } from './fixtures/stages.js';
 import { followDiscovery } from './membership.js';
 
@@ -85,5 +86,45 @@ describe('an instance that leaves discovery while busy and comes back under the 
     expect(await outcome(s, (await s.submit({ model: 'm1', params: { prompt: 'x' } })).context.reqId)).toBe('completed');
     unfollow();
     await registered.stop();
+  });
+});
+
+describe('an instance that misses discovery polls while its dispatch stream is open', () => {
+  let nats: RunningNatsServer | undefined;
+  afterAll(async () => {
+    await nats?.stop();
+  });
+
+  it('stays in its pool and takes requests; one that says goodbye is retired at once', async () => {
+    nats ??= await startNatsServer();
+    const address = await fx.stageServer(handler(async () => ({ outputs: {} })));
+    const s = newScheduler();
+    const watcher = await NatsDiscovery.connect(nats.url, { pollIntervalMs: 200 });
+    const unfollow = followDiscovery(s, watcher, { log });
+    try {
+      // The stage's registration lives on a NATS connection of its own.
+      const registrar = await NatsDiscovery.connect(nats.url);
+      await registrar.register(registration(address));
+      await expect.poll(() => s.instances('enc').length, { timeout: 10_000 }).toBe(1);
+      const downs: string[] = [];
+      const off = watcher.subscribe((e) => void (e.type === 'down' && downs.push(e.why ?? '')), { replay: false });
+      // Its NATS connection goes away without a goodbye: polls go unanswered, gRPC is fine.
+      await registrar.connection.close();
+      await expect.poll(() => downs, { timeout: 10_000 }).toEqual(['unanswered']);
+      expect(s.instances('enc')).toHaveLength(1);
+      expect(await outcome(s, (await s.submit({ model: 'm1', params: { prompt: 'x' } })).context.reqId)).toBe('completed');
+      off();
+
+      // Registered again and then unregistered: retired, no new requests for its pool.
+      const again = await NatsDiscovery.connect(nats.url);
+      const reg = await again.register(registration(address));
+      await reg.stop();
+      await expect.poll(() => s.instances('enc').length, { timeout: 10_000 }).toBe(0);
+      await expect(s.submit({ model: 'm1', params: { prompt: 'y' } })).rejects.toThrow(/no healthy instance/);
+      await again.close();
+    } finally {
+      unfollow();
+      await watcher.close();
+    }
   });
 });

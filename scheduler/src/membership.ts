@@ -18,9 +18,19 @@ function isStage(stage: string): stage is StageName {
  * Keeps the scheduler's instances in step with discovery: every stage instance that comes
  * up gets a dispatch stream; one that goes down (or whose stream breaks) is removed, and
  * its running tasks are retried elsewhere. Returns a function that stops following.
+ *
+ * An instance that only missed discovery's polls while its dispatch stream is open stays:
+ * a process that is gone closes its connection (or stops answering the stream's keepalive
+ * pings within 15 s), while one whose main thread was busy for a couple of seconds is still
+ * there and still running its tasks. Dropping it would refuse its pool's requests (and
+ * restart its tasks) until the next poll.
  */
 export function followDiscovery(scheduler: Scheduler, discovery: Discovery, opts: MembershipOptions): () => void {
   const known = new Map<string, RemoteInstance>();
+  /** Instances whose dispatch stream is open and answered. */
+  const ready = new Set<RemoteInstance>();
+  /** Ids discovery reported down (missed polls) that were kept for their open stream. */
+  const unanswered = new Set<string>();
   const recheckMs = opts.recheckMs ?? 1000;
   // An instance another scheduler holds is tried again less often (it is taken over when
   // the holder goes away).
@@ -66,6 +76,7 @@ export function followDiscovery(scheduler: Scheduler, discovery: Discovery, opts
       ...(opts.tls ? { tls: opts.tls } : {}),
       exclusive: scheduler.requests.durable,
       onGone: (id) => {
+        ready.delete(remote);
         if (known.get(id) !== remote) return;
         known.delete(id);
         scheduler.removeInstance(id);
@@ -77,6 +88,8 @@ export function followDiscovery(scheduler: Scheduler, discovery: Discovery, opts
           recheck(id, heldRecheckMs);
           return;
         }
+        // Discovery already lost it, and now its stream broke too: it is gone.
+        if (unanswered.delete(id)) return;
         // The process may still be there (a transient break): look again shortly.
         recheck(id, recheckMs);
       },
@@ -89,6 +102,7 @@ export function followDiscovery(scheduler: Scheduler, discovery: Discovery, opts
     void remote.attached.then((how) => {
       if (how === 'lost' || (how === 'held' && !scheduler.requests.durable)) scheduler.removeForeignInstance(i.id);
       if (how !== 'ready' || known.get(i.id) !== remote || stopped) return;
+      if (!remote.isGone()) ready.add(remote);
       lost.delete(i.id);
       scheduler.removeForeignInstance(i.id);
       scheduler.addInstance(remote);
@@ -104,6 +118,7 @@ export function followDiscovery(scheduler: Scheduler, discovery: Discovery, opts
     const remote = known.get(id);
     if (!remote) return;
     known.delete(id);
+    ready.delete(remote);
     scheduler.retireInstance(id);
     // One that never became ready is not in the scheduler: close its stream here.
     void remote.attached.then((how) => {
@@ -114,8 +129,22 @@ export function followDiscovery(scheduler: Scheduler, discovery: Discovery, opts
 
   const unsubscribe = discovery.subscribe(
     (e) => {
-      if (e.type === 'down') remove(e.instance.id);
-      else add(e.instance);
+      if (e.type === 'down') {
+        const remote = known.get(e.instance.id);
+        if (e.why === 'unanswered' && remote && ready.has(remote) && !remote.isGone()) {
+          unanswered.add(e.instance.id);
+          opts.log.warn(
+            { instance: e.instance.id, pool: e.instance.pool },
+            'stage instance missed discovery polls but its dispatch stream is open; keeping it (the stream decides)',
+          );
+          return;
+        }
+        unanswered.delete(e.instance.id);
+        remove(e.instance.id);
+      } else {
+        unanswered.delete(e.instance.id);
+        add(e.instance);
+      }
     },
     { replay: true },
   );

@@ -8,8 +8,26 @@ export type { ModelCatalogOptions, ResolvedModel } from './model-catalog.js';
 export { ModelDirectory } from './model-directory.js';
 export { latentFrames, ModelManifestSchema, readModelManifest } from './model-manifest.js';
 export type { LoadedManifest, ModelManifest, ModelManifestInput } from './model-manifest.js';
-export { availableExecutionProviders, checkExecutionProviders, EXECUTION_PROVIDERS, ort, SessionCache } from './onnx-sessions.js';
-export type { ExecutionProvider, OrtOptions } from './onnx-sessions.js';
+export {
+  availableExecutionProviders,
+  checkExecutionProviders,
+  checkProviderNames,
+  EXECUTION_PROVIDERS,
+  GPU_PROVIDERS,
+  INSTALLABLE_PROVIDERS,
+  onnxruntimeBinDir,
+  providerStatuses,
+} from './execution-providers.js';
+export type { ExecutionProvider, InstallableProvider, ProviderStatus } from './execution-providers.js';
+export { ort, SessionCache } from './onnx-sessions.js';
+export type { ModelOutputs, ModelRunOptions, ModelSession, OrtOptions, SkippedProvider } from './onnx-sessions.js';
+export { OnnxRunner } from './onnx-runner.js';
+export type { RunnerState } from './onnx-runner.js';
+export type { ProviderChoice, WireSessionOptions } from './onnx-runner-protocol.js';
+export { isMissingF16, probeProvider } from './provider-probe.js';
+export type { ProviderProbe } from './provider-probe.js';
+export { InlineHost } from './session-host.js';
+export type { SessionHost } from './session-host.js';
 export { feedTensor, floatOutput } from './ort-tensors.js';
 export type { FeedType } from './ort-tensors.js';
 export { OnnxStage } from './onnx-stage.js';

@@ -8,7 +8,7 @@ import {
   type GraphValue,
   type OnnxComponentName,
 } from '@diffmesh/model-layout';
-import type { SessionCache, ort } from './onnx-sessions.js';
+import type { ModelSession, SessionCache } from './onnx-sessions.js';
 
 /**
  * A model directory in the diffusers/optimum ONNX layout, loaded by a stage: its layout (kind,
@@ -54,7 +54,7 @@ export class ModelDirectory {
   }
 
   /** The session of a component (one per process: the cache keys it by the file's real path). */
-  session(sessions: SessionCache, component: OnnxComponentName): Promise<ort.InferenceSession> {
+  session(sessions: SessionCache, component: OnnxComponentName): Promise<ModelSession> {
     const c = this.layout.components[component];
     if (!c) throw layoutError(this.layout.dir, `${component}/model.onnx`, 'missing');
     return sessions.get(c.model);

@@ -1,11 +1,20 @@
 import { realpath } from 'node:fs/promises';
-import { arch, platform } from 'node:os';
 import ort from 'onnxruntime-node';
-import { Code, DiffmeshError } from '@diffmesh/core';
-
-/** Execution providers a stage may ask onnxruntime for. */
-export const EXECUTION_PROVIDERS = ['cpu', 'cuda', 'tensorrt', 'coreml', 'dml', 'webgpu'] as const;
-export type ExecutionProvider = (typeof EXECUTION_PROVIDERS)[number];
+import { Code, DiffmeshError, silentLogger, type Logger } from '@diffmesh/core';
+import {
+  availableExecutionProviders,
+  checkExecutionProviders,
+  checkProviderNames,
+  GPU_PROVIDERS,
+  INSTALLABLE_PROVIDERS,
+  providerStatuses,
+  type ExecutionProvider,
+} from './execution-providers.js';
+import { OnnxRunner } from './onnx-runner.js';
+import type { LoadResult, ProviderChoice, WireSessionOptions, WireTensor, WireValueMetadata } from './onnx-runner-protocol.js';
+import { isMissingF16, probeProvider, type ProviderProbe } from './provider-probe.js';
+import { InlineHost, type SessionHost } from './session-host.js';
+import { firstLine } from './session-table.js';
 
 /** Threading and execution providers of onnxruntime sessions. */
 export interface OrtOptions {
@@ -14,42 +23,59 @@ export interface OrtOptions {
   /** Threads running independent operators; 0 = default. */
   interOpThreads: number;
   /**
-   * Execution providers in order of preference (onnxruntime falls back along the list, and to
-   * the CPU for operators a provider lacks). Default `['cpu']`.
+   * Execution providers in order of preference: a session is created with the first that
+   * loads it, and the next is tried when one fails (onnxruntime itself runs the operators a
+   * provider lacks on the CPU). Default `['cpu']`.
    */
   executionProviders?: readonly ExecutionProvider[];
+  /** Options of each provider, given to onnxruntime as they are (e.g. `webgpu: { validationMode: 'disabled' }`). */
+  providerOptions?: Partial<Record<ExecutionProvider, Record<string, unknown>>>;
+  /** Further session options (`graphOptimizationLevel`, `enableGraphCapture`, `freeDimensionOverrides`, `extra`, …). */
+  sessionOptions?: WireSessionOptions;
+  /**
+   * Runner threads per model file on the CPU, or per process for GPU providers (whose sessions
+   * share the device): runs of one model on different threads overlap. 0 runs models on the
+   * calling thread, which blocks it for each whole run: for measurements only. Default 1.
+   */
+  runnerThreads?: number;
+  /** Says which provider each session got. Default: silent. */
+  log?: Logger;
 }
 
-/** The execution providers this platform's onnxruntime-node build has (cpu, cuda, … ). */
-export function availableExecutionProviders(): string[] {
-  return ort.listSupportedBackends().map((b) => b.name);
+/** A model's outputs by name. */
+export type ModelOutputs = Record<string, ort.Tensor>;
+
+/** Options of one {@link ModelSession.run}. */
+export interface ModelRunOptions {
+  /**
+   * Aborting it drops a run that has not started and answers one that has with the abort
+   * reason at once (the thread finishes that run and discards it).
+   */
+  signal?: AbortSignal;
+  /**
+   * The feeds' buffers are the caller's to give away: they move to the runner thread instead
+   * of being copied (the caller's arrays are then empty). Default false.
+   */
+  transfer?: boolean;
 }
 
-/**
- * Checks that every provider asked for exists in this platform's onnxruntime-node build:
- * `coreml` only on macOS, `dml` only on Windows, `cuda`/`tensorrt` on Linux x64 and Windows.
- * Throws FAILED_PRECONDITION naming the provider and what the platform has.
- */
-export function checkExecutionProviders(providers: readonly string[]): void {
-  const available = availableExecutionProviders();
-  for (const p of providers) {
-    if (!(EXECUTION_PROVIDERS as readonly string[]).includes(p)) {
-      throw new DiffmeshError(
-        Code.INVALID_ARGUMENT,
-        'INVALID_PARAMETER',
-        `execution provider "${p}" is unknown (known: ${EXECUTION_PROVIDERS.join(', ')})`,
-        { metadata: { field: 'execution_providers' } },
-      );
-    }
-    if (!available.includes(p)) {
-      throw new DiffmeshError(
-        Code.FAILED_PRECONDITION,
-        'MODEL_LOAD_FAILED',
-        `execution provider "${p}" is not available in onnxruntime-node on ${platform()}/${arch()} (available: ${available.join(', ')})`,
-        { metadata: { field: 'execution_providers' } },
-      );
-    }
-  }
+/** A loaded ONNX model. Its runs happen off the caller's thread (unless `runnerThreads` is 0). */
+export interface ModelSession {
+  /** The model file's real path. */
+  readonly file: string;
+  /** The provider the session was created with. */
+  readonly provider: ExecutionProvider;
+  readonly inputNames: readonly string[];
+  readonly outputNames: readonly string[];
+  readonly inputMetadata: readonly WireValueMetadata[];
+  readonly outputMetadata: readonly WireValueMetadata[];
+  run(feeds: Record<string, ort.Tensor>, opts?: ModelRunOptions): Promise<ModelOutputs>;
+}
+
+/** A provider that could not take a model, and why. */
+export interface SkippedProvider {
+  provider: string;
+  error: string;
 }
 
 /**
@@ -58,22 +84,60 @@ export function checkExecutionProviders(providers: readonly string[]): void {
  * per request. Files are keyed by their real path, so a model reached through a symlink or
  * under two ids is loaded once. Sessions are created from the path, so external weights
  * (`model.onnx_data`) are read from beside the file.
+ *
+ * Sessions live in runner threads ({@link OnnxRunner}): onnxruntime-node's `run` blocks the
+ * thread it runs on for the whole model run, and the stage's main thread must keep answering
+ * gRPC, health checks, NATS and cancellations. On the CPU each file gets `runnerThreads`
+ * threads of its own (different models run at once); GPU sessions share `runnerThreads`
+ * threads per process, as they share the device.
+ *
+ * Providers are tried in the configured order, per session; each session says in the log
+ * which one it got and why the ones before it were skipped. A float16 graph is not put on a
+ * WebGPU adapter without `shader-f16`.
  */
 export class SessionCache {
-  private readonly sessions = new Map<string, Promise<ort.InferenceSession>>();
+  private readonly sessions = new Map<string, Promise<PooledSession>>();
+  private readonly lanes = new Map<string, SessionHost[]>();
+  private readonly probes = new Map<string, Promise<ProviderProbe>>();
   private readonly providers: readonly ExecutionProvider[];
+  private readonly installed: string[];
+  private readonly threads: number;
+  private readonly log: Logger;
 
   constructor(private readonly opts: OrtOptions = { intraOpThreads: 0, interOpThreads: 0 }) {
     this.providers = opts.executionProviders?.length ? opts.executionProviders : ['cpu'];
-    checkExecutionProviders(this.providers);
+    // Unknown names are refused; providers missing here are skipped in favour of the next,
+    // unless none is left.
+    this.installed = availableExecutionProviders();
+    checkProviderNames(this.providers);
+    if (!this.providers.some((p) => this.installed.includes(p))) checkExecutionProviders(this.providers);
+    this.threads = opts.runnerThreads ?? 1;
+    if (!Number.isInteger(this.threads) || this.threads < 0) {
+      throw new DiffmeshError(
+        Code.INVALID_ARGUMENT,
+        'INVALID_PARAMETER',
+        `runnerThreads: must be a whole number ≥ 0, got ${this.threads}`,
+        {
+          metadata: { field: 'runner_threads' },
+        },
+      );
+    }
+    this.log = opts.log ?? silentLogger();
   }
 
-  /** The execution providers sessions are created with. */
+  /** The execution providers sessions are created with, in order of preference. */
   get executionProviders(): readonly ExecutionProvider[] {
     return this.providers;
   }
 
-  async get(file: string): Promise<ort.InferenceSession> {
+  /** Runner threads started so far (0 when models run on the calling thread). */
+  get runnerCount(): number {
+    let n = 0;
+    for (const lane of this.lanes.values()) n += lane.filter((h) => h instanceof OnnxRunner).length;
+    return n;
+  }
+
+  async get(file: string): Promise<ModelSession> {
     const key = await realpath(file).catch(() => file);
     let s = this.sessions.get(key);
     if (!s) {
@@ -82,7 +146,13 @@ export class SessionCache {
       s.catch(() => this.sessions.delete(key));
       this.sessions.set(key, s);
     }
-    return s;
+    const session = await s;
+    // A runner thread that died took its sessions with it: load them again.
+    if (!session.usable) {
+      if (this.sessions.get(key) === s) this.sessions.delete(key);
+      return this.get(file);
+    }
+    return session;
   }
 
   /** Number of sessions created (or being created). */
@@ -90,35 +160,226 @@ export class SessionCache {
     return this.sessions.size;
   }
 
-  private async create(file: string): Promise<ort.InferenceSession> {
-    const options: ort.InferenceSession.SessionOptions = { graphOptimizationLevel: 'all' };
-    if (this.opts.intraOpThreads > 0) options.intraOpNumThreads = this.opts.intraOpThreads;
-    if (this.opts.interOpThreads > 0) options.interOpNumThreads = this.opts.interOpThreads;
-    if (this.providers.some((p) => p !== 'cpu')) options.executionProviders = [...this.providers];
-    try {
-      return await ort.InferenceSession.create(file, options);
-    } catch (err) {
-      const gpu = this.providers.filter((p) => p !== 'cpu');
-      const hint =
-        gpu.length > 0
-          ? ` with execution providers ${this.providers.join(', ')} (a GPU provider needs its runtime libraries, e.g. CUDA and cuDNN for cuda, installed where onnxruntime-node finds them)`
-          : '';
-      // UNAVAILABLE: this instance cannot run the model (a corrupt copy, missing GPU libraries);
-      // the task is retried elsewhere and the instance's breaker counts it.
+  /**
+   * Runs the probe graphs on every configured provider (once per process, in the thread that
+   * would run its sessions): whether it works here and whether float16 runs on it. A stage
+   * calls it at start and fails when no provider works.
+   */
+  probe(): Promise<ProviderProbe[]> {
+    return Promise.all(this.providers.map((p) => this.probeOf(p)));
+  }
+
+  /**
+   * Fails with FAILED_PRECONDITION when none of the configured providers works here, naming
+   * each and why (for CUDA/TensorRT, the missing files and libraries); logs the ones skipped.
+   * Returns the provider sessions will get first.
+   */
+  async checkStart(): Promise<ExecutionProvider> {
+    const probes = await this.probe();
+    const first = probes.find((p) => p.works);
+    for (const p of probes) {
+      if (p === first) break;
+      this.log.warn({ provider: p.provider, error: p.error }, `execution provider ${p.provider} does not work here; falling back`);
+    }
+    if (!first) {
       throw new DiffmeshError(
-        Code.UNAVAILABLE,
+        Code.FAILED_PRECONDITION,
         'MODEL_LOAD_FAILED',
-        `${file}: onnxruntime could not load the model${hint}: ${(err as Error).message}`,
-        { cause: err, metadata: { file } },
+        `no execution provider works here: ${probes.map((p) => `${p.provider}: ${p.error ?? 'unknown'}${missingOf(p.provider)}`).join('; ')}`,
+        { metadata: { field: 'execution_providers' } },
       );
     }
+    this.log.info({ provider: first.provider, ...(first.f16 === false ? { f16: false } : {}) }, `execution provider ${first.provider}`);
+    return first.provider as ExecutionProvider;
+  }
+
+  private probeOf(provider: ExecutionProvider): Promise<ProviderProbe> {
+    let p = this.probes.get(provider);
+    if (!p && !this.installed.includes(provider)) {
+      p = Promise.resolve({ provider, works: false, error: 'not installed here' });
+      this.probes.set(provider, p);
+    }
+    if (!p) {
+      p = probeProvider(this.hostsFor(provider, `probe:${provider}`)[0], this.choice(provider), this.sessionOptions());
+      this.probes.set(provider, p);
+    }
+    return p;
+  }
+
+  private choice(name: ExecutionProvider): ProviderChoice {
+    const options = this.opts.providerOptions?.[name];
+    return options ? { name, options } : { name };
+  }
+
+  private sessionOptions(): WireSessionOptions {
+    const options: WireSessionOptions = { graphOptimizationLevel: 'all', ...this.opts.sessionOptions };
+    if (this.opts.intraOpThreads > 0) options.intraOpNumThreads = this.opts.intraOpThreads;
+    if (this.opts.interOpThreads > 0) options.interOpNumThreads = this.opts.interOpThreads;
+    return options;
+  }
+
+  /**
+   * The hosts a session of `file` on `provider` lives in: GPU sessions share the process's
+   * device threads, CPU sessions get threads of their own per file.
+   */
+  private hostsFor(provider: ExecutionProvider, file: string): SessionHost[] {
+    const gpu = GPU_PROVIDERS.includes(provider);
+    const key = gpu ? `gpu:${provider}` : file.startsWith('probe:') ? 'probe:cpu' : `cpu:${file}`;
+    let lane = this.lanes.get(key)?.filter((h) => h.usable);
+    const want = Math.max(1, this.threads);
+    if (!lane || lane.length < want) {
+      const name = gpu ? provider : file.split('/').slice(-2).join('/');
+      lane = [...(lane ?? [])];
+      while (lane.length < want) lane.push(this.threads === 0 ? new InlineHost(name) : new OnnxRunner(`${name}#${lane.length + 1}`));
+      this.lanes.set(key, lane);
+    }
+    // A probe needs one host only.
+    return file.startsWith('probe:') ? lane.slice(0, 1) : lane;
+  }
+
+  private async create(file: string): Promise<PooledSession> {
+    const skipped: SkippedProvider[] = [];
+    const options = this.sessionOptions();
+    for (const provider of this.providers) {
+      if (!this.installed.includes(provider)) {
+        skipped.push({ provider, error: 'not installed here' });
+        continue;
+      }
+      const hosts = this.hostsFor(provider, file);
+      let first: LoadResult;
+      try {
+        first = await hosts[0].loadSession(file, this.choice(provider), options);
+      } catch (err) {
+        skipped.push({ provider, error: firstLine((err as Error)?.message ?? String(err)) });
+        continue;
+      }
+      // A float16 graph on an adapter without shader-f16 fails at its first run: not here.
+      if (provider === 'webgpu' && hasFloat16(first) && (await this.probeOf('webgpu')).f16 === false) {
+        await hosts[0].release(first.session).catch(() => undefined);
+        skipped.push({ provider, error: 'the graph takes or gives float16 and the WebGPU adapter has no shader-f16' });
+        continue;
+      }
+      try {
+        const rest = await Promise.all(hosts.slice(1).map((h) => h.loadSession(file, this.choice(provider), options)));
+        const copies = [{ host: hosts[0], result: first }, ...hosts.slice(1).map((host, i) => ({ host, result: rest[i] }))];
+        const session = new PooledSession(file, provider, copies);
+        for (const s of skipped)
+          this.log.warn({ file, provider: s.provider, error: s.error }, `execution provider ${s.provider} could not load the model`);
+        this.log.info(
+          { file, provider, runnerThreads: this.threads, ...(skipped.length ? { skipped: skipped.map((s) => s.provider) } : {}) },
+          `model session on ${provider}`,
+        );
+        return session;
+      } catch (err) {
+        await hosts[0].release(first.session).catch(() => undefined);
+        skipped.push({ provider, error: firstLine((err as Error)?.message ?? String(err)) });
+      }
+    }
+    const gpu = this.providers.some((p) => p !== 'cpu');
+    const why =
+      skipped.length === 1
+        ? `${skipped[0].error}${missingOf(skipped[0].provider)}`
+        : skipped.map((s) => `${s.provider}: ${s.error}${missingOf(s.provider)}`).join('; ');
+    // UNAVAILABLE: this instance cannot run the model (a corrupt copy, missing GPU libraries);
+    // the task is retried elsewhere and the instance's breaker counts it.
+    throw new DiffmeshError(
+      Code.UNAVAILABLE,
+      'MODEL_LOAD_FAILED',
+      `${file}: onnxruntime could not load the model${gpu ? ` with execution providers ${this.providers.join(', ')}` : ''}: ${why}`,
+      { metadata: { file } },
+    );
   }
 
   async close(): Promise<void> {
     const all = [...this.sessions.values()];
     this.sessions.clear();
     await Promise.all(all.map(async (p) => (await p.catch(() => undefined))?.release()));
+    const hosts = [...this.lanes.values()].flat();
+    this.lanes.clear();
+    await Promise.all(hosts.map((h) => h.close()));
   }
+}
+
+/** A session loaded in one or more hosts; each run goes to the least busy. */
+class PooledSession implements ModelSession {
+  readonly inputNames: readonly string[];
+  readonly outputNames: readonly string[];
+  readonly inputMetadata: readonly WireValueMetadata[];
+  readonly outputMetadata: readonly WireValueMetadata[];
+
+  constructor(
+    readonly file: string,
+    readonly provider: ExecutionProvider,
+    private readonly copies: Array<{ host: SessionHost; result: LoadResult }>,
+  ) {
+    const first = copies[0].result;
+    this.inputMetadata = first.inputMetadata;
+    this.outputMetadata = first.outputMetadata;
+    this.inputNames = first.inputMetadata.map((m) => m.name);
+    this.outputNames = first.outputMetadata.map((m) => m.name);
+  }
+
+  get usable(): boolean {
+    return this.copies.every((c) => c.host.usable);
+  }
+
+  async run(feeds: Record<string, ort.Tensor>, opts: ModelRunOptions = {}): Promise<ModelOutputs> {
+    let best = this.copies[0];
+    for (const c of this.copies) if (c.host.pendingRuns < best.host.pendingRuns) best = c;
+    const wire: Record<string, WireTensor> = {};
+    const transfer: ArrayBuffer[] = [];
+    for (const [name, t] of Object.entries(feeds)) {
+      const data = t.data as ArrayBufferView;
+      wire[name] = { type: t.type, dims: [...t.dims], data };
+      if (opts.transfer && data.buffer instanceof ArrayBuffer && !transfer.includes(data.buffer)) transfer.push(data.buffer);
+    }
+    let out: Record<string, WireTensor>;
+    try {
+      out = await best.host.run(best.result.session, wire, { ...(opts.signal ? { signal: opts.signal } : {}), transfer });
+    } catch (err) {
+      if (opts.signal?.aborted && err === opts.signal.reason) throw err;
+      throw runError(this, err);
+    }
+    const result: ModelOutputs = {};
+    for (const [name, t] of Object.entries(out)) result[name] = new ort.Tensor(t.type as 'float32', t.data as Float32Array, t.dims);
+    return result;
+  }
+
+  async release(): Promise<void> {
+    await Promise.all(this.copies.map((c) => c.host.release(c.result.session).catch(() => undefined)));
+  }
+}
+
+/** A failed run as the stage reports it: a float16 program on an adapter without f16 is the model's placement, not a bug. */
+function runError(session: PooledSession, err: unknown): unknown {
+  if (err instanceof DiffmeshError) return err;
+  const message = (err as Error)?.message ?? String(err);
+  if (isMissingF16(message)) {
+    return new DiffmeshError(
+      Code.FAILED_PRECONDITION,
+      'MODEL_LOAD_FAILED',
+      `${session.file}: the model runs float16 operators and the ${session.provider} adapter has no shader-f16: run it on another provider (e.g. --execution-providers ${session.provider},cpu) or a GPU with f16`,
+      { cause: err, metadata: { file: session.file } },
+    );
+  }
+  return err;
+}
+
+function hasFloat16(r: LoadResult): boolean {
+  return [...r.inputMetadata, ...r.outputMetadata].some((m) => m.type === 'float16');
+}
+
+/** For CUDA/TensorRT: the files and libraries this machine lacks, as a suffix of an error. */
+function missingOf(provider: string): string {
+  if (!(INSTALLABLE_PROVIDERS as readonly string[]).includes(provider)) return '';
+  const s = providerStatuses().find((x) => x.provider === provider);
+  if (!s) return '';
+  const parts: string[] = [];
+  if (s.missingFiles.length > 0)
+    parts.push(`provider files not installed (\`npx diffmesh gpu install ${provider}\`): ${s.missingFiles.join(', ')}`);
+  if (s.missingLibraries.length > 0)
+    parts.push(`missing libraries: ${s.missingLibraries.map((l) => `${l.soname} (${l.from})`).join(', ')}`);
+  return parts.length > 0 ? ` [${parts.join('; ')}]` : '';
 }
 
 export { ort };

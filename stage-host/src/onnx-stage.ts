@@ -8,11 +8,13 @@ import {
   type StageHandler,
   type StageResult,
   type StageTask,
+  type Logger,
 } from '@diffmesh/core';
 import type { ModelRunObserver } from './stage-metrics.js';
-import type { ModelCatalog } from './model-catalog.js';
+import type { ModelCatalog, ResolvedModel } from './model-catalog.js';
 import type { ModelManifest } from './model-manifest.js';
-import type { SessionCache } from './onnx-sessions.js';
+import type { ModelSession, SessionCache } from './onnx-sessions.js';
+import { runOnZeros } from './warm-up.js';
 import { stageComponents } from '@diffmesh/model-layout';
 import type { TensorStore } from '@diffmesh/tensor-client';
 
@@ -25,6 +27,8 @@ export interface OnnxStageDeps {
   models: string[];
   /** Observes model run times (and denoiser batch sizes); absent = not measured. */
   metrics?: ModelRunObserver;
+  /** Where warm-up runs are reported; absent = silent. */
+  log?: Logger;
 }
 
 /** Base of the stages that run one of a model's ONNX files. */
@@ -41,15 +45,40 @@ export abstract class OnnxStage implements StageHandler {
 
   /**
    * Loads the model ahead of the first task: the manifest's file, or for a model directory the
-   * whole directory's check and the sessions of the components this stage runs.
+   * whole directory's check and the sessions of the components this stage runs. With `run`,
+   * runs each once on zeros at the model's default size ({@link warmDims}), so a GPU compiles
+   * its shaders now rather than in the first request; a graph it cannot size is left cold
+   * (logged).
    */
-  async warm(model: string): Promise<void> {
+  async warm(model: string, opts: { run?: boolean } = {}): Promise<void> {
     const m = await this.deps.catalog.resolve(model);
+    const sessions: ModelSession[] = [];
     if (m.kind === 'manifest') {
-      await this.deps.sessions.get(m.manifest.file(this.modelFile));
-      return;
+      sessions.push(await this.deps.sessions.get(m.manifest.file(this.modelFile)));
+    } else {
+      for (const c of stageComponents(m.directory.layout, this.stage)) sessions.push(await m.directory.session(this.deps.sessions, c));
     }
-    for (const c of stageComponents(m.directory.layout, this.stage)) await m.directory.session(this.deps.sessions, c);
+    if (!opts.run) return;
+    const dims = this.warmDims(m);
+    for (const session of sessions) {
+      const started = performance.now();
+      const skipped = await runOnZeros(session, dims);
+      const log = this.deps.log;
+      if (skipped) log?.info({ model, file: session.file, why: skipped }, 'warm-up run skipped');
+      else
+        log?.info(
+          { model, file: session.file, provider: session.provider, ms: Math.round(performance.now() - started) },
+          'warm-up run done',
+        );
+    }
+  }
+
+  /**
+   * Sizes of the symbolic dimensions of this stage's graphs at the model's default size (and
+   * `batch`: the batch of a typical run), for the warm-up run. Default: batch 1 only.
+   */
+  protected warmDims(_model: ResolvedModel): Record<string, number> {
+    return { batch: 1 };
   }
 
   abstract execute(task: StageTask, ctx: StageContext): Promise<StageResult>;

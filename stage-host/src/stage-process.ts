@@ -31,7 +31,8 @@ import {
 import { createDiscovery, type Discovery, type Registration } from '@diffmesh/discovery';
 import { StageMetrics } from './stage-metrics.js';
 import { ModelCatalog } from './model-catalog.js';
-import { EXECUTION_PROVIDERS, SessionCache } from './onnx-sessions.js';
+import { EXECUTION_PROVIDERS } from './execution-providers.js';
+import { SessionCache } from './onnx-sessions.js';
 import { looksLikePath } from '@diffmesh/model-layout';
 import {
   DurableStores,
@@ -88,7 +89,31 @@ export const StageServiceConfigSchema = z.object({
     .min(1)
     .default(['cpu'])
     .describe(
-      'onnxruntime execution providers in order of preference: cpu, cuda, tensorrt, coreml, dml, webgpu (where the platform has them)',
+      'onnxruntime execution providers in order of preference, tried in turn for each model: cpu, cuda, tensorrt, coreml, dml, webgpu (e.g. cuda,cpu falls back to the CPU where CUDA does not load)',
+    ),
+  providerOptions: z
+    .partialRecord(z.enum(EXECUTION_PROVIDERS), z.record(z.string(), z.unknown()))
+    .default({})
+    .describe(
+      'options of each execution provider, given to onnxruntime as they are, e.g. {"webgpu":{"validationMode":"disabled"},"cuda":{"deviceId":1}}',
+    ),
+  graphOptimizationLevel: z
+    .enum(['disabled', 'basic', 'extended', 'layout', 'all'])
+    .default('all')
+    .describe('onnxruntime graph optimization level of every session'),
+  runnerThreads: z
+    .number()
+    .int()
+    .nonnegative()
+    .default(1)
+    .describe(
+      'threads that run models, per model file on the CPU and per process on a GPU; runs on different threads overlap (0 = on the main thread, which then answers nothing while a model runs: for measurements only)',
+    ),
+  warmup: z
+    .enum(['auto', 'on', 'off'])
+    .default('auto')
+    .describe(
+      'run each served model once at start at its default size, so the first request does not pay for shader compilation (auto = on GPU providers only)',
     ),
   natsUrl: z.string().default('').describe('NATS server for registration (empty = not registered)'),
   tensorAddress: z.string().default('').describe("this node's tensor-svc host:port (empty = in-process store)"),
@@ -143,6 +168,10 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       THREADS: 'threads',
       INTER_OP_THREADS: 'interOpThreads',
       EXECUTION_PROVIDERS: 'executionProviders',
+      PROVIDER_OPTIONS: 'providerOptions',
+      GRAPH_OPTIMIZATION_LEVEL: 'graphOptimizationLevel',
+      RUNNER_THREADS: 'runnerThreads',
+      WARMUP: 'warmup',
       STAGE: 'stage',
       NATS_URL: 'natsUrl',
       TENSOR_ADDRESS: 'tensorAddress',
@@ -170,6 +199,10 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       threads: 'threads',
       'inter-op-threads': 'interOpThreads',
       'execution-providers': 'executionProviders',
+      'provider-options': 'providerOptions',
+      'graph-optimization-level': 'graphOptimizationLevel',
+      'runner-threads': 'runnerThreads',
+      warmup: 'warmup',
       stage: 'stage',
       nats: 'natsUrl',
       tensor: 'tensorAddress',
@@ -235,6 +268,10 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
     intraOpThreads: config.threads,
     interOpThreads: config.interOpThreads,
     executionProviders: config.executionProviders,
+    providerOptions: config.providerOptions,
+    sessionOptions: { graphOptimizationLevel: config.graphOptimizationLevel },
+    runnerThreads: config.runnerThreads,
+    log,
   });
   const catalog = new ModelCatalog(config.modelsDirs, { directories: served.directories });
   // The handler's stage is known only once it exists; its model runs report through this proxy.
@@ -244,6 +281,7 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
     sessions,
     store,
     models: served.ids,
+    log,
     metrics: {
       modelRun: (seconds) => metrics?.modelRun(seconds),
       denoiseBatch: (size) => metrics?.denoiseBatch(size),
@@ -251,7 +289,10 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
   });
   metrics = new StageMetrics({ stage: handler.stage, pool: config.pool, processMetrics: metricsListen !== '' });
   try {
-    for (const model of served.ids) await handler.warm?.(model);
+    // A provider that cannot work here fails the start, naming what is missing.
+    const provider = await sessions.checkStart();
+    const warmRuns = config.warmup === 'on' || (config.warmup === 'auto' && provider !== 'cpu');
+    for (const model of served.ids) await handler.warm?.(model, { run: warmRuns });
   } catch (err) {
     await sessions.close();
     await store.close();

@@ -1,5 +1,14 @@
 import { ATTR, invalidParameter, type StageContext, type StageResult, type StageTask } from '@diffmesh/core';
-import { feedTensor, floatOutput, OnnxStage, ort, type ModelDirectory, type OnnxStageDeps } from '@diffmesh/stage-host';
+import {
+  feedTensor,
+  floatOutput,
+  latentFrames,
+  OnnxStage,
+  ort,
+  type ModelDirectory,
+  type OnnxStageDeps,
+  type ResolvedModel,
+} from '@diffmesh/stage-host';
 import { float32View } from '@diffmesh/tensor-client';
 import { tensorToFrames } from '@diffmesh/media';
 
@@ -17,6 +26,19 @@ export class VaeDecodingStage extends OnnxStage {
   readonly stage = 'vae_decoding' as const;
   protected readonly modelFile = 'vaeDecoder' as const;
 
+  /** One latent at the default size. */
+  protected override warmDims(m: ResolvedModel): Record<string, number> {
+    if (m.kind === 'manifest') {
+      const { manifest } = m.manifest;
+      const f = manifest.latent.spatialFactor;
+      const d = manifest.defaults;
+      return { batch: 1, frames: latentFrames(d.numFrames, manifest.latent.temporalFactor), height: d.height / f, width: d.width / f };
+    }
+    const layout = m.directory.layout;
+    const f = layout.vae.scaleFactor;
+    return { batch: 1, latent_height: layout.defaults.height / f, latent_width: layout.defaults.width / f };
+  }
+
   async execute(task: StageTask, ctx: StageContext): Promise<StageResult> {
     const m = await this.deps.catalog.resolve(task.model);
     const ref = task.inputs.latents;
@@ -25,11 +47,11 @@ export class VaeDecodingStage extends OnnxStage {
     ctx.signal.throwIfAborted();
     let sample: { data: Float32Array; dims: number[] };
     if (m.kind === 'directory') {
-      sample = await this.decodeDirectory(m.directory, float32View(data), ref.shape, task.model);
+      sample = await this.decodeDirectory(m.directory, float32View(data), ref.shape, task.model, ctx.signal);
     } else {
       const session = await this.deps.sessions.get(m.manifest.file('vaeDecoder'));
       const result = await this.runModel({ [ATTR.model]: task.model, [ATTR.batchSize]: ref.shape[0] ?? 1 }, () =>
-        session.run({ latent: new ort.Tensor('float32', float32View(data), ref.shape) }),
+        session.run({ latent: new ort.Tensor('float32', float32View(data), ref.shape) }, { signal: ctx.signal }),
       );
       sample = { data: result.sample.data as Float32Array, dims: [...result.sample.dims] };
     }
@@ -54,6 +76,7 @@ export class VaeDecodingStage extends OnnxStage {
     latents: Float32Array,
     shape: number[],
     model: string,
+    signal: AbortSignal,
   ): Promise<{ data: Float32Array; dims: number[] }> {
     const { scalingFactor, shiftFactor, latentChannels } = directory.layout.vae;
     if (shape.length !== 4 || shape[0] !== 1 || shape[1] !== latentChannels) {
@@ -63,7 +86,7 @@ export class VaeDecodingStage extends OnnxStage {
     const input = directory.input('vae_decoder', 'latent_sample');
     const session = await directory.session(this.deps.sessions, 'vae_decoder');
     const result = await this.runModel({ [ATTR.model]: model, [ATTR.batchSize]: 1 }, () =>
-      session.run({ latent_sample: feedTensor(input?.type ?? 'float32', z, shape) }),
+      session.run({ latent_sample: feedTensor(input?.type ?? 'float32', z, shape) }, { signal, transfer: true }),
     );
     const outName = directory.io('vae_decoder').outputs[0].name;
     const out = result[outName];

@@ -52,6 +52,13 @@ export interface AnalyticUnetOptions {
   withEncoderHiddenStates?: boolean;
   /** LCM-distilled UNets (config `time_cond_proj_dim`): adds the `timestep_cond` input [B, dim]. */
   timestepCondDim?: number;
+  /**
+   * Extra work per run, for models whose steps take as long as real ones: a chain of
+   * `products` [size × size] matrix products (each followed by tanh, 2·size³ FLOPs) started from
+   * the sample, whose mean is added to the output times zero — the prediction, and so the
+   * picture, stays the same; only the run takes longer. Default none.
+   */
+  extraWork?: { size: number; products: number };
   seed: number;
 }
 
@@ -135,6 +142,24 @@ export function unetMeaningSums(
     for (let p = 0; p < opts.timestepCondDim; p += 1) for (let c = 0; c < 4; c += 1) s[c] += timestepCond[p] * wtc[p * 4 + c];
   }
   return s;
+}
+
+/**
+ * A chain of matrix products that depends on `x` (so it cannot be folded away) and adds
+ * exactly zero: mean(tanh(… tanh(M₀·W)·W …)) · 0, with M₀ = W + mean(x)·0. W is a 64×64 block
+ * tiled to size × size, so the file stays small while the products are full size.
+ */
+function extraWork(g: GraphBuilder, x: string, work: { size: number; products: number }, seed: number): string {
+  const n = work.size;
+  const b = Math.min(64, n);
+  const reps = Math.ceil(n / b);
+  const block = g.weight('extra_work_block', new WeightRng(seed + 99).normals(b * b, 1 / Math.sqrt(n)), [b, b]);
+  const tiled = g.op('Tile', [block, g.i64([reps, reps])]);
+  const w = reps * b === n ? tiled : g.op('Slice', [tiled, g.i64([0, 0]), g.i64([n, n])]);
+  const fromX = g.op('Mul', [g.op('ReduceMean', [x], { keepdims: 0 }), g.f32(0, [])]);
+  let m = g.op('Add', [w, fromX]);
+  for (let k = 0; k < work.products; k += 1) m = g.op('Tanh', [g.op('MatMul', [m, w])]);
+  return g.op('Mul', [g.op('ReduceMean', [m], { keepdims: 0 }), g.f32(0, [])]);
 }
 
 function timestepElem(t: TimestepType): ElemType {
@@ -235,6 +260,7 @@ export function buildAnalyticUnetOnnx(opts: AnalyticUnetOptions): Uint8Array {
   if (opts.predictionType === 'epsilon') out = eps;
   else if (opts.predictionType === 'v_prediction') out = g.op('Sub', [g.op('Mul', [sa, eps]), g.op('Mul', [s1, x0])]);
   else out = g.op('Add', [x0, g.op('Mul', [eps, g.f32(0)])]);
+  if (opts.extraWork && opts.extraWork.products > 0) out = g.op('Add', [out, extraWork(g, x, opts.extraWork, opts.seed)]);
   g.output(castOut(g, out, opts.precision), 'out_sample', ft, ['batch_size', 4, 'height', 'width']);
   return g.build('diffmesh analytic UNet (test model): exact prediction for a known clean latent');
 }

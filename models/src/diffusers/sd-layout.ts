@@ -66,6 +66,12 @@ export interface SdDirOptions {
   timestepCondDim?: number;
   /** Weights of unet/ and text_encoder/ in `model.onnx_data` beside `model.onnx` (as for models > 2 GB). */
   externalData?: boolean;
+  /**
+   * Matrix products the UNet runs on top of its math (see {@link AnalyticUnetOptions.extraWork}),
+   * so a call takes seconds like a real UNet's while the picture stays the closed-form one.
+   * Default none.
+   */
+  extraWork?: { size: number; products: number };
   seed?: number;
 }
 
@@ -94,6 +100,7 @@ export function resolveSdOptions(o: SdDirOptions = {}): ResolvedSdOptions {
     withEncoderHiddenStates: o.withEncoderHiddenStates ?? true,
     timestepCondDim: o.timestepCondDim ?? 0,
     externalData: o.externalData ?? false,
+    extraWork: o.extraWork ?? { size: 0, products: 0 },
     seed: o.seed ?? 1234,
   };
 }
@@ -155,6 +162,7 @@ export class SdTestModel {
       schedule: this.schedulerConfig,
       withEncoderHiddenStates: o.withEncoderHiddenStates,
       ...(o.timestepCondDim ? { timestepCondDim: o.timestepCondDim } : {}),
+      ...(o.extraWork.products > 0 ? { extraWork: o.extraWork } : {}),
       seed: o.seed + 1,
     };
   }

@@ -56,6 +56,8 @@ export const TEST_MODEL_DIRS: Readonly<Record<string, Preset>> = Object.freeze({
     options: { scalingFactor: 0.5, timestepType: 'float32', scheduler: { _class_name: 'EulerDiscreteScheduler', use_karras_sigmas: true } },
   },
   'sd1-fp16': { layout: 'sd', options: { scalingFactor: 0.5, precision: 'fp16' } },
+  // A UNet call that takes seconds (on 2 cores, about 1.5 s): for what long model runs do to a stage.
+  'sd1-slow': { layout: 'sd', options: { scalingFactor: 0.5, extraWork: { size: 2048, products: 12 } } },
   'sd1-legacy-export': {
     layout: 'sd',
     options: {
@@ -89,14 +91,20 @@ export const TEST_MODEL_DIRS: Readonly<Record<string, Preset>> = Object.freeze({
   'broken-hidden-size-mismatch': { layout: 'broken', kind: 'hidden-size-mismatch' },
 });
 
+/** Changes to the named presets when building them. */
+export interface TestDirOverrides {
+  /** The extra UNet work of the presets that have some (`sd1-slow`): longer or shorter calls. */
+  extraWork?: { size: number; products: number };
+}
+
 /** Builds one named test directory into `dir` (replacing what is there). */
-export async function buildTestModelDir(name: string, dir: string): Promise<void> {
+export async function buildTestModelDir(name: string, dir: string, overrides: TestDirOverrides = {}): Promise<void> {
   const p = TEST_MODEL_DIRS[name];
   if (!p) throw new Error(`unknown test model directory "${name}" (known: ${Object.keys(TEST_MODEL_DIRS).join(', ')})`);
   await rm(dir, { recursive: true, force: true });
   switch (p.layout) {
     case 'sd':
-      await buildSdDir(dir, p.options);
+      await buildSdDir(dir, p.options.extraWork && overrides.extraWork ? { ...p.options, extraWork: overrides.extraWork } : p.options);
       return;
     case 'sdxl':
       await buildSdxlDir(dir, p.options);
@@ -113,12 +121,16 @@ export async function buildTestModelDir(name: string, dir: string): Promise<void
 }
 
 /** Builds named test directories (default: all) into `<outRoot>/<name>/`; returns their paths. */
-export async function buildTestModelDirs(outRoot: string, only?: readonly string[]): Promise<Record<string, string>> {
+export async function buildTestModelDirs(
+  outRoot: string,
+  only?: readonly string[],
+  overrides: TestDirOverrides = {},
+): Promise<Record<string, string>> {
   const names = only ?? Object.keys(TEST_MODEL_DIRS);
   const out: Record<string, string> = {};
   for (const name of names) {
     const dir = path.join(outRoot, name);
-    await buildTestModelDir(name, dir);
+    await buildTestModelDir(name, dir, overrides);
     out[name] = dir;
   }
   return out;
