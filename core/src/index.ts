@@ -38,6 +38,8 @@ export {
 } from './grpc/options.js';
 export type { TlsConfig, TlsFiles } from './grpc/options.js';
 export { GrpcServer } from './grpc/server.js';
+export { HealthChecker } from './grpc/health-client.js';
+export type { HealthStatus } from './grpc/health-client.js';
 export { REFLECTION_SERVICE_NAMES, ReflectionService, type ReflectionServiceOptions } from './grpc/reflection.js';
 export type { GrpcServerOptions, ServiceBinding } from './grpc/server.js';
 export {

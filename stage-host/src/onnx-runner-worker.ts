@@ -15,13 +15,19 @@ import { SessionTable } from './session-table.js';
 /** The URL of the module a runner thread starts from: this file's (compiled) JavaScript. */
 export const RUNNER_WORKER_URL: string = import.meta.url;
 
-if (!isMainThread && parentPort && isRunnerData(workerData)) serve(parentPort);
+if (!isMainThread && parentPort && isRunnerData(workerData)) {
+  serve(parentPort, new Int32Array((workerData as { inNative: SharedArrayBuffer }).inNative));
+}
 
 function isRunnerData(data: unknown): boolean {
   return typeof data === 'object' && data !== null && (data as Record<string, unknown>)[RUNNER_WORKER_MARK] === true;
 }
 
-function serve(port: MessagePort): void {
+/**
+ * @param inNative set to 1 while a request (a native load or run) is handled, so the main
+ * thread never stops this thread in the middle of one (onnxruntime-node would abort the process).
+ */
+function serve(port: MessagePort, inNative: Int32Array): void {
   const table = new SessionTable();
   // Messages are handled strictly one after another: a run blocks this thread anyway, and a
   // release must not overtake the run before it.
@@ -31,6 +37,7 @@ function serve(port: MessagePort): void {
   });
 
   async function handle(req: RunnerRequest): Promise<void> {
+    Atomics.store(inNative, 0, 1);
     try {
       switch (req.op) {
         case 'load':
@@ -49,6 +56,9 @@ function serve(port: MessagePort): void {
     } catch (err) {
       const e = err as Error | undefined;
       reply({ id: req.id, ok: false, error: { message: e?.message ?? String(err), name: e?.name ?? 'Error' } });
+    } finally {
+      Atomics.store(inNative, 0, 0);
+      Atomics.notify(inNative, 0);
     }
   }
 

@@ -17,6 +17,31 @@ import type { SessionHost } from './session-host.js';
 /** The phases of a runner thread. */
 export type RunnerState = 'STARTING' | 'RUNNING' | 'CLOSING' | 'CLOSED' | 'FAILED';
 
+/**
+ * The longest the process waits at exit for a runner thread's native call (a model run or a
+ * session load) to return. onnxruntime-node aborts the whole process (`terminate called after
+ * throwing an instance of 'Napi::Error'`) when a worker thread is torn down while its native
+ * call runs: the call returns into an environment that is going away and throws where nothing
+ * catches it. So the thread is only ever stopped between calls.
+ */
+const EXIT_WAIT_MS = 120_000;
+
+/** Runner threads alive in this process, with the flag each sets while in a native call. */
+const live = new Set<Int32Array>();
+let exitGuard = false;
+
+/** At exit, waits (blocking: 'exit' handlers cannot await) until no runner is inside a native call. */
+function installExitGuard(): void {
+  if (exitGuard) return;
+  exitGuard = true;
+  process.on('exit', () => {
+    const deadline = Date.now() + EXIT_WAIT_MS;
+    for (const flag of live) {
+      while (Atomics.load(flag, 0) === 1 && Date.now() < deadline) Atomics.wait(flag, 0, 1, Math.max(1, deadline - Date.now()));
+    }
+  });
+}
+
 type Pending = { resolve(v: unknown): void; reject(e: unknown): void };
 
 interface QueuedRun {
@@ -46,10 +71,14 @@ export class OnnxRunner implements SessionHost {
   private failure: Error | undefined;
   /** Runs queued or running: what a caller balancing several runners looks at. */
   private outstanding = 0;
+  /** 1 while the thread is inside a native call (set by the thread itself). */
+  private readonly inNative = new Int32Array(new SharedArrayBuffer(4));
 
   constructor(readonly name: string) {
+    installExitGuard();
+    live.add(this.inNative);
     this.worker = new Worker(new URL(runnerWorkerUrl()), {
-      workerData: { [RUNNER_WORKER_MARK]: true },
+      workerData: { [RUNNER_WORKER_MARK]: true, inNative: this.inNative.buffer },
       name: `onnx-runner ${name}`,
     });
     this.worker.on('online', () => this.transition(['STARTING'], 'RUNNING'));
@@ -115,7 +144,11 @@ export class OnnxRunner implements SessionHost {
     await this.request({ op: 'release', id: 0, session });
   }
 
-  /** Stops the thread (what it runs is abandoned). Idempotent. */
+  /**
+   * Stops the thread: runs waiting fail with UNAVAILABLE at once, and a run in progress is
+   * abandoned (its caller is answered now), but the thread itself is stopped only once that
+   * native call has returned (see {@link EXIT_WAIT_MS}). Idempotent.
+   */
   async close(): Promise<void> {
     if (this.state === 'CLOSED' || this.state === 'CLOSING') return;
     this.transition(['STARTING', 'RUNNING', 'FAILED'], 'CLOSING');
@@ -123,7 +156,9 @@ export class OnnxRunner implements SessionHost {
     for (const q of this.queue.splice(0)) q.reject(err);
     for (const p of this.pending.values()) p.reject(err);
     this.pending.clear();
+    while (Atomics.load(this.inNative, 0) === 1) await new Promise((resolve) => setTimeout(resolve, 20));
     await this.worker.terminate();
+    live.delete(this.inNative);
     this.state = 'CLOSED';
   }
 
@@ -185,6 +220,7 @@ export class OnnxRunner implements SessionHost {
 
   private fail(err: Error): void {
     if (this.state === 'CLOSING' || this.state === 'CLOSED') return;
+    live.delete(this.inNative);
     this.state = 'FAILED';
     this.failure = err;
     const e = this.gone();

@@ -290,10 +290,13 @@ export class SessionCache {
     );
   }
 
+  /**
+   * Stops every runner thread (runs still waiting fail with UNAVAILABLE; one in progress is
+   * abandoned, not waited for) and frees the sessions with them.
+   */
   async close(): Promise<void> {
-    const all = [...this.sessions.values()];
     this.sessions.clear();
-    await Promise.all(all.map(async (p) => (await p.catch(() => undefined))?.release()));
+    this.probes.clear();
     const hosts = [...this.lanes.values()].flat();
     this.lanes.clear();
     await Promise.all(hosts.map((h) => h.close()));
@@ -343,10 +346,6 @@ class PooledSession implements ModelSession {
     const result: ModelOutputs = {};
     for (const [name, t] of Object.entries(out)) result[name] = new ort.Tensor(t.type as 'float32', t.data as Float32Array, t.dims);
     return result;
-  }
-
-  async release(): Promise<void> {
-    await Promise.all(this.copies.map((c) => c.host.release(c.result.session).catch(() => undefined)));
   }
 }
 

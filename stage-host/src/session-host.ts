@@ -54,7 +54,7 @@ export class InlineHost implements SessionHost {
     return this.table.release(session);
   }
 
-  async close(): Promise<void> {
-    // Sessions are released one by one by their owner; nothing else to stop.
+  close(): Promise<void> {
+    return this.table.close();
   }
 }

@@ -54,6 +54,13 @@ export class SessionTable {
     this.sessions.delete(id);
     await session?.release();
   }
+
+  /** Releases every session. */
+  async close(): Promise<void> {
+    const all = [...this.sessions.values()];
+    this.sessions.clear();
+    await Promise.all(all.map((s) => s.release().catch(() => undefined)));
+  }
 }
 
 function metadata(m: ort.InferenceSession.ValueMetadata): WireValueMetadata {
