@@ -10,6 +10,7 @@ import { formatQueueBackends, runQueueBackends } from './queues.js';
 import { formatModelDirTimings, runModelDirTimings } from './model-dirs.js';
 import { formatTensorBench, runTensorBench } from './tensor.js';
 import { formatCrossNodeBench, runCrossNodeBench } from './cross-node.js';
+import { formatLongRuns, runLongRuns } from './long-runs.js';
 
 /** Options every section may read. */
 export interface BenchOptions {
@@ -59,6 +60,12 @@ export const SECTIONS: BenchSection[] = [
     name: 'mesh-vs-embedded',
     description: '(c) one tiny-shapes request through the mesh of processes vs embedded in one process',
     run: async (o) => formatMeshVsEmbedded(await runMeshVsEmbedded(o.reps ?? 31)),
+  },
+  {
+    name: 'long-runs',
+    description:
+      'a UNet call of seconds (sd1-slow, ~4 s a call): event-loop delay, gRPC health latency and cancel time of the dit-svc, models on its main thread vs in a runner thread',
+    run: async (o) => formatLongRuns(await runLongRuns(o.reps !== undefined ? { steps: o.reps } : {})),
   },
   {
     name: 'model-dirs',

@@ -98,7 +98,9 @@ export class Dispatcher {
     this.unsubscribe.push(store.onQueue((pool) => this.schedule(pool)));
     this.unsubscribe.push(store.onChange((c) => this.changed(c)));
     const leaseMs = this.opts.limits.leaseMs ?? 0;
-    if (store.durable && leaseMs > 0) {
+    // Every store leases with an expiry (the memory store too), so every store is renewed: a task
+    // that runs longer than one lease is not handed out a second time while it runs.
+    if (leaseMs > 0) {
       this.renewTimer = setInterval(() => this.renewAll(), Math.max(50, Math.floor(leaseMs / 3)));
       this.renewTimer.unref();
     }

@@ -543,3 +543,23 @@ describe('drain (memory store)', async () => {
     expect(end.type === 'failed' && end.error.message).toMatch(/shut down before the request finished/);
   });
 });
+
+describe('tasks longer than a lease (memory store)', () => {
+  it('run once: the lease is renewed while the task runs, not handed out again', async () => {
+    const s = newScheduler({ leaseMs: 300, maxAttempts: 3 });
+    const held = new HeldInstance('enc-1');
+    const other = new HeldInstance('enc-2');
+    s.addInstance(held);
+    s.addInstance(other);
+    const reqId = (await s.submit({ model: 'm1', params: { prompt: 'x' } })).context.reqId;
+    await expect.poll(() => held.tasks.length + other.tasks.length).toBe(1);
+    // Four leases long.
+    await new Promise((r) => setTimeout(r, 1200));
+    expect(held.tasks.length + other.tasks.length).toBe(1);
+    (held.tasks.length === 1 ? held : other).finish(0);
+    const e = await lastEvent(s, reqId);
+    expect(e.type).toBe('completed');
+    expect((await s.get(reqId)).timings[0]?.attempts).toBe(1);
+    await s.stop();
+  });
+});
