@@ -4,7 +4,7 @@ import { fluxPipelineSigmas } from './flow-match-euler-scheduler.js';
 import { loadPortCases, pattern, PatternNoise, portModel, ulpDiff } from './test-support.js';
 
 /**
- * Every case of reference/expected.json, which reference/diffusers_port.py computed by porting
+ * Every case of test-reference/expected.json, which test-reference/diffusers_port.py computed by porting
  * the diffusers scheduler code (and the pipeline glue) to numpy, with torch float32 arithmetic
  * as np.float32. Each case runs the pipeline loop with a stand-in model (0.25·x + c) and compares
  * the timesteps, initial noise scale and every intermediate sample.

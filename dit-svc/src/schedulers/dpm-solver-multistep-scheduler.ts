@@ -1,3 +1,7 @@
+// Follows diffusers (https://github.com/huggingface/diffusers, Apache License 2.0, Copyright The
+// HuggingFace Team and the authors named there): scheduling_dpmsolver_multistep.py (DPMSolverMultistepScheduler),
+// 2025 releases (0.3x). Rewritten in TypeScript by the diffmesh authors, with the same float32
+// arithmetic; see NOTICE.
 import type { ConfigReader } from './config.js';
 import { invalidOption, unsupported } from './errors.js';
 import { readEulerAlphas } from './euler-discrete-scheduler.js';

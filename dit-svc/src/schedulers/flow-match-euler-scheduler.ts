@@ -1,3 +1,7 @@
+// Follows diffusers (https://github.com/huggingface/diffusers, Apache License 2.0, Copyright The
+// HuggingFace Team and the authors named there): scheduling_flow_match_euler_discrete.py (FlowMatchEulerDiscreteScheduler) and FluxPipeline's calculate_shift,
+// 2025 releases (0.3x). Rewritten in TypeScript by the diffmesh authors, with the same float32
+// arithmetic; see NOTICE.
 import type { ConfigReader } from './config.js';
 import { invalidField, invalidOption } from './errors.js';
 import { img2imgStart } from './img2img-start.js';

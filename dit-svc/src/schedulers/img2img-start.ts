@@ -1,3 +1,7 @@
+// Follows diffusers (https://github.com/huggingface/diffusers, Apache License 2.0, Copyright The
+// HuggingFace Team and the authors named there): the img2img pipelines' get_timesteps (StableDiffusionImg2ImgPipeline, SD3/Flux img2img),
+// 2025 releases (0.3x). Rewritten in TypeScript by the diffmesh authors, with the same float32
+// arithmetic; see NOTICE.
 import { invalidOption } from './errors.js';
 
 /**

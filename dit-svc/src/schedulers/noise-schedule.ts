@@ -1,3 +1,7 @@
+// Follows diffusers (https://github.com/huggingface/diffusers, Apache License 2.0, Copyright The
+// HuggingFace Team and the authors named there): the β/ᾱ schedules and timestep spacings shared by its scheduling_*.py files,
+// 2025 releases (0.3x). Rewritten in TypeScript by the diffmesh authors, with the same float32
+// arithmetic; see NOTICE.
 import type { ConfigReader } from './config.js';
 import { invalidField } from './errors.js';
 import { cumprodF32, f, npInterpIndex, npLinspace, roundHalfEven, torchLinspaceF32 } from './numeric.js';

@@ -1,5 +1,5 @@
 /**
- * Deterministic inputs shared by the scheduler tests and by `reference/diffusers_port.py`
+ * Deterministic inputs shared by the scheduler tests and by `test-reference/diffusers_port.py`
  * (the same formulas, so both sides see identical float32 values).
  */
 import { readFileSync } from 'node:fs';
@@ -69,9 +69,9 @@ export interface PortCase {
   trajectory: number[][];
 }
 
-/** The cases `reference/diffusers_port.py` computed (reference/expected.json). */
+/** The cases `test-reference/diffusers_port.py` computed (test-reference/expected.json). */
 export function loadPortCases(): { size: number; cases: PortCase[] } {
-  const text = readFileSync(new URL('./reference/expected.json', import.meta.url), 'utf8');
+  const text = readFileSync(new URL('../../test-reference/expected.json', import.meta.url), 'utf8');
   return JSON.parse(text) as { size: number; cases: PortCase[] };
 }
 

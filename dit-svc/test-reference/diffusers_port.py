@@ -1,4 +1,11 @@
 #!/usr/bin/env python3
+# Derived from diffusers (https://github.com/huggingface/diffusers), Apache License 2.0,
+# Copyright The HuggingFace Team and the authors named in its scheduler files: the code paths of
+# src/diffusers/schedulers/scheduling_{ddim,pndm,euler_discrete,euler_ancestral_discrete,
+# dpmsolver_multistep,lcm,flow_match_euler_discrete}.py and the pipeline functions listed below,
+# as of the 2025 releases (0.3x). Modified by the diffmesh authors: ported to numpy (torch float32
+# emulated), cut to what the tests compare, and wrapped in the case list that writes expected.json.
+# It is a test tool: it does not ship with the services (see NOTICE).
 """
 Reference values for the scheduler tests: a line-by-line numpy port of the diffusers
 scheduler code paths (src/diffusers/schedulers/scheduling_*.py, 2025 versions) and of the
