@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { Command, CommanderError, Option } from 'commander';
 import { Code, createLogger, DiffmeshError, invalidParameter, type GenerationParams, type LogLevel } from '@diffmesh/core';
 import { defaultModelsRoot } from '@diffmesh/models';
@@ -12,6 +14,7 @@ import { modelArgument } from './model-argument.js';
 import { EXECUTION_PROVIDERS, type ExecutionProvider } from '@diffmesh/stage-host';
 import { connectScheduler, generateRemote } from './remote.js';
 import { cancelRemote, parseReqId, submitRemote, watchRemote } from './requests.js';
+import { runGpuAdapter, runGpuCheck, runGpuInstall } from './gpu.js';
 
 /** Flags whose names differ from the API field they set (for error messages). */
 const FLAG_OF_FIELD: Record<string, string> = {
@@ -229,6 +232,35 @@ export async function main(argv: string[]): Promise<number> {
     .option('--json', 'print JSON')
     .action(async (flags: { nats?: string; json?: boolean }) => {
       code = await runStatus(flags);
+    });
+
+  const gpu = program.command('gpu').description('GPU execution providers: what this machine has, and the opt-in CUDA/TensorRT install');
+  gpu
+    .command('check')
+    .description(
+      'list the execution providers onnxruntime-node has here, whether each loads and runs (and runs float16), the files and libraries CUDA/TensorRT lack, and the WebGPU adapter',
+    )
+    .option('--json', 'print the report as JSON')
+    .option('--require <list>', 'exit 1 unless these providers work here, e.g. webgpu or cuda')
+    .action(async (flags: { json?: boolean; require?: string }) => {
+      code = await runGpuCheck(cliPath(), flags);
+    });
+  gpu
+    .command('install')
+    .description(
+      "install a GPU provider's files into onnxruntime-node with its own installer (from NuGet; needs network access), or from a downloaded .nupkg",
+    )
+    .argument('<provider>', "cuda or tensorrt (both come in onnxruntime-node 1.30's CUDA 12 package)")
+    .option('--from <file.nupkg>', 'the NuGet package, already downloaded (Microsoft.ML.OnnxRuntime.Gpu.Linux of the same version)')
+    .action(async (provider: string, flags: { from?: string }) => {
+      code = await runGpuInstall(provider, flags);
+    });
+  gpu
+    .command('adapter')
+    .description('print the WebGPU adapter Dawn finds here: vendor, architecture, shader-f16 (needs the optional package "webgpu")')
+    .option('--json', 'print JSON')
+    .action(async (flags: { json?: boolean }) => {
+      code = await runGpuAdapter(flags);
     });
 
   try {
@@ -538,4 +570,10 @@ function parseNumber(raw: string, field: string): number {
   const n = Number(raw);
   if (raw.trim() === '' || !Number.isFinite(n)) throw invalidParameter(field, `expected a number, got "${raw}"`);
   return n;
+}
+
+/** This command's script (for `gpu check`'s child process): the package's bin, or what this process runs. */
+function cliPath(): string {
+  const bin = fileURLToPath(new URL('../bin/diffmesh.js', import.meta.url));
+  return existsSync(bin) ? bin : (process.argv[1] ?? bin);
 }

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildSdDir } from '@diffmesh/models';
-import { DiffmeshError } from '@diffmesh/core';
-import { ort, SessionCache } from '@diffmesh/stage-host';
+import { DiffmeshError, silentLogger, type Logger } from '@diffmesh/core';
+import { availableExecutionProviders, ort, SessionCache } from '@diffmesh/stage-host';
 
 // Model runs and the thread that called them, with a UNet whose call takes about a second
 // (sd1-slow's extra matrix products): the caller's event loop keeps turning while it runs.
@@ -102,6 +102,31 @@ describe('runner threads', () => {
       const outs = await Promise.all([session.run(feeds()), session.run(feeds())]);
       expect(sessions.runnerCount).toBe(2);
       expect(Array.from(outs[0].out_sample.data as Float32Array)).toEqual(Array.from(outs[1].out_sample.data as Float32Array));
+    } finally {
+      await sessions.close();
+    }
+  });
+
+  it('try the providers in the order given and say which one each session got', async () => {
+    const lines: Array<{ level: string; msg: string; fields: Record<string, unknown> }> = [];
+    const record = (level: string) => (fields: Record<string, unknown>, msg: string) => lines.push({ level, msg, fields });
+    const log = { ...silentLogger(), info: record('info'), warn: record('warn') } as unknown as Logger;
+    // CUDA is not installed on these machines: the sessions fall back to the CPU, and say so.
+    const cudaHere = availableExecutionProviders().includes('cuda');
+    const sessions = new SessionCache({ intraOpThreads: 1, interOpThreads: 1, executionProviders: ['cuda', 'cpu'], log });
+    try {
+      const session = await sessions.get(unet);
+      expect(session.provider).toBe(cudaHere ? 'cuda' : 'cpu');
+      expect(lines).toContainEqual(expect.objectContaining({ level: 'info', msg: `model session on ${session.provider}` }));
+      if (!cudaHere) {
+        expect(lines).toContainEqual(
+          expect.objectContaining({
+            level: 'warn',
+            msg: 'execution provider cuda could not load the model',
+            fields: expect.objectContaining({ error: 'not installed here' }),
+          }),
+        );
+      }
     } finally {
       await sessions.close();
     }

@@ -125,7 +125,10 @@ export function checkExecutionProviders(providers: readonly string[]): void {
   for (const p of providers) {
     if (!available.includes(p as ExecutionProvider)) {
       const status = statuses.find((s) => s.provider === p);
-      const hint = status ? `; install it with \`npx diffmesh gpu install ${p}\` (missing: ${status.missingFiles.join(', ')})` : '';
+      const libs = status?.missingLibraries.length
+        ? `; this machine also lacks ${status.missingLibraries.map((l) => `${l.soname} (${l.from})`).join(', ')}`
+        : '';
+      const hint = status ? `; install it with \`npx diffmesh gpu install ${p}\` (missing: ${status.missingFiles.join(', ')})${libs}` : '';
       throw new DiffmeshError(
         Code.FAILED_PRECONDITION,
         'MODEL_LOAD_FAILED',

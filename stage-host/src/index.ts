@@ -24,6 +24,8 @@ export type { ModelOutputs, ModelRunOptions, ModelSession, OrtOptions, SkippedPr
 export { OnnxRunner } from './onnx-runner.js';
 export type { RunnerState } from './onnx-runner.js';
 export type { ProviderChoice, WireSessionOptions } from './onnx-runner-protocol.js';
+export { installProvider, providerInstallPlan } from './provider-install.js';
+export type { ProviderInstallPlan } from './provider-install.js';
 export { isMissingF16, probeProvider } from './provider-probe.js';
 export type { ProviderProbe } from './provider-probe.js';
 export { InlineHost } from './session-host.js';

@@ -2,13 +2,13 @@ import { mkdtemp, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DiffmeshError } from '@diffmesh/core';
+import { DiffmeshError, silentLogger } from '@diffmesh/core';
 import { ModelCatalog } from './model-catalog.js';
-import { availableExecutionProviders, checkExecutionProviders } from './execution-providers.js';
+import { availableExecutionProviders, checkExecutionProviders, providerStatuses } from './execution-providers.js';
 import { SessionCache } from './onnx-sessions.js';
 import { float16Bits, float16Value, fromFloat16, toFloat16 } from '@diffmesh/tensor-client';
 import { feedTensor, floatOutput } from './ort-tensors.js';
-import { servedModels, servedStage } from './stage-process.js';
+import { servedModels, servedStage, StageServiceConfigSchema, startStageService } from './stage-process.js';
 
 let root: string;
 beforeAll(async () => {
@@ -114,4 +114,26 @@ describe('model ids', () => {
       'stage: this service serves text_encoding or text_encoding_2, not "denoising"',
     );
   });
+});
+
+describe('a stage asked for a GPU provider this machine lacks', () => {
+  const cuda = providerStatuses().find((s) => s.provider === 'cuda');
+  it.runIf(cuda !== undefined && !cuda.installed)(
+    'fails at start naming the files and libraries it lacks and the install step',
+    async () => {
+      const err = await startStageService({
+        name: 'dit-svc',
+        version: '0.1.0',
+        config: StageServiceConfigSchema.parse({ pool: 'gpu', modelsDirs: [root], executionProviders: ['cuda'] }),
+        log: silentLogger(),
+        createHandler: () => ({ stage: 'denoising', models: () => [], execute: () => Promise.resolve({ outputs: {} }) }),
+      }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(DiffmeshError);
+      const message = (err as DiffmeshError).message;
+      expect(message).toMatch(/execution provider "cuda" is not available/);
+      expect(message).toMatch(/npx diffmesh gpu install cuda/);
+      expect(message).toMatch(/libonnxruntime_providers_cuda\.so/);
+      for (const l of cuda?.missingLibraries ?? []) expect(message).toContain(l.soname);
+    },
+  );
 });

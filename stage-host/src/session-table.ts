@@ -67,7 +67,13 @@ function metadata(m: ort.InferenceSession.ValueMetadata): WireValueMetadata {
   return m.isTensor ? { name: m.name, isTensor: true, type: m.type, shape: [...m.shape] } : { name: m.name, isTensor: false };
 }
 
-/** onnxruntime's messages carry a source path and a long tail; the first line says what failed. */
+/**
+ * onnxruntime's messages carry a source path, the failed C++ condition and a long tail; what
+ * failed is the first line, after the condition (`… == Success was false. Failed to get a
+ * WebGPU adapter: No supported adapters`).
+ */
 export function firstLine(message: string): string {
-  return message.split('\n')[0].trim();
+  const line = message.split('\n')[0].trim();
+  const cut = line.lastIndexOf(' was false. ');
+  return cut >= 0 ? line.slice(cut + ' was false. '.length) : line.replace(/^\/onnxruntime_src\/\S+ /, '');
 }
