@@ -196,6 +196,12 @@ export async function main(argv: string[]): Promise<number> {
     )
     .addOption(new Option('--threads <n>', 'onnxruntime threads per service').env('DIFFMESH_THREADS').default('1'))
     .addOption(
+      new Option(
+        '--execution-providers <spec>',
+        'onnxruntime execution providers of the stage pools, in order of preference: a list for all (webgpu,cpu), or TARGET=LIST;… by pool or service (dit=webgpu,cpu;vae=webgpu,cpu)',
+      ).env('DIFFMESH_EXECUTION_PROVIDERS'),
+    )
+    .addOption(
       new Option('--queue <backend>', 'where the schedulers keep requests and queues: memory, sqlite, redis or jetstream')
         .env('DIFFMESH_QUEUE')
         .default('sqlite'),

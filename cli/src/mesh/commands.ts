@@ -3,7 +3,7 @@ import { NatsServerNotFoundError, RedisServerNotFoundError } from '@diffmesh/tes
 import { createDiscovery, type Instance } from '@diffmesh/discovery';
 import { createLogger, type LogLevel, redactUri } from '@diffmesh/core';
 import { modelArgument } from '../model-argument.js';
-import { startLocalMesh, type ReplicaService } from './local-mesh.js';
+import { parseProviderSpec, startLocalMesh, type ReplicaService } from './local-mesh.js';
 import { clearState, readState, writeState, type MeshState } from './state.js';
 
 /** The flags of `diffmesh up`, as commander parses them. */
@@ -22,6 +22,7 @@ export interface UpFlags {
   tensorBackend: string;
   tensorDurable?: string;
   s3Endpoint?: string;
+  executionProviders?: string;
 }
 
 /** Short names `--replicas` takes for each service. */
@@ -108,6 +109,13 @@ export async function runUp(flags: UpFlags): Promise<number> {
     );
     return 2;
   }
+  let executionProviders: Record<string, string[]>;
+  try {
+    executionProviders = parseProviderSpec(flags.executionProviders ?? '');
+  } catch (err) {
+    process.stderr.write(`diffmesh: ${(err as Error).message}\n`);
+    return 2;
+  }
   const tensor = tensorStoreArgs(flags);
   if (typeof tensor === 'string') {
     process.stderr.write(`diffmesh: ${tensor}\n`);
@@ -158,6 +166,7 @@ export async function runUp(flags: UpFlags): Promise<number> {
       models,
       modelDirectories,
       threads,
+      ...(Object.keys(executionProviders).length > 0 ? { executionProviders } : {}),
       log,
       queue,
       ...(flags.queueUrl ? { queueUrl: flags.queueUrl } : {}),

@@ -17,6 +17,7 @@ import {
   type SupervisorEvent,
 } from '@diffmesh/testing';
 import { type Logger, type StageName } from '@diffmesh/core';
+import { EXECUTION_PROVIDERS } from '@diffmesh/stage-host';
 
 /** One stage service process to run. */
 export interface StageProcessSpec {
@@ -53,6 +54,12 @@ export interface LocalMeshOptions {
   extraStages?: StageProcessSpec[];
   /** onnxruntime threads per service. */
   threads?: number;
+  /**
+   * onnxruntime execution providers of the stage processes, in order of preference, by pool
+   * name, by service (`dit-svc`, or `dit`), or `*` for the rest, e.g.
+   * `{ dit: ['webgpu', 'cpu'] }` (see {@link parseProviderSpec}). Default: the CPU everywhere.
+   */
+  executionProviders?: Record<string, string[]>;
   /** Node id of every process (default `local-<pid>`, unique per mesh on this machine). */
   nodeId?: string;
   /**
@@ -352,6 +359,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
           (spec.modelsDirs ?? opts.modelsDirs).join(','),
           ...(spec.lazy ? [] : ['--models', spec.models.join(',')]),
           ...(spec.stage ? ['--stage', spec.stage] : []),
+          ...providerArgs(opts.executionProviders, spec),
           ...(opts.stageArgs ?? []),
           ...(spec.args ?? []),
         ],
@@ -499,4 +507,52 @@ export function waitForInstance(discovery: Discovery, id: string, timeoutMs: num
     );
     if (done) unsubscribe();
   });
+}
+
+/** Short names a provider spec may use for a service. */
+const SERVICE_SHORT: Record<StageProcessSpec['service'], string> = { 'encoder-svc': 'encoder', 'dit-svc': 'dit', 'vae-svc': 'vae' };
+
+/** `--execution-providers` of one stage process: its pool's entry, else its service's, else `*`. */
+function providerArgs(providers: Record<string, string[]> | undefined, spec: StageProcessSpec): string[] {
+  if (!providers) return [];
+  const list = providers[spec.pool] ?? providers[spec.service] ?? providers[SERVICE_SHORT[spec.service]] ?? providers['*'];
+  return list && list.length > 0 ? ['--execution-providers', list.join(',')] : [];
+}
+
+/**
+ * Parses `up`'s `--execution-providers`: a list for every stage (`webgpu,cpu`), or entries
+ * `TARGET=LIST` separated by `;` where TARGET is a pool, a service (`dit`, `dit-svc`, `encoder`,
+ * `vae`) or `*` (`dit=webgpu,cpu;vae=webgpu,cpu`). Throws a message naming the flag.
+ */
+export function parseProviderSpec(text: string): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  const list = (v: string): string[] =>
+    v
+      .split(',')
+      .map((p) => p.trim())
+      .filter(Boolean);
+  const trimmed = text.trim();
+  if (trimmed === '') return out;
+  if (!trimmed.includes('=')) {
+    out['*'] = list(trimmed);
+  } else {
+    for (const part of trimmed
+      .split(';')
+      .map((p) => p.trim())
+      .filter(Boolean)) {
+      const eq = part.indexOf('=');
+      if (eq <= 0) throw new Error(`execution providers: expected TARGET=LIST[;TARGET=LIST…], got "${part}" (--execution-providers)`);
+      out[part.slice(0, eq).trim()] = list(part.slice(eq + 1));
+    }
+  }
+  for (const [target, providers] of Object.entries(out)) {
+    if (providers.length === 0) throw new Error(`execution providers: no provider given for ${target} (--execution-providers)`);
+    const unknown = providers.filter((p) => !(EXECUTION_PROVIDERS as readonly string[]).includes(p));
+    if (unknown.length > 0) {
+      throw new Error(
+        `execution providers: unknown ${unknown.map((u) => `"${u}"`).join(', ')} for ${target} (known: ${EXECUTION_PROVIDERS.join(', ')}) (--execution-providers)`,
+      );
+    }
+  }
+  return out;
 }
