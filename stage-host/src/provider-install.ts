@@ -129,8 +129,13 @@ function extractFrom(file: string, plan: ProviderInstallPlan, log: (line: string
 function runOrtInstaller(plan: ProviderInstallPlan, log: (line: string) => void): Promise<void> {
   const dir = ortPackageDir();
   return new Promise((resolve, reject) => {
+    // The installer reads its environment before its arguments: an ONNXRUNTIME_NODE_INSTALL=skip
+    // left set (as images set it for `npm ci`) would make it do nothing.
+    const env: NodeJS.ProcessEnv = { ...process.env, ONNXRUNTIME_NODE_INSTALL: plan.manifest };
+    delete env.npm_config_onnxruntime_node_install;
     const child = spawn(process.execPath, [path.join(dir, 'script', 'install.js'), `--onnxruntime-node-install=${plan.manifest}`], {
       cwd: dir,
+      env,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const errors: string[] = [];
@@ -141,8 +146,19 @@ function runOrtInstaller(plan: ProviderInstallPlan, log: (line: string) => void)
     child.stderr.on('data', (c: Buffer) => errors.push(...c.toString().split('\n').filter(Boolean)));
     child.on('error', reject);
     child.on('exit', (code) => {
-      if (code === 0) {
+      const absent = plan.files.filter((f) => !existsSync(f.target));
+      if (code === 0 && absent.length === 0) {
         resolve();
+        return;
+      }
+      if (code === 0) {
+        reject(
+          new DiffmeshError(
+            Code.FAILED_PRECONDITION,
+            'MODEL_LOAD_FAILED',
+            `onnxruntime-node's installer ended without putting ${absent.map((f) => path.basename(f.target)).join(', ')} in place`,
+          ),
+        );
         return;
       }
       const why = errors.find((l) => /Error:/.test(l)) ?? errors.at(-1) ?? `exit code ${code}`;

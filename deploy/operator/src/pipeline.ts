@@ -66,6 +66,9 @@ export interface StageSpec {
   capacity?: number;
   threads?: number;
   maxBatch?: number;
+  executionProviders?: string[];
+  providerOptions?: Record<string, Record<string, unknown>>;
+  runnerThreads?: number;
   version?: string;
   versionRange?: string;
   image?: { repository?: string; tag?: string };
