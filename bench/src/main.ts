@@ -11,6 +11,7 @@ import { formatModelDirTimings, runModelDirTimings } from './model-dirs.js';
 import { formatTensorBench, runTensorBench } from './tensor.js';
 import { formatCrossNodeBench, runCrossNodeBench } from './cross-node.js';
 import { formatLongRuns, runLongRuns } from './long-runs.js';
+import { formatGpuBench, runGpuBench } from './gpu.js';
 
 /** Options every section may read. */
 export interface BenchOptions {
@@ -18,6 +19,10 @@ export interface BenchOptions {
   reps?: number;
   /** Transfer size in MiB, for sections that move bytes. */
   sizeMiB?: number;
+  /** gpu: `full` (PixArt-α's 28 blocks) or `small` (2 blocks). */
+  ditSize?: 'full' | 'small';
+  /** gpu: the output folder of ../shared/gpu/torch_dit_reference.py. */
+  torchDir?: string;
 }
 
 /** One named benchmark. */
@@ -68,6 +73,19 @@ export const SECTIONS: BenchSection[] = [
     run: async (o) => formatLongRuns(await runLongRuns(o.reps !== undefined ? { steps: o.reps } : {})),
   },
   {
+    name: 'gpu',
+    description:
+      'the PixArt-α-sized DiT (project builder, fp32; fp16 from --torch-dir) per execution provider at batch 1/2/4/8, and synthetic-dit-image 512×512 end to end, embedded and through a mesh',
+    run: async (o) =>
+      formatGpuBench(
+        await runGpuBench({
+          ...(o.ditSize ? { size: o.ditSize } : {}),
+          ...(o.reps !== undefined ? { reps: o.reps } : {}),
+          ...(o.torchDir ? { torchDir: o.torchDir } : {}),
+        }),
+      ),
+  },
+  {
     name: 'model-dirs',
     description: 'time per denoising step of each test model directory (diffusers/optimum ONNX layout), embedded',
     run: async (o) => formatModelDirTimings(await runModelDirTimings(o.reps ?? 15)),
@@ -89,7 +107,16 @@ function parseArgs(argv: string[]): { names: string[]; opts: BenchOptions; list:
     if (flag === '--list') list = true;
     else if (flag === '--reps') opts.reps = Math.round(value());
     else if (flag === '--size-mib') opts.sizeMiB = value();
-    else if (flag.startsWith('--')) throw new Error(`unknown option ${flag} (known: --list, --reps, --size-mib)`);
+    else if (flag === '--dit-size') {
+      const v = inline ?? argv[++i];
+      if (v !== 'full' && v !== 'small') throw new Error('--dit-size takes full or small');
+      opts.ditSize = v;
+    } else if (flag === '--torch-dir') {
+      const v = inline ?? argv[++i];
+      if (!v) throw new Error('--torch-dir needs a folder');
+      opts.torchDir = v;
+    } else if (flag.startsWith('--'))
+      throw new Error(`unknown option ${flag} (known: --list, --reps, --size-mib, --dit-size, --torch-dir)`);
     else names.push(a);
   }
   return { names, opts, list };

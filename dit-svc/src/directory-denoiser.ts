@@ -87,7 +87,8 @@ const SAMPLE_INPUT = { unet: 'sample', transformer: 'hidden_states' } as const;
  * the kind's own conditioning: SDXL's concatenated hidden states, pooled `text_embeds` and
  * `time_ids`; FLUX's 2×2 packed latents, `img_ids`, `txt_ids`, `guidance` and σ as timestep;
  * SD3's joint CLIP/T5 rows and pooled projections. Concurrent requests of the same shape at the
- * same timestep share one model run (the CFG pair always does).
+ * same timestep share one model run (the CFG pair always does); where the graph takes a timestep per
+ * batch item (FLUX exports), requests at different steps share runs too.
  */
 export class DirectoryDenoiser {
   private readonly batcher: MicroBatcher<StepItem, StepOutput>;
@@ -144,6 +145,9 @@ export class DirectoryDenoiser {
     // An export with a fixed batch of 1 runs each item alone (the CFG pair included).
     const batchedNames = new Set([sampleName, ...Object.keys(cond.cond)]);
     const staticBatch = [...inputs.values()].some((v) => batchedNames.has(v.name) && typeof v.shape?.[0] === 'number' && v.shape[0] === 1);
+    // A graph whose timestep runs along the batch axis takes one per item: requests at
+    // different steps share a run. Otherwise only requests at the same timestep do.
+    const timestepPerItem = perItemTimestep(inputs);
     const total = scheduler.timesteps.length;
     // A retried task goes on from its last checkpoint: latent, noise stream and scheduler state.
     const fingerprint = runFingerprint(task, { directory: layout.kind, image: imageLatents !== undefined });
@@ -166,9 +170,9 @@ export class DirectoryDenoiser {
         timestep,
         output,
       });
-      const key = `${denoiser.model}|${sampleDims.join('x')}|${JSON.stringify(Object.values(cond.cond).map((c) => c.dims))}|${timestep}${
-        staticBatch ? `|${task.reqId}` : ''
-      }`;
+      const key = `${denoiser.model}|${sampleDims.join('x')}|${JSON.stringify(Object.values(cond.cond).map((c) => c.dims))}|${
+        timestepPerItem ? 'per-item' : timestep
+      }${staticBatch ? `|${task.reqId}` : ''}`;
       await withSpan(
         SPAN.modelRun,
         { [ATTR.stage]: 'denoising', [ATTR.model]: task.model, [ATTR.step]: i + 1, [ATTR.stepCount]: total },
@@ -323,9 +327,12 @@ export class DirectoryDenoiser {
         // Rank 0 (current optimum UNets), or [1] broadcast over the batch (older exports, `steps`);
         // a graph whose timestep shares the latent's batch axis (FLUX exports) gets one per item.
         const rank = v.shape?.length ?? 0;
-        const perItem = rank === 1 && typeof v.shape?.[0] === 'string' && v.shape[0] === batchAxis(first.inputs);
-        feeds.timestep = perItem
-          ? feedTensor(type, new Array<number>(n).fill(first.timestep), [n])
+        feeds.timestep = perItemTimestep(first.inputs)
+          ? feedTensor(
+              type,
+              items.map((it) => it.timestep),
+              [n],
+            )
           : feedTensor(type, [first.timestep], rank === 0 ? [] : [1]);
       } else if (name in first.batched) {
         const dims = first.batched[name].dims;
@@ -350,6 +357,13 @@ export class DirectoryDenoiser {
     const size = out.length / n;
     return items.map((_, b) => ({ out: out.slice(b * size, (b + 1) * size), batchSize: n, run }));
   }
+}
+
+/** True when the graph's timestep is a vector along the latent's batch axis: one timestep per item. */
+function perItemTimestep(inputs: Map<string, GraphValue>): boolean {
+  const v = inputs.get('timestep');
+  const rank = v?.shape?.length ?? 0;
+  return rank === 1 && typeof v?.shape?.[0] === 'string' && v.shape[0] === batchAxis(inputs);
 }
 
 /** The symbolic batch axis of the denoiser's latent input (`batch_size`), if it has one. */

@@ -15,8 +15,11 @@ export {
   buildSyntheticDit,
   buildSyntheticDitImage,
   buildSyntheticDitVideo,
+  syntheticDenoiserGraph,
   syntheticDitManifest,
 } from './builders/synthetic-dit.js';
+export { buildPixArtDit, PIXART_ALPHA_SHAPE } from './builders/pixart-dit.js';
+export type { PixArtDitModel, PixArtDitShape } from './builders/pixart-dit.js';
 export type { SyntheticDitConfig } from './builders/synthetic-dit.js';
 export { buildTinyShapes } from './builders/tiny-shapes.js';
 export { GraphBuilder, WeightRng } from './onnx/graph.js';

@@ -35,6 +35,12 @@ export class SessionTable {
     const outputs: Record<string, WireTensor> = {};
     const transfer: ArrayBuffer[] = [];
     for (const [name, t] of Object.entries(out)) {
+      // A GPU-resident output (`preferredOutputLocation: 'gpu-buffer'`) must never be read here:
+      // onnxruntime-node cannot download one, and its attempt throws a C++ exception nothing
+      // catches, which aborts the whole process. diffmesh asks for CPU outputs; refuse anything else.
+      if (t.location !== 'cpu' && t.location !== 'cpu-pinned') {
+        throw new Error(`output "${name}" is on the device (${t.location}); onnxruntime-node cannot copy it to the CPU`);
+      }
       const data = t.data as ArrayBufferView;
       outputs[name] = { type: t.type, dims: [...t.dims], data };
       if (

@@ -172,6 +172,13 @@ function buildTextEncoder(cfg: SyntheticDitConfig, vocabSize: number): Uint8Arra
 // Denoiser: sample [B, C, F, h, w], timestep [B], encoder_hidden_states [B, L, Dt] → out
 
 function buildDenoiser(cfg: SyntheticDitConfig): Uint8Array {
+  const what = cfg.prediction === 'flow' ? 'velocity' : 'noise';
+  const { depth, hidden: D } = cfg.dit;
+  return syntheticDenoiserGraph(cfg).build(`${cfg.name} denoiser: DiT, ${depth} blocks × ${D} wide, predicts ${what} (random weights)`);
+}
+
+/** The denoiser's graph (see {@link buildSyntheticDit}), for builders that serialise it themselves. */
+export function syntheticDenoiserGraph(cfg: SyntheticDitConfig): GraphBuilder {
   const C = cfg.latentChannels;
   const { hidden: D, depth, heads, mlpRatio, patch: P, timestepDim } = cfg.dit;
   const Dt = cfg.text.hidden;
@@ -235,8 +242,7 @@ function buildDenoiser(cfg: SyntheticDitConfig): Uint8Array {
   const grid = g.op('Reshape', [outPatches, shapeConcat(g, [B, F, Hp, Wp, C, P, P])]);
   const out = g.op('Reshape', [g.op('Transpose', [grid], { perm: [0, 4, 1, 2, 5, 3, 6] }), shp]);
   g.output(out, 'out', 'float32', ['batch', C, 'frames', 'height', 'width']);
-  const what = cfg.prediction === 'flow' ? 'velocity' : 'noise';
-  return g.build(`${cfg.name} denoiser: DiT, ${depth} blocks × ${D} wide, predicts ${what} (random weights)`);
+  return g;
 }
 
 /**

@@ -123,7 +123,8 @@ export function buildAnalyticFluxOnnx(opts: AnalyticFluxOptions): Uint8Array {
   const hs = g.input('hidden_states', ft, ['batch_size', 'packed_height_width', FLUX_PACKED_CHANNELS]);
   const ehs = g.input('encoder_hidden_states', ft, ['batch_size', 'sequence_length', opts.t5Dim]);
   const pooled = g.input('pooled_projections', ft, ['batch_size', opts.pooledDim]);
-  const timestep = g.input('timestep', ft, ['step']);
+  // Along the batch axis, as FLUX transformer exports take it (one σ per item).
+  const timestep = g.input('timestep', ft, ['batch_size']);
   const txtIds = g.input('txt_ids', ft, ['sequence_length', 3]);
   const imgIds = g.input('img_ids', ft, ['packed_height_width', 3]);
   const guidance = opts.guidanceEmbeds ? g.input('guidance', ft, ['batch_size']) : undefined;

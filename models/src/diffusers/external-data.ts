@@ -1,4 +1,5 @@
 import onnxProto from 'onnx-proto';
+import { moveToExternalData } from '../onnx/graph.js';
 
 const { onnx } = onnxProto;
 
@@ -14,25 +15,8 @@ const { onnx } = onnxProto;
  */
 export function toExternalData(model: Uint8Array, location = 'model.onnx_data', minBytes = 256): { model: Uint8Array; data: Uint8Array } {
   const m = onnx.ModelProto.decode(model);
-  const chunks: Uint8Array[] = [];
-  let offset = 0;
-  for (const t of m.graph?.initializer ?? []) {
-    const raw = t.rawData;
-    if (!raw || raw.length < minBytes) continue;
-    const pad = (4096 - (offset % 4096)) % 4096;
-    if (pad > 0) chunks.push(new Uint8Array(pad));
-    offset += pad;
-    chunks.push(raw.slice());
-    t.externalData = [
-      new onnx.StringStringEntryProto({ key: 'location', value: location }),
-      new onnx.StringStringEntryProto({ key: 'offset', value: String(offset) }),
-      new onnx.StringStringEntryProto({ key: 'length', value: String(raw.length) }),
-    ];
-    t.dataLocation = onnx.TensorProto.DataLocation.EXTERNAL;
-    t.rawData = new Uint8Array(0);
-    offset += raw.length;
-  }
-  const data = new Uint8Array(offset);
+  const chunks = moveToExternalData(m.graph?.initializer ?? [], location, minBytes);
+  const data = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
   let at = 0;
   for (const c of chunks) {
     data.set(c, at);

@@ -1,0 +1,380 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startEmbedded, startLocalMesh } from '@diffmesh/cli';
+import { schedulerStub } from '@diffmesh/client';
+import { paramsToWire, silentLogger, type GenerationParams } from '@diffmesh/core';
+import { buildPixArtDit, defaultModelsRoot, PIXART_ALPHA_SHAPE, type PixArtDitShape } from '@diffmesh/models';
+import type { GenerateResponse__Output } from '@diffmesh/protos';
+import { ort, providerStatuses, SessionCache, type ExecutionProvider, type ModelSession } from '@diffmesh/stage-host';
+
+/** One provider's run of the DiT at one batch size. */
+export interface DitTiming {
+  provider: string;
+  precision: 'fp32' | 'fp16';
+  source: 'diffmesh builder' | 'torch export';
+  batch: number;
+  /** Median ms per step (one denoiser run of the whole batch). */
+  msPerStep: number;
+  msPerItem: number;
+  /** The first run after the session loaded (shader compilation, allocations), ms. */
+  firstRunMs: number;
+  tflops: number;
+}
+
+/** One end-to-end request of synthetic-dit-image. */
+export interface PipelineTiming {
+  provider: string;
+  where: 'embedded' | 'mesh';
+  /** Median ms of a whole request (text encoding, 20 steps, VAE). */
+  requestMs: number;
+  /** Its first request (warm-up off) against a later one, ms. */
+  firstRequestMs: number;
+  note?: string;
+}
+
+export interface GpuBench {
+  shape: PixArtDitShape;
+  gflopPerItem: number;
+  parameters: number;
+  providers: Array<{ provider: string; works: boolean; why?: string; software?: boolean }>;
+  dit: DitTiming[];
+  pipeline: PipelineTiming[];
+  notes: string[];
+  /** `torch_dit_reference.py`'s torch.json (its timings, device and versions), when given. */
+  torch?: Record<string, unknown>;
+}
+
+export interface GpuBenchOptions {
+  /** `full`: PixArt-α's 28 blocks; `small`: 2 blocks of the same width (per-block cost unchanged). Default: full on a hardware GPU, else small. */
+  size?: 'full' | 'small';
+  /** Timed runs per batch size (default 5; 2 on a software adapter). */
+  reps?: number;
+  /** The output folder of `../shared/gpu/torch_dit_reference.py` (dit.onnx, torch.json): timed too, beside PyTorch's figures. */
+  torchDir?: string;
+}
+
+/** Working providers here, with whether WebGPU runs on a software adapter (SwiftShader). */
+async function workingProviders(): Promise<GpuBench['providers']> {
+  const out: GpuBench['providers'] = [];
+  for (const s of providerStatuses()) {
+    if (!s.installed) {
+      out.push({ provider: s.provider, works: false, why: `not installed (missing ${s.missingFiles.join(', ')})` });
+      continue;
+    }
+    const sessions = new SessionCache({ intraOpThreads: 0, interOpThreads: 1, executionProviders: [s.provider] });
+    const [probe] = await sessions.probe().finally(() => sessions.close());
+    const software = s.provider === 'webgpu' && /swiftshader|llvmpipe|lavapipe/i.test(process.env.VK_ICD_FILENAMES ?? '');
+    out.push({ provider: s.provider, works: probe.works, ...(probe.error ? { why: probe.error } : {}), ...(software ? { software } : {}) });
+  }
+  return out;
+}
+
+/**
+ * `npm run bench -- gpu`: the PixArt-α-sized DiT (built with the project's ONNX builder, fp32)
+ * per provider at batch 1, 2, 4 and 8 (ms per step and per item, first run, TFLOP/s), the
+ * fp16 DiT exported by `torch_dit_reference.py` when its folder is given (`--torch-dir`), and
+ * synthetic-dit-image end to end at 512×512 (20 steps), embedded and through a mesh whose DiT
+ * pool runs on the provider. On a software adapter (SwiftShader) the work is cut down and said so.
+ */
+export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench> {
+  const providers = await workingProviders();
+  const working = providers.filter((p) => p.works);
+  const hardware = working.some((p) => p.provider !== 'cpu' && !p.software);
+  const size = opts.size ?? (hardware ? 'full' : 'small');
+  const shape: PixArtDitShape = size === 'full' ? PIXART_ALPHA_SHAPE : { ...PIXART_ALPHA_SHAPE, depth: 2 };
+  const notes: string[] = [];
+  if (!hardware) {
+    notes.push(
+      'no hardware GPU provider works here: the DiT has 2 of PixArt-α’s 28 blocks (the same width, tokens and cross-attention, so per-block cost is the same; a full step costs about 14× these figures)',
+    );
+  }
+  const root = await mkdtemp(path.join(tmpdir(), 'diffmesh-bench-gpu-'));
+  const dit: DitTiming[] = [];
+  const pipeline: PipelineTiming[] = [];
+  let built: Awaited<ReturnType<typeof buildPixArtDit>>;
+  try {
+    built = await buildPixArtDit(path.join(root, 'dit'), shape);
+    for (const p of working) {
+      const software = p.software === true;
+      const batches = software ? [1, 2] : [1, 2, 4, 8];
+      const reps = opts.reps ?? (software ? 2 : 5);
+      if (software) notes.push(`${p.provider} runs on a software adapter: batches 1 and 2 only, ${reps} runs each`);
+      dit.push(
+        ...(await timeDit(
+          p.provider as ExecutionProvider,
+          built.file,
+          'fp32',
+          'diffmesh builder',
+          batches,
+          reps,
+          built.flopsPerItem,
+          ditFeeds(built.inputs),
+        )),
+      );
+    }
+    let torch: Record<string, unknown> | undefined;
+    if (opts.torchDir) {
+      const onnxFile = path.join(opts.torchDir, 'dit.onnx');
+      const json = path.join(opts.torchDir, 'torch.json');
+      if (existsSync(json)) torch = JSON.parse(readFileSync(json, 'utf8')) as Record<string, unknown>;
+      if (existsSync(onnxFile)) {
+        const t = torch ?? {};
+        const hw = Number(t.hw ?? 64);
+        const L = Number(t.L ?? 120);
+        const cdim = Number(t.cdim ?? 4096);
+        const precision = t.dtype === 'float16' ? 'fp16' : 'fp32';
+        const flops = Number(t.gflop_per_item ?? built.flopsPerItem / 1e9) * 1e9;
+        for (const p of working) {
+          if (p.software) continue;
+          dit.push(
+            ...(await timeDit(
+              p.provider as ExecutionProvider,
+              onnxFile,
+              precision,
+              'torch export',
+              [1, 2, 4, 8],
+              opts.reps ?? 5,
+              flops,
+              torchFeeds(hw, L, cdim, precision),
+            )),
+          );
+        }
+      } else {
+        notes.push(`${onnxFile} not found: run ../shared/gpu/torch_dit_reference.py ${opts.torchDir} first`);
+      }
+    } else {
+      notes.push(
+        'fp16: the project builder writes float32 graphs; the fp16 DiT is timed from torch_dit_reference.py’s export (--torch-dir)',
+      );
+    }
+    for (const p of working) {
+      if (p.software) {
+        pipeline.push({
+          provider: p.provider,
+          where: 'embedded',
+          requestMs: NaN,
+          firstRequestMs: NaN,
+          note: 'skipped: a software adapter takes minutes per 512×512 request',
+        });
+        continue;
+      }
+      pipeline.push(await timeEmbedded(p.provider as ExecutionProvider));
+      pipeline.push(await timeMesh(p.provider as ExecutionProvider));
+    }
+    return {
+      shape,
+      gflopPerItem: built.flopsPerItem / 1e9,
+      parameters: built.parameters,
+      providers,
+      dit,
+      pipeline,
+      notes,
+      ...(torch ? { torch } : {}),
+    };
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+}
+
+type Feeds = (batch: number) => Record<string, ort.Tensor>;
+
+function ditFeeds(inputs: { sample: number[]; encoderHiddenStates: number[] }): Feeds {
+  return (B) => ({
+    sample: new ort.Tensor('float32', randoms(B * inputs.sample.reduce((a, b) => a * b, 1), 1), [B, ...inputs.sample]),
+    timestep: new ort.Tensor('float32', new Float32Array(B).fill(500), [B]),
+    encoder_hidden_states: new ort.Tensor('float32', randoms(B * inputs.encoderHiddenStates.reduce((a, b) => a * b, 1), 2), [
+      B,
+      ...inputs.encoderHiddenStates,
+    ]),
+  });
+}
+
+/** Inputs of the torch export: sample [B, 4, hw, hw], timestep [B], encoder_hidden_states [B, L, cdim], in its dtype. */
+function torchFeeds(hw: number, L: number, cdim: number, precision: 'fp16' | 'fp32'): Feeds {
+  const tensor = (data: Float32Array, dims: number[]) =>
+    precision === 'fp16' ? new ort.Tensor('float16', toHalf(data), dims) : new ort.Tensor('float32', data, dims);
+  return (B) => ({
+    sample: tensor(randoms(B * 4 * hw * hw, 1), [B, 4, hw, hw]),
+    timestep: tensor(new Float32Array(B).fill(500), [B]),
+    encoder_hidden_states: tensor(randoms(B * L * cdim, 2), [B, L, cdim]),
+  });
+}
+
+function randoms(n: number, seed: number): Float32Array {
+  const out = new Float32Array(n);
+  let x = seed * 2654435761;
+  for (let i = 0; i < n; i += 1) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    out[i] = (x / 4294967296 - 0.5) * 2;
+  }
+  return out;
+}
+
+function toHalf(data: Float32Array): Uint16Array {
+  const f = new Float32Array(1);
+  const u = new Uint32Array(f.buffer);
+  return Uint16Array.from(data, (v) => {
+    f[0] = v;
+    const x = u[0];
+    const sign = (x >>> 16) & 0x8000;
+    const exp = ((x >>> 23) & 0xff) - 127 + 15;
+    if (exp <= 0) return sign;
+    if (exp >= 31) return sign | 0x7c00;
+    return sign | (exp << 10) | ((x >>> 13) & 0x3ff);
+  });
+}
+
+async function timeDit(
+  provider: ExecutionProvider,
+  file: string,
+  precision: 'fp32' | 'fp16',
+  source: DitTiming['source'],
+  batches: number[],
+  reps: number,
+  flopsPerItem: number,
+  feeds: Feeds,
+): Promise<DitTiming[]> {
+  const sessions = new SessionCache({ intraOpThreads: 0, interOpThreads: 1, executionProviders: [provider] });
+  const out: DitTiming[] = [];
+  try {
+    const session: ModelSession = await sessions.get(file);
+    for (const B of batches) {
+      const f = feeds(B);
+      const t0 = performance.now();
+      await session.run(f);
+      const firstRunMs = performance.now() - t0;
+      await session.run(f);
+      const ms: number[] = [];
+      for (let r = 0; r < reps; r += 1) {
+        const t = performance.now();
+        await session.run(f);
+        ms.push(performance.now() - t);
+      }
+      ms.sort((a, b) => a - b);
+      const msPerStep = ms[Math.floor(ms.length / 2)];
+      out.push({
+        provider,
+        precision,
+        source,
+        batch: B,
+        msPerStep,
+        msPerItem: msPerStep / B,
+        firstRunMs,
+        tflops: (flopsPerItem * B) / (msPerStep / 1000) / 1e12,
+      });
+    }
+  } finally {
+    await sessions.close();
+  }
+  return out;
+}
+
+const PIPELINE_PARAMS: Partial<GenerationParams> & { prompt: string } = {
+  prompt: 'a red cat',
+  width: 512,
+  height: 512,
+  numInferenceSteps: 20,
+  seed: '1',
+};
+
+async function timeEmbedded(provider: ExecutionProvider): Promise<PipelineTiming> {
+  const e = await startEmbedded({
+    modelRoots: [defaultModelsRoot()],
+    intraOpThreads: 0,
+    executionProviders: provider === 'cpu' ? ['cpu'] : [provider, 'cpu'],
+    maxBatch: 8,
+    log: silentLogger(),
+  });
+  const once = async (): Promise<number> => {
+    const t = performance.now();
+    const { context } = await e.scheduler.submit({ model: 'diffmesh/synthetic-dit-image', params: PIPELINE_PARAMS });
+    for await (const ev of e.scheduler.watch(context.reqId)) if (ev.type === 'failed') throw new Error(ev.error.message);
+    return performance.now() - t;
+  };
+  try {
+    const firstRequestMs = await once();
+    const ms = [await once(), await once(), await once()].sort((a, b) => a - b);
+    return { provider, where: 'embedded', requestMs: ms[1], firstRequestMs };
+  } finally {
+    await e.close();
+  }
+}
+
+async function timeMesh(provider: ExecutionProvider): Promise<PipelineTiming> {
+  const mesh = await startLocalMesh({
+    modelsDirs: [defaultModelsRoot()],
+    models: ['diffmesh/synthetic-dit-image'],
+    threads: 0,
+    log: silentLogger(),
+    ...(provider === 'cpu' ? {} : { executionProviders: { dit: [provider, 'cpu'], vae: [provider, 'cpu'] } }),
+  });
+  const client = schedulerStub(mesh.schedulerAddress);
+  const once = (): Promise<number> =>
+    new Promise((resolve, reject) => {
+      const t = performance.now();
+      const call = client.Generate({ model: 'diffmesh/synthetic-dit-image', params: paramsToWire(PIPELINE_PARAMS), priority: 0 });
+      let done = 0;
+      call.on('data', (m: GenerateResponse__Output) => {
+        for (const ev of m.events) {
+          if (ev.completed) done = performance.now() - t;
+          if (ev.failed) reject(new Error(ev.failed.error?.message));
+        }
+      });
+      call.on('error', reject);
+      call.on('end', () => (done ? resolve(done) : reject(new Error('request ended without completing'))));
+    });
+  try {
+    const firstRequestMs = await once();
+    const ms = [await once(), await once(), await once()].sort((a, b) => a - b);
+    return { provider, where: 'mesh', requestMs: ms[1], firstRequestMs, note: 'warm-up at start: auto (GPU providers)' };
+  } finally {
+    client.close();
+    await mesh.stop();
+  }
+}
+
+export function formatGpuBench(b: GpuBench): string {
+  const f = (v: number, d = 1) => (Number.isFinite(v) ? v.toFixed(v >= 100 ? 0 : d) : 'n/a');
+  const lines = [
+    `PixArt-shaped DiT: ${b.shape.depth} blocks × ${b.shape.hidden}, ${b.shape.heads} heads, ${(b.shape.latentSize / 2) ** 2} tokens, cross-attention to ${b.shape.contextLength}×${b.shape.contextDim}; ${f(b.parameters / 1e6, 0)} M parameters, ${f(b.gflopPerItem, 0)} GFLOP per item per step`,
+    `providers: ${b.providers.map((p) => `${p.provider} ${p.works ? (p.software ? 'works (software adapter)' : 'works') : `no (${p.why ?? ''})`}`).join('; ')}`,
+    '',
+    '| provider | graph | batch | ms / step | ms / item | first run ms | TFLOP/s |',
+    '|---|---|---:|---:|---:|---:|---:|',
+  ];
+  for (const t of b.dit) {
+    lines.push(
+      `| ${t.provider} | ${t.precision} (${t.source}) | ${t.batch} | ${f(t.msPerStep)} | ${f(t.msPerItem)} | ${f(t.firstRunMs)} | ${f(t.tflops, 2)} |`,
+    );
+  }
+  // CFG as one batch-2 run against two batch-1 runs, from the same table.
+  for (const p of new Set(b.dit.map((t) => `${t.provider}|${t.precision}|${t.source}`))) {
+    const [provider, precision, source] = p.split('|');
+    const one = b.dit.find((t) => t.provider === provider && t.precision === precision && t.source === source && t.batch === 1);
+    const two = b.dit.find((t) => t.provider === provider && t.precision === precision && t.source === source && t.batch === 2);
+    if (one && two) {
+      lines.push(
+        `${provider} ${precision}: a CFG step as one batch-2 run ${f(two.msPerStep)} ms vs two batch-1 runs ${f(2 * one.msPerStep)} ms (${f((2 * one.msPerStep) / two.msPerStep, 2)}×)`,
+      );
+    }
+  }
+  if (b.torch) {
+    const t = b.torch;
+    const text = (v: unknown): string => (typeof v === 'string' || typeof v === 'number' ? String(v) : '');
+    lines.push('', `PyTorch on the same DiT (${text(t.device)}, torch ${text(t.torch)}):`);
+    for (const [k, v] of Object.entries(t)) if (k.startsWith('torch_') && typeof v === 'number') lines.push(`  ${k}: ${v} ms/step`);
+    const fp16b1 = b.dit.find((x) => x.source === 'torch export' && x.batch === 1 && x.provider !== 'cpu');
+    if (fp16b1 && typeof t.torch_fp16_b1 === 'number')
+      lines.push(`  onnxruntime ${fp16b1.provider} / torch fp16 at batch 1: ${f(fp16b1.msPerStep / t.torch_fp16_b1, 2)}×`);
+  }
+  lines.push(
+    '',
+    '| pipeline (synthetic-dit-image 512×512, 20 steps) | provider | request ms | first request ms | note |',
+    '|---|---|---:|---:|---|',
+  );
+  for (const p of b.pipeline) lines.push(`| ${p.where} | ${p.provider} | ${f(p.requestMs)} | ${f(p.firstRequestMs)} | ${p.note ?? ''} |`);
+  for (const n of b.notes) lines.push(`note: ${n}`);
+  return lines.join('\n');
+}
