@@ -254,6 +254,9 @@ async function timeDit(
       }
       ms.sort((a, b) => a - b);
       const msPerStep = ms[Math.floor(ms.length / 2)];
+      process.stderr.write(
+        `  ${provider} ${precision} (${source}) batch ${B}: ${msPerStep.toFixed(1)} ms/step (first run ${firstRunMs.toFixed(0)} ms)\n`,
+      );
       out.push({
         provider,
         precision,

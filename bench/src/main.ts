@@ -5,6 +5,7 @@
  * Sections add themselves to {@link SECTIONS}; each gets the parsed options and returns
  * the text to print.
  */
+import { isMainThread } from 'node:worker_threads';
 import { formatMeshVsEmbedded, formatSchedulerOverhead, runMeshVsEmbedded, runSchedulerOverhead } from './mesh.js';
 import { formatQueueBackends, runQueueBackends } from './queues.js';
 import { formatModelDirTimings, runModelDirTimings } from './model-dirs.js';
@@ -147,10 +148,14 @@ async function main(argv: string[]): Promise<number> {
   return 0;
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exit(1);
-  },
-);
+// Only on the main thread: in a single-file bundle this module is also what a model runner
+// thread loads (the runner starts from the bundle), and that thread must not run the bench.
+if (isMainThread) {
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (err: unknown) => {
+      process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exit(1);
+    },
+  );
+}

@@ -14,6 +14,7 @@
  * This file is also the peer process of the raw-socket measurement:
  * `node bench/dist/tensor.js peer [HOST]` serves raw bytes on a port of HOST (default loopback).
  */
+import { isMainThread } from 'node:worker_threads';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { realpathSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -474,7 +475,8 @@ export function formatTensorBench(r: TensorBenchResult): string {
 /** True when the module at `moduleUrl` is the script this process runs (`node <it> …`). */
 export function isEntryPoint(moduleUrl: string): boolean {
   try {
-    return !!process.argv[1] && pathToFileURL(realpathSync(process.argv[1])).href === moduleUrl;
+    // A runner thread loaded from a bundle sees the same argv: it is never the entry point.
+    return isMainThread && !!process.argv[1] && pathToFileURL(realpathSync(process.argv[1])).href === moduleUrl;
   } catch {
     return false;
   }

@@ -10,6 +10,7 @@
  * Process entry: `node transport-floor.js echo` or `node transport-floor.js relay ADDR ADDR ADDR`;
  * each prints `transport-floor listening on HOST:PORT`.
  */
+import { isMainThread } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 
@@ -88,4 +89,4 @@ async function main(): Promise<void> {
   process.exit(2);
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) await main();
+if (isMainThread && process.argv[1] === fileURLToPath(import.meta.url)) await main();

@@ -1,22 +1,30 @@
 /**
  * Groups work items that share a key (same model and tensor shape) into one call. Items
- * submitted while a batch for their key is running wait for the next batch, so under load
+ * submitted while the key's batches are running wait for the next batch, so under load
  * every model run carries as many requests as are ready — at step granularity for the
- * denoiser, which is how requests at different steps share one run.
+ * denoiser, which is how requests at different steps share one run. Up to `concurrency`
+ * batches of one key run at once (one per runner thread of the model, so runs overlap where
+ * the hardware allows); the next starts as soon as one ends.
  */
 export class MicroBatcher<I, O> {
   private readonly pending = new Map<string, Pending<I, O>[]>();
-  private readonly running = new Set<string>();
+  /** Batches running per key. */
+  private readonly running = new Map<string, number>();
+  /** Keys with a free slot whose next batch waits for the current turn to end (items of one tick go together). */
+  private readonly scheduled = new Set<string>();
 
   /**
    * @param runBatch runs one batch; must return one output per item, in order.
    * @param maxBatch the most items in one call.
+   * @param concurrency the most batches of one key running at once (default 1).
    */
   constructor(
     private readonly runBatch: (key: string, items: I[]) => Promise<O[]>,
     private readonly maxBatch: number,
+    private readonly concurrency = 1,
   ) {
     if (!Number.isInteger(maxBatch) || maxBatch < 1) throw new RangeError('maxBatch must be a positive integer');
+    if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError('concurrency must be a positive integer');
   }
 
   /**
@@ -48,40 +56,56 @@ export class MicroBatcher<I, O> {
       const list = this.pending.get(key) ?? [];
       list.push(entry);
       this.pending.set(key, list);
-      if (!this.running.has(key)) {
-        this.running.add(key);
-        // Let items submitted in the same tick join the first batch.
-        setImmediate(() => void this.drain(key));
+      // A free slot takes a batch once this turn is over, so the items submitted in the same
+      // tick go together; with every slot busy, the next run to end takes what waits.
+      if ((this.running.get(key) ?? 0) < this.concurrency && !this.scheduled.has(key)) {
+        this.scheduled.add(key);
+        setImmediate(() => {
+          this.scheduled.delete(key);
+          this.fill(key);
+        });
       }
     });
   }
 
-  private async drain(key: string): Promise<void> {
-    try {
-      for (;;) {
-        const list = (this.pending.get(key) ?? []).filter((p) => {
-          if (p.signal?.aborted) {
-            p.reject(p.signal.reason);
-            return false;
-          }
-          return true;
-        });
-        if (list.length === 0) break;
-        const batch = list.splice(0, this.maxBatch);
-        this.pending.set(key, list);
-        try {
-          const outs = await this.runBatch(
-            key,
-            batch.map((p) => p.item),
-          );
-          batch.forEach((p, i) => p.resolve(outs[i]));
-        } catch (err) {
-          for (const p of batch) p.reject(err);
+  /** Starts batches of `key` while it has items waiting and a free slot. */
+  private fill(key: string): void {
+    for (;;) {
+      const running = this.running.get(key) ?? 0;
+      if (running >= this.concurrency) return;
+      const list = (this.pending.get(key) ?? []).filter((p) => {
+        if (p.signal?.aborted) {
+          p.reject(p.signal.reason);
+          return false;
         }
+        return true;
+      });
+      if (list.length === 0) {
+        this.pending.delete(key);
+        return;
       }
+      const batch = list.splice(0, this.maxBatch);
+      if (list.length > 0) this.pending.set(key, list);
+      else this.pending.delete(key);
+      this.running.set(key, running + 1);
+      void this.runOne(key, batch);
+    }
+  }
+
+  private async runOne(key: string, batch: Pending<I, O>[]): Promise<void> {
+    try {
+      const outs = await this.runBatch(
+        key,
+        batch.map((p) => p.item),
+      );
+      batch.forEach((p, i) => p.resolve(outs[i]));
+    } catch (err) {
+      for (const p of batch) p.reject(err);
     } finally {
-      this.pending.delete(key);
-      this.running.delete(key);
+      const left = (this.running.get(key) ?? 1) - 1;
+      if (left > 0) this.running.set(key, left);
+      else this.running.delete(key);
+      this.fill(key);
     }
   }
 }

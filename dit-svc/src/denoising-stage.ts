@@ -26,6 +26,11 @@ export interface DenoisingStageOptions extends OnnxStageDeps {
    * task resumes on another instance instead of starting over; 0 = never. Default 0.
    */
   checkpointEvery?: number;
+  /**
+   * Denoiser runs of one shape in flight at once (the model's runner threads, so runs overlap
+   * where the hardware allows; each is a batch of whatever was ready). Default 1.
+   */
+  runConcurrency?: number;
 }
 
 /** What one item gets back from a denoiser run. */
@@ -62,12 +67,13 @@ export class DenoisingStage extends OnnxStage {
 
   constructor(private readonly opts: DenoisingStageOptions) {
     super(opts);
-    this.batcher = new MicroBatcher((_key, items) => this.runBatch(items), opts.maxBatch);
+    this.batcher = new MicroBatcher((_key, items) => this.runBatch(items), opts.maxBatch, opts.runConcurrency ?? 1);
     this.checkpoints = new Checkpointer({ store: opts.store, every: opts.checkpointEvery ?? 0 });
     this.directories = new DirectoryDenoiser({
       sessions: opts.sessions,
       store: opts.store,
       maxBatch: opts.maxBatch,
+      runConcurrency: opts.runConcurrency ?? 1,
       checkpoints: this.checkpoints,
       ...(opts.metrics ? { metrics: opts.metrics } : {}),
       ...(opts.onBatch ? { onBatch: opts.onBatch } : {}),

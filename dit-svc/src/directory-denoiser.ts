@@ -69,6 +69,8 @@ export interface DirectoryDenoiserDeps {
   sessions: SessionCache;
   store: TensorStore;
   maxBatch: number;
+  /** Denoiser runs of one shape in flight at once (default 1). */
+  runConcurrency?: number;
   metrics?: ModelRunObserver;
   onBatch?: (size: number, ms: number) => void;
   /** Stores and resumes step checkpoints (see {@link Checkpointer}). */
@@ -95,7 +97,7 @@ export class DirectoryDenoiser {
   private runs = 0;
 
   constructor(private readonly deps: DirectoryDenoiserDeps) {
-    this.batcher = new MicroBatcher((_key, items) => this.runBatch(items), deps.maxBatch);
+    this.batcher = new MicroBatcher((_key, items) => this.runBatch(items), deps.maxBatch, deps.runConcurrency ?? 1);
   }
 
   /** Checks that the scheduler config builds (at load, not at the first request). */

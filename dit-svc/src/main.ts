@@ -7,5 +7,12 @@ await runStageServiceMain({
   name: 'dit-svc',
   envPrefix: 'DIFFMESH_DIT_',
   moduleUrl: import.meta.url,
-  createHandler: (deps, config) => new DenoisingStage({ ...deps, maxBatch: config.maxBatch, checkpointEvery: config.checkpointEvery }),
+  createHandler: (deps, config) =>
+    new DenoisingStage({
+      ...deps,
+      maxBatch: config.maxBatch,
+      checkpointEvery: config.checkpointEvery,
+      // One denoiser run per runner thread at once: runs of the same shape overlap.
+      runConcurrency: Math.max(1, config.runnerThreads),
+    }),
 });
