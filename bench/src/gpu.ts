@@ -164,7 +164,16 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
         continue;
       }
       pipeline.push(await timeEmbedded(p.provider as ExecutionProvider));
-      pipeline.push(await timeMesh(p.provider as ExecutionProvider));
+      // A bench bundled for a machine without Node.js has no service packages to start.
+      pipeline.push(
+        await timeMesh(p.provider as ExecutionProvider).catch((err: unknown): PipelineTiming => ({
+          provider: p.provider,
+          where: 'mesh',
+          requestMs: NaN,
+          firstRequestMs: NaN,
+          note: `not run: ${(err as Error).message.split('\n')[0]}`,
+        })),
+      );
     }
     return {
       shape,
