@@ -200,7 +200,15 @@ export class SessionCache {
       this.probes.set(provider, p);
     }
     if (!p) {
-      p = probeProvider(this.hostsFor(provider, `probe:${provider}`)[0], this.choice(provider), this.sessionOptions());
+      const host = this.hostsFor(provider, `probe:${provider}`)[0];
+      p = probeProvider(host, this.choice(provider), this.sessionOptions()).finally(() => {
+        // GPU probes ran on the device thread the sessions will use; the CPU probe's own
+        // thread has no further work.
+        if (this.lanes.get('probe:cpu')?.includes(host)) {
+          this.lanes.delete('probe:cpu');
+          void host.close();
+        }
+      });
       this.probes.set(provider, p);
     }
     return p;
