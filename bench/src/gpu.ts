@@ -38,7 +38,7 @@ export interface GpuBench {
   shape: PixArtDitShape;
   gflopPerItem: number;
   parameters: number;
-  providers: Array<{ provider: string; works: boolean; why?: string; software?: boolean }>;
+  providers: Array<{ provider: string; works: boolean; why?: string; software?: boolean; f16?: boolean }>;
   dit: DitTiming[];
   pipeline: PipelineTiming[];
   notes: string[];
@@ -66,7 +66,13 @@ async function workingProviders(): Promise<GpuBench['providers']> {
     const sessions = new SessionCache({ intraOpThreads: 0, interOpThreads: 1, executionProviders: [s.provider] });
     const [probe] = await sessions.probe().finally(() => sessions.close());
     const software = s.provider === 'webgpu' && /swiftshader|llvmpipe|lavapipe/i.test(process.env.VK_ICD_FILENAMES ?? '');
-    out.push({ provider: s.provider, works: probe.works, ...(probe.error ? { why: probe.error } : {}), ...(software ? { software } : {}) });
+    out.push({
+      provider: s.provider,
+      works: probe.works,
+      ...(probe.error ? { why: probe.error } : {}),
+      ...(software ? { software } : {}),
+      ...(probe.f16 !== undefined ? { f16: probe.f16 } : {}),
+    });
   }
   return out;
 }
@@ -95,7 +101,8 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
   const pipeline: PipelineTiming[] = [];
   let built: Awaited<ReturnType<typeof buildPixArtDit>>;
   try {
-    built = await buildPixArtDit(path.join(root, 'dit'), shape);
+    built = await buildPixArtDit(path.join(root, 'dit'), shape, 'fp32');
+    const half = working.some((p) => !p.software && p.f16) ? await buildPixArtDit(path.join(root, 'dit-fp16'), shape, 'fp16') : undefined;
     for (const p of working) {
       if (p.software) {
         // SwiftShader ran the 2-block DiT at about 0.6 GFLOP/s here (over 3 minutes a step).
@@ -116,6 +123,21 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
           ditFeeds(built.inputs),
         )),
       );
+      if (half && p.f16) {
+        const timed = await timeDit(
+          p.provider as ExecutionProvider,
+          half.file,
+          'fp16',
+          'diffmesh builder',
+          batches,
+          reps,
+          half.flopsPerItem,
+          ditFeeds(half.inputs),
+        );
+        dit.push(...timed);
+      } else if (!p.f16) {
+        notes.push(`${p.provider}: float16 does not run here (no shader-f16): fp16 not timed`);
+      }
     }
     let torch: Record<string, unknown> | undefined;
     if (opts.torchDir) {
@@ -147,10 +169,6 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
       } else {
         notes.push(`${onnxFile} not found: run ../shared/gpu/torch_dit_reference.py ${opts.torchDir} first`);
       }
-    } else {
-      notes.push(
-        'fp16: the project builder writes float32 graphs; the fp16 DiT is timed from torch_dit_reference.py’s export (--torch-dir)',
-      );
     }
     for (const p of working) {
       if (p.software) {

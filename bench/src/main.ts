@@ -76,7 +76,7 @@ export const SECTIONS: BenchSection[] = [
   {
     name: 'gpu',
     description:
-      'the PixArt-α-sized DiT (project builder, fp32; fp16 from --torch-dir) per execution provider at batch 1/2/4/8, and synthetic-dit-image 512×512 end to end, embedded and through a mesh',
+      'the PixArt-α-sized DiT (project builder, fp32 and fp16; PyTorch’s fp16 export with --torch-dir) per execution provider at batch 1/2/4/8, and synthetic-dit-image 512×512 end to end, embedded and through a mesh',
     run: async (o) =>
       formatGpuBench(
         await runGpuBench({

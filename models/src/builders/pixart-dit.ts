@@ -41,17 +41,23 @@ export interface PixArtDitModel {
   parameters: number;
   /** Multiply-add FLOPs of one item's step (2 per weight per token, plus attention). */
   flopsPerItem: number;
-  /** The inputs to feed: `sample` [B, 4, 1, s, s], `timestep` [B], `encoder_hidden_states` [B, L, Dc]. */
+  precision: 'fp32' | 'fp16';
+  /** The inputs to feed (float32 either way): `sample` [B, 4, 1, s, s], `timestep` [B], `encoder_hidden_states` [B, L, Dc]. */
   inputs: { sample: number[]; encoderHiddenStates: number[] };
 }
 
 /**
  * Builds a PixArt-shaped DiT denoiser with the project's own ONNX builder (the synthetic DiT
- * family's graph, random seeded weights, float32) into `outDir`, weights in external data so
- * the full size (2.4 GB of float32) loads. Its inputs are the synthetic family's: a 5-D
+ * family's graph, random seeded weights) into `outDir`, weights in external data so the full
+ * size (2.4 GB of float32) loads. `fp16` computes in float16 with float32 at the edges (the
+ * graph's inputs and output), as a float16 export converted with `keep_io_types` does. Its inputs are the synthetic family's: a 5-D
  * `sample` [B, 4, 1, s, s], `timestep` [B], `encoder_hidden_states` [B, L, Dc].
  */
-export async function buildPixArtDit(outDir: string, shape: PixArtDitShape = PIXART_ALPHA_SHAPE): Promise<PixArtDitModel> {
+export async function buildPixArtDit(
+  outDir: string,
+  shape: PixArtDitShape = PIXART_ALPHA_SHAPE,
+  precision: 'fp32' | 'fp16' = 'fp32',
+): Promise<PixArtDitModel> {
   const cfg: SyntheticDitConfig = {
     ...SYNTHETIC_DIT_IMAGE,
     name: 'diffmesh/pixart-shaped-dit',
@@ -61,9 +67,10 @@ export async function buildPixArtDit(outDir: string, shape: PixArtDitShape = PIX
     dit: { hidden: shape.hidden, depth: shape.depth, heads: shape.heads, mlpRatio: 4, patch: 2, timestepDim: 256 },
   };
   const g = syntheticDenoiserGraph(cfg);
+  if (precision === 'fp16') g.convertToFloat16();
   const { model, data } = g.buildExternal(
     'denoiser.onnx_data',
-    `PixArt-shaped DiT (${shape.depth} blocks × ${shape.hidden}, random weights) for benchmarks`,
+    `PixArt-shaped DiT (${shape.depth} blocks × ${shape.hidden}, ${precision}, random weights) for benchmarks`,
   );
   await mkdir(outDir, { recursive: true });
   const file = path.join(outDir, 'denoiser.onnx');
@@ -83,8 +90,7 @@ export async function buildPixArtDit(outDir: string, shape: PixArtDitShape = PIX
     };
     next();
   });
-  let parameters = 0;
-  for (const c of data) parameters += c.byteLength / 4;
+  const parameters = g.parameterCount;
   const tokens = (shape.latentSize / 2) ** 2;
   const D = shape.hidden;
   const attention = shape.depth * (4 * tokens * tokens * D + 4 * tokens * shape.contextLength * D);
@@ -93,6 +99,7 @@ export async function buildPixArtDit(outDir: string, shape: PixArtDitShape = PIX
   return {
     file,
     shape,
+    precision,
     parameters,
     flopsPerItem: 2 * parameters * tokens + attention + crossKv,
     inputs: { sample: [4, 1, shape.latentSize, shape.latentSize], encoderHiddenStates: [shape.contextLength, shape.contextDim] },

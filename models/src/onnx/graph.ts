@@ -131,6 +131,84 @@ export class GraphBuilder {
     return { model: this.build(docString), data };
   }
 
+  /**
+   * Turns the graph's float32 computation into float16, keeping float32 at its edges (as
+   * onnxconverter-common's `convert_float_to_float16(keep_io_types=True)` does): float32
+   * weights become float16, casts to float32 cast to float16, every float32 input gets a cast to
+   * float16 and every float32 output a cast back. Ops without float16 kernels (`Range`) run in
+   * float32 between casts. Call it once, after the graph is complete and before `build`.
+   */
+  convertToFloat16(): void {
+    const FLOAT = ELEM.float32;
+    const HALF = ELEM.float16;
+    for (const t of this.initializers) {
+      if (t.dataType !== FLOAT) continue;
+      const raw = t.rawData;
+      const f32 = new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength));
+      const half = toHalf(f32);
+      t.dataType = HALF;
+      t.rawData = new Uint8Array(half.buffer);
+    }
+    const castTo = (to: number) => (a: onnxProto.onnx.IAttributeProto) => a.name === 'to' && Number(a.i) === to;
+    const inner: InstanceType<typeof onnx.NodeProto>[] = [];
+    for (const node of this.nodes) {
+      if (node.opType === 'Cast') {
+        const to = (node.attribute ?? []).find(castTo(FLOAT));
+        if (to) to.i = HALF;
+      }
+      if (node.opType === 'Range') {
+        // Range has no float16 kernel: its inputs go back to float32 and its output to float16.
+        node.input = node.input.map((x) => {
+          const f = this.fresh('range_in_f32');
+          inner.push(this.castNode(x, f, FLOAT));
+          return f;
+        });
+        const out = node.output[0];
+        const f = this.fresh('range_out_f32');
+        node.output = [f];
+        inner.push(node, this.castNode(f, out, HALF));
+        continue;
+      }
+      inner.push(node);
+    }
+    const head: InstanceType<typeof onnx.NodeProto>[] = [];
+    for (const v of this.inputs) {
+      if (v.type?.tensorType?.elemType !== FLOAT) continue;
+      const name = v.name;
+      const half = this.fresh(`${name}_f16`);
+      head.push(this.castNode(name, half, HALF));
+      for (const n of inner) n.input = n.input.map((x) => (x === name ? half : x));
+    }
+    for (const v of this.outputs) {
+      if (v.type?.tensorType?.elemType !== FLOAT) continue;
+      // Outputs come from an Identity (see `output`): cast its input back to float32.
+      const producer = inner.find((n) => n.output.includes(v.name));
+      if (!producer) continue;
+      const f32 = this.fresh(`${v.name}_f32`);
+      const cast = this.castNode(producer.input[0], f32, FLOAT);
+      producer.input = [f32];
+      inner.splice(inner.indexOf(producer), 0, cast);
+    }
+    this.nodes.splice(0, this.nodes.length, ...head, ...inner);
+  }
+
+  private castNode(from: string, to: string, elem: number): InstanceType<typeof onnx.NodeProto> {
+    return new onnx.NodeProto({
+      opType: 'Cast',
+      input: [from],
+      output: [to],
+      name: this.fresh('n_Cast'),
+      attribute: [attribute('to', elem)],
+    });
+  }
+
+  /** Values held by the graph's weights (initializers). */
+  get parameterCount(): number {
+    let n = 0;
+    for (const t of this.initializers) n += (t.dims ?? []).reduce((a: number, d) => a * Number(d), 1);
+    return n;
+  }
+
   /** Serialises the model (IR 8, opset 17). */
   build(docString = ''): Uint8Array {
     const graph = new onnx.GraphProto({
@@ -240,4 +318,47 @@ export class WeightRng {
     for (let i = 0; i < n; i += 1) out[i] = this.normal() * std;
     return out;
   }
+}
+
+/** IEEE half-precision bits of each value, rounded to nearest even (numpy's `astype(float16)`). */
+function toHalf(values: Float32Array): Uint16Array {
+  const f = new Float32Array(1);
+  const u = new Uint32Array(f.buffer);
+  const out = new Uint16Array(values.length);
+  for (let i = 0; i < values.length; i += 1) {
+    f[0] = values[i];
+    const x = u[0];
+    const sign = (x >>> 16) & 0x8000;
+    const exp = (x >>> 23) & 0xff;
+    const mant = x & 0x7fffff;
+    if (exp === 0xff) {
+      out[i] = sign | 0x7c00 | (mant ? 0x200 : 0);
+      continue;
+    }
+    const e = exp - 127 + 15;
+    if (e >= 0x1f) {
+      out[i] = sign | 0x7c00;
+      continue;
+    }
+    if (e <= 0) {
+      if (e < -10) {
+        out[i] = sign;
+        continue;
+      }
+      // Subnormal: shift the mantissa (with its implicit 1) into place, rounding to even.
+      const m = mant | 0x800000;
+      const shift = 14 - e;
+      const half = 1 << (shift - 1);
+      const rest = m & ((1 << shift) - 1);
+      let r = m >>> shift;
+      if (rest > half || (rest === half && r & 1)) r += 1;
+      out[i] = sign | r;
+      continue;
+    }
+    let r = (e << 10) | (mant >>> 13);
+    const rest = mant & 0x1fff;
+    if (rest > 0x1000 || (rest === 0x1000 && r & 1)) r += 1;
+    out[i] = sign | r;
+  }
+  return out;
 }
