@@ -74,26 +74,38 @@ export interface ProviderStatus {
  */
 export function providerStatuses(): ProviderStatus[] {
   const dir = onnxruntimeBinDir();
-  return ort.listSupportedBackends().flatMap((b): ProviderStatus[] => {
-    if (!(EXECUTION_PROVIDERS as readonly string[]).includes(b.name)) return [];
-    const provider = b.name as ExecutionProvider;
-    if (b.bundled || !(INSTALLABLE_PROVIDERS as readonly string[]).includes(provider)) {
-      return [{ provider, bundled: b.bundled, installed: b.bundled, missingFiles: [], missingLibraries: [] }];
-    }
-    const p = provider as InstallableProvider;
-    const missingFiles = PROVIDER_FILES[p].filter((f) => !existsSync(path.join(dir, f)));
+  return providerFiles().map((s): ProviderStatus => {
+    if (s.bundled || !(INSTALLABLE_PROVIDERS as readonly string[]).includes(s.provider)) return { ...s, missingLibraries: [] };
+    const p = s.provider as InstallableProvider;
     const own = `libonnxruntime_providers_${p}.so`;
-    const fromLdd = missingFiles.includes(own) ? undefined : lddMissing(path.join(dir, own));
+    const fromLdd = s.missingFiles.includes(own) ? undefined : lddMissing(path.join(dir, own));
     const missingLibraries = fromLdd
       ? fromLdd.map((soname) => ({ soname, from: libraryOrigin(soname) }))
       : PROVIDER_LIBRARIES[p].filter((l) => !findLibrary(l.soname));
-    return [{ provider, bundled: false, installed: missingFiles.length === 0, missingFiles, missingLibraries }];
+    return { ...s, missingLibraries };
+  });
+}
+
+/**
+ * Which providers onnxruntime-node has here and which of their files are in place: the cheap
+ * part of {@link providerStatuses}, without looking for shared libraries (no child process).
+ */
+function providerFiles(): Array<Omit<ProviderStatus, 'missingLibraries'>> {
+  const dir = onnxruntimeBinDir();
+  return ort.listSupportedBackends().flatMap((b): Array<Omit<ProviderStatus, 'missingLibraries'>> => {
+    if (!(EXECUTION_PROVIDERS as readonly string[]).includes(b.name)) return [];
+    const provider = b.name as ExecutionProvider;
+    if (b.bundled || !(INSTALLABLE_PROVIDERS as readonly string[]).includes(provider)) {
+      return [{ provider, bundled: b.bundled, installed: b.bundled, missingFiles: [] }];
+    }
+    const missingFiles = PROVIDER_FILES[provider as InstallableProvider].filter((f) => !existsSync(path.join(dir, f)));
+    return [{ provider, bundled: false, installed: missingFiles.length === 0, missingFiles }];
   });
 }
 
 /** The execution providers this machine's onnxruntime-node can create sessions with (cpu, webgpu, and installed GPU providers). */
 export function availableExecutionProviders(): string[] {
-  return providerStatuses()
+  return providerFiles()
     .filter((s) => s.installed)
     .map((s) => s.provider);
 }
@@ -119,12 +131,12 @@ export function checkProviderNames(providers: readonly string[]): void {
  * platform has and what to do.
  */
 export function checkExecutionProviders(providers: readonly string[]): void {
-  const statuses = providerStatuses();
-  const available = statuses.filter((s) => s.installed).map((s) => s.provider);
+  const available = availableExecutionProviders();
   checkProviderNames(providers);
   for (const p of providers) {
-    if (!available.includes(p as ExecutionProvider)) {
-      const status = statuses.find((s) => s.provider === p);
+    if (!available.includes(p)) {
+      // Only a failure looks for the libraries (a child process) to name them.
+      const status = providerStatuses().find((s) => s.provider === p);
       const libs = status?.missingLibraries.length
         ? `; this machine also lacks ${status.missingLibraries.map((l) => `${l.soname} (${l.from})`).join(', ')}`
         : '';
