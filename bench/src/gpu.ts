@@ -7,7 +7,8 @@ import { schedulerStub } from '@diffmesh/client';
 import { paramsToWire, silentLogger, type GenerationParams } from '@diffmesh/core';
 import { buildPixArtDit, defaultModelsRoot, PIXART_ALPHA_SHAPE, type PixArtDitShape } from '@diffmesh/models';
 import type { GenerateResponse__Output } from '@diffmesh/protos';
-import { ort, providerStatuses, SessionCache, type ExecutionProvider, type ModelSession } from '@diffmesh/stage-host';
+import { toFloat16 } from '@diffmesh/tensor-client';
+import { ort, probeInstalledProviders, SessionCache, type ExecutionProvider, type ModelSession } from '@diffmesh/stage-host';
 
 /** One provider's run of the DiT at one batch size. */
 export interface DitTiming {
@@ -57,24 +58,18 @@ export interface GpuBenchOptions {
 
 /** Working providers here, with whether WebGPU runs on a software adapter (SwiftShader). */
 async function workingProviders(): Promise<GpuBench['providers']> {
-  const out: GpuBench['providers'] = [];
-  for (const s of providerStatuses()) {
-    if (!s.installed) {
-      out.push({ provider: s.provider, works: false, why: `not installed (missing ${s.missingFiles.join(', ')})` });
-      continue;
-    }
-    const sessions = new SessionCache({ intraOpThreads: 0, interOpThreads: 1, executionProviders: [s.provider] });
-    const [probe] = await sessions.probe().finally(() => sessions.close());
+  return (await probeInstalledProviders()).map((s) => {
+    const probe = s.probe;
+    if (!probe) return { provider: s.provider, works: false, why: `not installed (missing ${s.missingFiles.join(', ')})` };
     const software = s.provider === 'webgpu' && /swiftshader|llvmpipe|lavapipe/i.test(process.env.VK_ICD_FILENAMES ?? '');
-    out.push({
+    return {
       provider: s.provider,
       works: probe.works,
       ...(probe.error ? { why: probe.error } : {}),
       ...(software ? { software } : {}),
       ...(probe.f16 !== undefined ? { f16: probe.f16 } : {}),
-    });
-  }
-  return out;
+    };
+  });
 }
 
 /**
@@ -224,7 +219,7 @@ function ditFeeds(inputs: { sample: number[]; encoderHiddenStates: number[] }): 
 /** Inputs of the torch export: sample [B, 4, hw, hw], timestep [B], encoder_hidden_states [B, L, cdim], in its dtype. */
 function torchFeeds(hw: number, L: number, cdim: number, precision: 'fp16' | 'fp32'): Feeds {
   const tensor = (data: Float32Array, dims: number[]) =>
-    precision === 'fp16' ? new ort.Tensor('float16', toHalf(data), dims) : new ort.Tensor('float32', data, dims);
+    precision === 'fp16' ? new ort.Tensor('float16', toFloat16(data), dims) : new ort.Tensor('float32', data, dims);
   return (B) => ({
     sample: tensor(randoms(B * 4 * hw * hw, 1), [B, 4, hw, hw]),
     timestep: tensor(new Float32Array(B).fill(500), [B]),
@@ -240,20 +235,6 @@ function randoms(n: number, seed: number): Float32Array {
     out[i] = (x / 4294967296 - 0.5) * 2;
   }
   return out;
-}
-
-function toHalf(data: Float32Array): Uint16Array {
-  const f = new Float32Array(1);
-  const u = new Uint32Array(f.buffer);
-  return Uint16Array.from(data, (v) => {
-    f[0] = v;
-    const x = u[0];
-    const sign = (x >>> 16) & 0x8000;
-    const exp = ((x >>> 23) & 0xff) - 127 + 15;
-    if (exp <= 0) return sign;
-    if (exp >= 31) return sign | 0x7c00;
-    return sign | (exp << 10) | ((x >>> 13) & 0x3ff);
-  });
 }
 
 async function timeDit(

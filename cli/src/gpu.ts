@@ -4,9 +4,9 @@ import { asDiffmeshError } from '@diffmesh/core';
 import {
   installProvider,
   onnxruntimeBinDir,
+  probeInstalledProviders,
   providerInstallPlan,
   providerStatuses,
-  SessionCache,
   type ExecutionProvider,
   type ProviderProbe,
   type ProviderStatus,
@@ -44,21 +44,7 @@ export interface GpuReport {
  * in a child process (`diffmesh gpu adapter`), so a driver that crashes cannot take the check down.
  */
 export async function gpuReport(cliPath: string): Promise<GpuReport> {
-  const statuses = providerStatuses();
-  const providers: GpuReport['providers'] = [];
-  for (const s of statuses) {
-    if (!s.installed) {
-      providers.push(s);
-      continue;
-    }
-    const sessions = new SessionCache({ intraOpThreads: 1, interOpThreads: 1, executionProviders: [s.provider] });
-    try {
-      const [probe] = await sessions.probe();
-      providers.push({ ...s, probe });
-    } finally {
-      await sessions.close();
-    }
-  }
+  const providers = await probeInstalledProviders();
   return {
     platform: `${platform()}/${arch()}`,
     binDir: onnxruntimeBinDir(),

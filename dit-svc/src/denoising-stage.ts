@@ -10,7 +10,7 @@ import {
 } from '@diffmesh/core';
 import { MicroBatcher } from './batching.js';
 import { NoiseRng } from './rng.js';
-import { OnnxStage, latentFrames, ort, type OnnxStageDeps, type ResolvedModel } from '@diffmesh/stage-host';
+import { defaultLatentSize, OnnxStage, latentFrames, ort, type OnnxStageDeps, type ResolvedModel } from '@diffmesh/stage-host';
 import { float32View, toBytes } from '@diffmesh/tensor-client';
 import { applyGuidance, FlowEulerSampler, samplerFor, type Sampler } from './samplers.js';
 import { DirectoryDenoiser } from './directory-denoiser.js';
@@ -88,22 +88,13 @@ export class DenoisingStage extends OnnxStage {
 
   /** A step at the default size, with the CFG pair as one batch when the default guides. */
   protected override warmDims(m: ResolvedModel): Record<string, number> {
+    const latent = defaultLatentSize(m);
     if (m.kind === 'manifest') {
       const { manifest } = m.manifest;
-      const f = manifest.latent.spatialFactor;
-      const d = manifest.defaults;
-      return {
-        batch: d.guidanceScale !== 1 ? 2 : 1,
-        frames: latentFrames(d.numFrames, manifest.latent.temporalFactor),
-        height: d.height / f,
-        width: d.width / f,
-        length: manifest.text.maxLength,
-      };
+      return { batch: manifest.defaults.guidanceScale !== 1 ? 2 : 1, ...latent, length: manifest.text.maxLength };
     }
     const layout = m.directory.layout;
-    const f = layout.vae.scaleFactor;
-    const h = layout.defaults.height / f;
-    const w = layout.defaults.width / f;
+    const { height: h, width: w } = latent;
     const tokens = layout.textEncoders.find((t) => t.maxLength !== undefined)?.maxLength ?? 77;
     return {
       batch: layout.guidance === 'cfg' && layout.defaults.guidanceScale > 1 ? 2 : 1,

@@ -11,6 +11,7 @@ import { startEmbedded, startLocalMesh, type LocalMesh, type LocalMeshOptions } 
 import { schedulerStub, type SchedulerStub, eventFromWire } from '@diffmesh/client';
 import { fromWire, loadTlsFiles, paramsToWire, silentLogger, type GenerationParams, type RequestEvent } from '@diffmesh/core';
 import { InlineTensorStore, RemoteTensorStore, type TensorStore } from '@diffmesh/tensor-client';
+import type { ExecutionProvider } from '@diffmesh/stage-host';
 
 /** A mesh started for a test, with a scheduler client and a tensor reader. */
 export interface TestMesh {
@@ -134,20 +135,38 @@ export async function watch(c: SchedulerStub, reqId: string): Promise<RequestEve
   return events;
 }
 
+/** What {@link embeddedPixels} runs: a model (default tiny-shapes), its directories, the providers (default the CPU). */
+export interface EmbeddedRun {
+  model?: string;
+  modelDirectories?: string[];
+  executionProviders?: ExecutionProvider[];
+}
+
 /**
  * The pixels the embedded runtime (every stage in this one process) makes for each of
  * `params`, the reference a mesh must match byte for byte for the same seed.
  */
-export async function embeddedPixels(params: Array<Partial<GenerationParams> & { prompt: string }>): Promise<Buffer[]> {
-  const embedded = await startEmbedded({ modelRoots: [defaultModelsRoot()], intraOpThreads: 1, maxBatch: 8, log: silentLogger() });
+export async function embeddedPixels(
+  params: Array<Partial<GenerationParams> & { prompt: string }>,
+  run: EmbeddedRun = {},
+): Promise<Buffer[]> {
+  const embedded = await startEmbedded({
+    modelRoots: [defaultModelsRoot()],
+    intraOpThreads: 1,
+    maxBatch: 8,
+    log: silentLogger(),
+    ...(run.modelDirectories ? { modelDirectories: run.modelDirectories } : {}),
+    ...(run.executionProviders ? { executionProviders: run.executionProviders } : {}),
+  });
+  const model = run.model ?? 'diffmesh/tiny-shapes';
   try {
     const out: Buffer[] = [];
     for (const p of params) {
-      const { context } = await embedded.scheduler.submit({ model: 'diffmesh/tiny-shapes', params: p });
+      const { context } = await embedded.scheduler.submit({ model, params: p });
       const events: RequestEvent[] = [];
       for await (const e of embedded.scheduler.watch(context.reqId)) events.push(e);
       const end = last(events);
-      if (end.type !== 'completed') throw new Error(`embedded request ended with ${JSON.stringify(end)}`);
+      if (end.type !== 'completed') throw new Error(`embedded ${model} request ended with ${JSON.stringify(end)}`);
       out.push(Buffer.from((await embedded.store.get(end.outputs.pixels)).data));
     }
     return out;

@@ -9,13 +9,13 @@ import { mkdtemp, readFile, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmbedded, startLocalMesh } from '@diffmesh/cli';
+import { startLocalMesh } from '@diffmesh/cli';
 import { schedulerStub } from '@diffmesh/client';
-import { silentLogger, type GenerationParams, type RequestEvent } from '@diffmesh/core';
+import { silentLogger, type GenerationParams } from '@diffmesh/core';
 import { InlineTensorStore, RemoteTensorStore } from '@diffmesh/tensor-client';
 import { buildTestModelDir, defaultModelsRoot } from '@diffmesh/models';
 import { SessionCache, type ExecutionProvider } from '@diffmesh/stage-host';
-import { generate, last } from './harness.js';
+import { embeddedPixels, generate, last } from './harness.js';
 
 const SWIFTSHADER = '/usr/lib/chromium/vk_swiftshader_icd.json';
 const here = existsSync(SWIFTSHADER);
@@ -59,24 +59,8 @@ async function embedded(
   params: Partial<GenerationParams> & { prompt: string },
   directories: string[] = [],
 ): Promise<Uint8Array> {
-  const e = await startEmbedded({
-    modelRoots: [defaultModelsRoot()],
-    modelDirectories: directories,
-    intraOpThreads: 1,
-    executionProviders: providers,
-    maxBatch: 8,
-    log: silentLogger(),
-  });
-  try {
-    const { context } = await e.scheduler.submit({ model, params });
-    const events: RequestEvent[] = [];
-    for await (const ev of e.scheduler.watch(context.reqId)) events.push(ev);
-    const end = last(events);
-    if (end.type !== 'completed') throw new Error(`${model} on ${providers.join(',')}: ${JSON.stringify(end)}`);
-    return (await e.store.get(end.outputs.pixels)).data;
-  } finally {
-    await e.close();
-  }
+  const [pixels] = await embeddedPixels([params], { model, modelDirectories: directories, executionProviders: providers });
+  return pixels;
 }
 
 describe.skipIf(!here)('WebGPU on SwiftShader (no GPU)', () => {

@@ -27,8 +27,6 @@ function isStage(stage: string): stage is StageName {
  */
 export function followDiscovery(scheduler: Scheduler, discovery: Discovery, opts: MembershipOptions): () => void {
   const known = new Map<string, RemoteInstance>();
-  /** Instances whose dispatch stream is open and answered. */
-  const ready = new Set<RemoteInstance>();
   /** Ids discovery reported down (missed polls) that were kept for their open stream. */
   const unanswered = new Set<string>();
   const recheckMs = opts.recheckMs ?? 1000;
@@ -76,7 +74,6 @@ export function followDiscovery(scheduler: Scheduler, discovery: Discovery, opts
       ...(opts.tls ? { tls: opts.tls } : {}),
       exclusive: scheduler.requests.durable,
       onGone: (id) => {
-        ready.delete(remote);
         if (known.get(id) !== remote) return;
         known.delete(id);
         scheduler.removeInstance(id);
@@ -102,7 +99,6 @@ export function followDiscovery(scheduler: Scheduler, discovery: Discovery, opts
     void remote.attached.then((how) => {
       if (how === 'lost' || (how === 'held' && !scheduler.requests.durable)) scheduler.removeForeignInstance(i.id);
       if (how !== 'ready' || known.get(i.id) !== remote || stopped) return;
-      if (!remote.isGone()) ready.add(remote);
       lost.delete(i.id);
       scheduler.removeForeignInstance(i.id);
       scheduler.addInstance(remote);
@@ -118,7 +114,6 @@ export function followDiscovery(scheduler: Scheduler, discovery: Discovery, opts
     const remote = known.get(id);
     if (!remote) return;
     known.delete(id);
-    ready.delete(remote);
     scheduler.retireInstance(id);
     // One that never became ready is not in the scheduler: close its stream here.
     void remote.attached.then((how) => {
@@ -131,7 +126,9 @@ export function followDiscovery(scheduler: Scheduler, discovery: Discovery, opts
     (e) => {
       if (e.type === 'down') {
         const remote = known.get(e.instance.id);
-        if (e.why === 'unanswered' && remote && ready.has(remote) && !remote.isGone()) {
+        // Its stream is open and answered when the scheduler dispatches to it.
+        const dispatching = remote !== undefined && !remote.isGone() && scheduler.instances(remote.pool).some((s) => s.instance === remote);
+        if (e.why === 'unanswered' && dispatching) {
           unanswered.add(e.instance.id);
           opts.log.warn(
             { instance: e.instance.id, pool: e.instance.pool },

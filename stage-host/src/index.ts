@@ -3,7 +3,7 @@
  * The StageService and its Work stream, ONNX sessions, model manifests and the catalog,
  * stage metrics, and the process that wires them.
  */
-export { ModelCatalog } from './model-catalog.js';
+export { defaultLatentSize, ModelCatalog } from './model-catalog.js';
 export type { ModelCatalogOptions, ResolvedModel } from './model-catalog.js';
 export { ModelDirectory } from './model-directory.js';
 export { latentFrames, ModelManifestSchema, readModelManifest } from './model-manifest.js';
@@ -19,7 +19,7 @@ export {
   providerStatuses,
 } from './execution-providers.js';
 export type { ExecutionProvider, InstallableProvider, ProviderStatus } from './execution-providers.js';
-export { ort, SessionCache } from './onnx-sessions.js';
+export { ort, probeInstalledProviders, SessionCache } from './onnx-sessions.js';
 export type { ModelOutputs, ModelRunOptions, ModelSession, OrtOptions, SkippedProvider } from './onnx-sessions.js';
 export { OnnxRunner } from './onnx-runner.js';
 export type { RunnerState } from './onnx-runner.js';

@@ -3,11 +3,22 @@ import path from 'node:path';
 import { Code, DiffmeshError } from '@diffmesh/core';
 import { looksLikePath } from '@diffmesh/model-layout';
 import { ModelDirectory } from './model-directory.js';
-import { readModelManifest, type LoadedManifest } from './model-manifest.js';
+import { latentFrames, readModelManifest, type LoadedManifest } from './model-manifest.js';
 
 /** A model as a stage finds it: a built-in manifest, or a diffusers/optimum directory. */
 export type ResolvedModel =
   { kind: 'manifest'; model: string; manifest: LoadedManifest } | { kind: 'directory'; model: string; directory: ModelDirectory };
+
+/** The latent of a model's default request (its frames, height and width in latent cells). */
+export function defaultLatentSize(m: ResolvedModel): { frames: number; height: number; width: number } {
+  if (m.kind === 'manifest') {
+    const { latent, defaults } = m.manifest.manifest;
+    const f = latent.spatialFactor;
+    return { frames: latentFrames(defaults.numFrames, latent.temporalFactor), height: defaults.height / f, width: defaults.width / f };
+  }
+  const { vae, defaults } = m.directory.layout;
+  return { frames: 1, height: defaults.height / vae.scaleFactor, width: defaults.width / vae.scaleFactor };
+}
 
 /** Options of {@link ModelCatalog}. */
 export interface ModelCatalogOptions {

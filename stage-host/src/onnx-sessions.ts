@@ -9,6 +9,7 @@ import {
   INSTALLABLE_PROVIDERS,
   providerStatuses,
   type ExecutionProvider,
+  type ProviderStatus,
 } from './execution-providers.js';
 import { OnnxRunner } from './onnx-runner.js';
 import type { LoadResult, ProviderChoice, WireSessionOptions, WireTensor, WireValueMetadata } from './onnx-runner-protocol.js';
@@ -200,7 +201,7 @@ export class SessionCache {
       this.probes.set(provider, p);
     }
     if (!p) {
-      const host = this.hostsFor(provider, `probe:${provider}`)[0];
+      const host = this.hostsFor(provider)[0];
       p = probeProvider(host, this.choice(provider), this.sessionOptions()).finally(() => {
         // GPU probes ran on the device thread the sessions will use; the CPU probe's own
         // thread has no further work.
@@ -228,21 +229,21 @@ export class SessionCache {
 
   /**
    * The hosts a session of `file` on `provider` lives in: GPU sessions share the process's
-   * device threads, CPU sessions get threads of their own per file.
+   * device threads, CPU sessions get threads of their own per file. Without `file`, the host a
+   * probe runs in (one is enough).
    */
-  private hostsFor(provider: ExecutionProvider, file: string): SessionHost[] {
+  private hostsFor(provider: ExecutionProvider, file?: string): SessionHost[] {
     const gpu = GPU_PROVIDERS.includes(provider);
-    const key = gpu ? `gpu:${provider}` : file.startsWith('probe:') ? 'probe:cpu' : `cpu:${file}`;
+    const key = gpu ? `gpu:${provider}` : file === undefined ? 'probe:cpu' : `cpu:${file}`;
     let lane = this.lanes.get(key)?.filter((h) => h.usable);
     const want = Math.max(1, this.threads);
     if (!lane || lane.length < want) {
-      const name = gpu ? provider : file.split('/').slice(-2).join('/');
+      const name = gpu ? provider : (file ?? 'probe').split('/').slice(-2).join('/');
       lane = [...(lane ?? [])];
       while (lane.length < want) lane.push(this.threads === 0 ? new InlineHost(name) : new OnnxRunner(`${name}#${lane.length + 1}`));
       this.lanes.set(key, lane);
     }
-    // A probe needs one host only.
-    return file.startsWith('probe:') ? lane.slice(0, 1) : lane;
+    return file === undefined ? lane.slice(0, 1) : lane;
   }
 
   private async create(file: string): Promise<PooledSession> {
@@ -309,6 +310,24 @@ export class SessionCache {
     this.lanes.clear();
     await Promise.all(hosts.map((h) => h.close()));
   }
+}
+
+/**
+ * Every provider onnxruntime-node knows here ({@link providerStatuses}), and for each installed
+ * one the probe of a session of its own (whether it works, and runs float16).
+ */
+export async function probeInstalledProviders(): Promise<Array<ProviderStatus & { probe?: ProviderProbe }>> {
+  const out: Array<ProviderStatus & { probe?: ProviderProbe }> = [];
+  for (const s of providerStatuses()) {
+    if (!s.installed) {
+      out.push(s);
+      continue;
+    }
+    const sessions = new SessionCache({ intraOpThreads: 1, interOpThreads: 1, executionProviders: [s.provider] });
+    const [probe] = await sessions.probe().finally(() => sessions.close());
+    out.push({ ...s, probe });
+  }
+  return out;
 }
 
 /** A session loaded in one or more hosts; each run goes to the least busy. */

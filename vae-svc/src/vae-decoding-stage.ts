@@ -1,8 +1,8 @@
 import { ATTR, invalidParameter, type StageContext, type StageResult, type StageTask } from '@diffmesh/core';
 import {
+  defaultLatentSize,
   feedTensor,
   floatOutput,
-  latentFrames,
   OnnxStage,
   ort,
   type ModelDirectory,
@@ -28,15 +28,9 @@ export class VaeDecodingStage extends OnnxStage {
 
   /** One latent at the default size. */
   protected override warmDims(m: ResolvedModel): Record<string, number> {
-    if (m.kind === 'manifest') {
-      const { manifest } = m.manifest;
-      const f = manifest.latent.spatialFactor;
-      const d = manifest.defaults;
-      return { batch: 1, frames: latentFrames(d.numFrames, manifest.latent.temporalFactor), height: d.height / f, width: d.width / f };
-    }
-    const layout = m.directory.layout;
-    const f = layout.vae.scaleFactor;
-    return { batch: 1, latent_height: layout.defaults.height / f, latent_width: layout.defaults.width / f };
+    const latent = defaultLatentSize(m);
+    if (m.kind === 'manifest') return { batch: 1, ...latent };
+    return { batch: 1, latent_height: latent.height, latent_width: latent.width };
   }
 
   async execute(task: StageTask, ctx: StageContext): Promise<StageResult> {

@@ -1,4 +1,5 @@
 import onnxProto from 'onnx-proto';
+import { toFloat16 } from '@diffmesh/tensor-client';
 
 const { onnx } = onnxProto;
 
@@ -145,7 +146,7 @@ export class GraphBuilder {
       if (t.dataType !== FLOAT) continue;
       const raw = t.rawData;
       const f32 = new Float32Array(raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.byteLength));
-      const half = toHalf(f32);
+      const half = toFloat16(f32);
       t.dataType = HALF;
       t.rawData = new Uint8Array(half.buffer);
     }
@@ -318,47 +319,4 @@ export class WeightRng {
     for (let i = 0; i < n; i += 1) out[i] = this.normal() * std;
     return out;
   }
-}
-
-/** IEEE half-precision bits of each value, rounded to nearest even (numpy's `astype(float16)`). */
-function toHalf(values: Float32Array): Uint16Array {
-  const f = new Float32Array(1);
-  const u = new Uint32Array(f.buffer);
-  const out = new Uint16Array(values.length);
-  for (let i = 0; i < values.length; i += 1) {
-    f[0] = values[i];
-    const x = u[0];
-    const sign = (x >>> 16) & 0x8000;
-    const exp = (x >>> 23) & 0xff;
-    const mant = x & 0x7fffff;
-    if (exp === 0xff) {
-      out[i] = sign | 0x7c00 | (mant ? 0x200 : 0);
-      continue;
-    }
-    const e = exp - 127 + 15;
-    if (e >= 0x1f) {
-      out[i] = sign | 0x7c00;
-      continue;
-    }
-    if (e <= 0) {
-      if (e < -10) {
-        out[i] = sign;
-        continue;
-      }
-      // Subnormal: shift the mantissa (with its implicit 1) into place, rounding to even.
-      const m = mant | 0x800000;
-      const shift = 14 - e;
-      const half = 1 << (shift - 1);
-      const rest = m & ((1 << shift) - 1);
-      let r = m >>> shift;
-      if (rest > half || (rest === half && r & 1)) r += 1;
-      out[i] = sign | r;
-      continue;
-    }
-    let r = (e << 10) | (mant >>> 13);
-    const rest = mant & 0x1fff;
-    if (rest > 0x1000 || (rest === 0x1000 && r & 1)) r += 1;
-    out[i] = sign | r;
-  }
-  return out;
 }
