@@ -94,6 +94,11 @@ export interface GenerateRequest {
    * them as task inputs, and they are deleted with the request's other objects.
    */
   inputs?: Record<string, ObjectRef>;
+  /**
+   * Whose request it is: fair share and quotas are per tenant (see `fair-share.ts`). Filled
+   * from the caller's credentials; unset or empty = `default` (tenancy off).
+   */
+  tenant?: string;
 }
 
 /** Timing of one stage of a request. Times are ms since the epoch; 0 = not yet. */

@@ -1,5 +1,5 @@
 import type { ObjectRef } from '@diffmesh/core';
-import type { QueueItem, RequestRecord } from './types.js';
+import { DEFAULT_TENANT, type QueueItem, type RequestRecord } from './types.js';
 
 /**
  * JSON for stored records and items. Bytes (an inline ObjectRef's `inlineData`) travel as
@@ -29,7 +29,10 @@ export function encodeItem(item: QueueItem): string {
 }
 
 export function decodeItem(text: string): QueueItem {
-  return JSON.parse(text) as QueueItem;
+  const item = JSON.parse(text) as QueueItem;
+  // Items stored before tenants existed belong to the default tenant.
+  item.tenant ??= DEFAULT_TENANT;
+  return item;
 }
 
 type RefMap = Record<string, ObjectRef>;

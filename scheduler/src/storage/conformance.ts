@@ -103,6 +103,7 @@ export function newItem(reqId: string, opts: Partial<QueueItem> = {}): QueueItem
     model: 'm1',
     priority: 0,
     enqueuedAt: Date.now(),
+    tenant: 'default',
     ...opts,
   };
 }
@@ -372,6 +373,80 @@ export function storeConformance(name: string, target: () => Promise<Conformance
         expect(await s.lease(ALL())).toBeUndefined();
         const next = await s.lease(ALL('dit'));
         expect(next?.item).toMatchObject({ id: 'a#1', stageIndex: 1, gen: 2 });
+      });
+    });
+
+    describe('fair share: tenant order', () => {
+      const FAIR = (tenants: string[], models?: string[]) => ({
+        pool: 'enc',
+        fits: [{ queues: ['enc'], ...(models ? { models } : {}) }],
+        owner: 'test',
+        tenants,
+      });
+      /** Leases (and acknowledges) every item of `enc` with the tenant order `tenants`. */
+      async function drainFair(s: SchedulerStore, tenants: string[]): Promise<string[]> {
+        const out: string[] = [];
+        for (;;) {
+          const l = await s.lease(FAIR(tenants));
+          if (!l) return out;
+          out.push(l.item.reqId);
+          await s.apply({ ack: l });
+        }
+      }
+      /** Admits items given as `id:tenant[:priority]`, in order. */
+      async function admitAll(s: SchedulerStore, spec: string): Promise<void> {
+        for (const one of spec.split(' ')) {
+          const [id, tenant, priority = '0'] = one.split(':');
+          await s.admit(newRecord(id, { priority: Number(priority) }), newItem(id, { tenant, priority: Number(priority) }), 100);
+        }
+      }
+
+      it('serves a tenant not listed first, then the listed tenants in order; priority then arrival within each', async () => {
+        const s = await open(freshNs());
+        await admitAll(s, 'a1:A b1:B b2:B:5 c1:C a2:A:1 c2:C b3:B');
+        expect(await drainFair(s, ['B', 'A'])).toEqual(['c1', 'c2', 'b2', 'b1', 'b3', 'a2', 'a1']);
+      });
+
+      it('without a tenant order, serves every tenant first come, first served within a priority', async () => {
+        const s = await open(freshNs());
+        await admitAll(s, 'a1:A b1:B b2:B:5 a2:A');
+        expect(await drainIds(s)).toEqual(['b2', 'a1', 'b1', 'a2']);
+      });
+
+      it("passes over a listed tenant's items the free slot cannot run", async () => {
+        const s = await open(freshNs());
+        await s.admit(newRecord('a-m2'), newItem('a-m2', { tenant: 'A', model: 'm2' }), 10);
+        await s.admit(newRecord('b-m1'), newItem('b-m1', { tenant: 'B' }), 10);
+        await s.admit(newRecord('a-m1'), newItem('a-m1', { tenant: 'A' }), 10);
+        expect((await s.lease(FAIR(['A', 'B'], ['m1'])))?.item.reqId).toBe('a-m1');
+        expect((await s.lease(FAIR(['A', 'B'], ['m1'])))?.item.reqId).toBe('b-m1');
+        expect(await s.lease(FAIR(['A', 'B'], ['m1']))).toBeUndefined();
+        expect((await s.lease(FAIR(['A', 'B'])))?.item).toMatchObject({ reqId: 'a-m2', tenant: 'A' });
+      });
+
+      it('puts a released item back in its place within its tenant', async () => {
+        const s = await open(freshNs());
+        await admitAll(s, 'a1:A b1:B a2:A');
+        const first = (await s.lease(FAIR(['B', 'A']))) as Lease;
+        expect(first.item.reqId).toBe('b1');
+        const second = (await s.lease(FAIR(['B', 'A']))) as Lease;
+        expect(second.item.reqId).toBe('a1');
+        await s.apply({ release: { lease: second, delayMs: 0 } });
+        await s.apply({ release: { lease: first, delayMs: 0 } });
+        expect(await drainFair(s, ['A', 'B'])).toEqual(['a1', 'a2', 'b1']);
+      });
+
+      it('counts an item stored without a tenant as the default tenant', async () => {
+        const s = await open(freshNs());
+        await s.admit(newRecord('x1'), newItem('x1', { tenant: 'X' }), 10);
+        const legacy = newItem('old');
+        delete (legacy as Partial<QueueItem>).tenant;
+        await s.admit(newRecord('old'), legacy, 10);
+        const l = (await s.lease(FAIR(['X', 'default']))) as Lease;
+        expect(l.item).toMatchObject({ reqId: 'x1', tenant: 'X' });
+        await s.apply({ ack: l });
+        await s.admit(newRecord('x2'), newItem('x2', { tenant: 'X' }), 10);
+        expect((await s.lease(FAIR(['default', 'X'])))?.item).toMatchObject({ reqId: 'old', tenant: 'default' });
       });
     });
 

@@ -18,7 +18,9 @@ import { copyRecord, decodeItem, decodeRecord, encodeItem, encodeRecord } from '
 import { DrainRate, queueFullError, storeStoppedError } from './queue-full.js';
 import { setPosition } from './sqlite.js';
 import {
+  DEFAULT_TENANT,
   isTerminalStatus,
+  tenantRank,
   type Lease,
   type LeaseQuery,
   type Mutation,
@@ -48,13 +50,14 @@ interface Held {
   renewedAt: number;
 }
 
-/** A kind of item in a pool's stream: one (priority, queue, model), with its items' arrivals (oldest first). */
+/** A kind of item in a pool's stream: one (priority, queue, model, tenant), with its items' arrivals (oldest first). */
 interface Kind {
   prefix: string;
   priority: string;
   arrivals: string[];
   queue: string;
   model: string;
+  tenant: string;
 }
 
 interface KindCache {
@@ -65,28 +68,51 @@ interface KindCache {
 /** How long a pool's kinds are used without reading them again. */
 const KINDS_TTL_MS = 1000;
 
-/** Adds an item subject `{ns}.t.{pool}.{priority}.{queue}.{model}.{arrival}.{id}` to its kind. */
-function addKind(kinds: Map<string, Kind>, subject: string): void {
+/**
+ * The parts of an item subject: `{ns}.t.{pool}.{priority}.{queue}.{model}.{tenant}.{arrival}.{id}`,
+ * or the layout before tenants, without `{tenant}` (read as the default tenant). The kind's
+ * prefix is everything before the arrival; its consumer filters `{prefix}.*.*`.
+ */
+function parseSubject(subject: string): { prefix: string; tokens: string[]; tenant: string; arrival: string } | undefined {
   const t = subject.split('.');
-  if (t.length < 8) return;
-  const prefix = t.slice(0, 6).join('.');
-  const k = kinds.get(prefix);
+  if (t.length !== 8 && t.length !== 9) return undefined;
+  return {
+    prefix: t.slice(0, t.length - 2).join('.'),
+    tokens: t,
+    tenant: t.length === 9 ? untok(t[6]) : DEFAULT_TENANT,
+    arrival: t[t.length - 2],
+  };
+}
+
+/** Adds an item subject to its kind. */
+function addKind(kinds: Map<string, Kind>, subject: string): void {
+  const p = parseSubject(subject);
+  if (!p) return;
+  const t = p.tokens;
+  const k = kinds.get(p.prefix);
   if (!k) {
-    kinds.set(prefix, { prefix, priority: t[3], arrivals: [t[6]], queue: untok(t[4]), model: untok(t[5]) });
+    kinds.set(p.prefix, {
+      prefix: p.prefix,
+      priority: t[3],
+      arrivals: [p.arrival],
+      queue: untok(t[4]),
+      model: untok(t[5]),
+      tenant: p.tenant,
+    });
     return;
   }
-  if (k.arrivals.includes(t[6])) return;
+  if (k.arrivals.includes(p.arrival)) return;
   let i = k.arrivals.length;
-  while (i > 0 && k.arrivals[i - 1] > t[6]) i -= 1;
-  k.arrivals.splice(i, 0, t[6]);
+  while (i > 0 && k.arrivals[i - 1] > p.arrival) i -= 1;
+  k.arrivals.splice(i, 0, p.arrival);
 }
 
 /** Takes an item subject out of its kind (it was leased). */
 function takeKind(kinds: Map<string, Kind>, subject: string): void {
-  const t = subject.split('.');
-  const k = kinds.get(t.slice(0, 6).join('.'));
-  if (!k) return;
-  k.arrivals = k.arrivals.filter((a) => a !== t[6]);
+  const p = parseSubject(subject);
+  const k = p && kinds.get(p.prefix);
+  if (!p || !k) return;
+  k.arrivals = k.arrivals.filter((a) => a !== p.arrival);
   if (k.arrivals.length === 0) kinds.delete(k.prefix);
 }
 
@@ -124,13 +150,16 @@ function isNotFound(err: unknown): boolean {
  * The shared store on NATS JetStream (nats-server 2.9 or newer).
  *
  * - **Queues**: a work-queue stream per pool. An item is one message on the subject
- *   `{ns}.t.{pool}.{priority}.{queue}.{model}.{arrival}.{id}` (tokens base64url; `priority`
- *   inverted and zero-padded so that a smaller token is a larger priority). JetStream 2.9
- *   has no priorities and no multi-filter consumers, so each (priority, queue, model) has
- *   its own durable pull consumer; a lease first reads the stream's subject counts
- *   (`subjects_filter`), takes the kinds a free slot can run in order — larger priority,
- *   then the kind whose oldest item arrived first — and pulls one message (`no_wait`) from
- *   the first kind that has one. FIFO within a kind is the stream's order. A lease is the
+ *   `{ns}.t.{pool}.{priority}.{queue}.{model}.{tenant}.{arrival}.{id}` (tokens base64url;
+ *   `priority` inverted and zero-padded so that a smaller token is a larger priority). Items
+ *   published before tenants existed have no `{tenant}` token: they are read as the default
+ *   tenant's and taken by consumers of their own, so a stream may hold both layouts while
+ *   old items drain (no migration step). JetStream 2.9 has no priorities and no
+ *   multi-filter consumers, so each (priority, queue, model, tenant) has its own durable pull
+ *   consumer; a lease first reads the stream's subject counts (`subjects_filter`), takes the
+ *   kinds a free slot can run in order — the lease's tenant order (fair share), then larger
+ *   priority, then the kind whose oldest item arrived first — and pulls one message
+ *   (`no_wait`) from the first kind that has one. FIFO within a kind is the stream's order. A lease is the
  *   message's delivery: renewed with `working()` (+WPI), acknowledged with a double ack,
  *   released with `nak(delay)` (a redelivery keeps its place); one not renewed within the
  *   consumers' AckWait (= `leaseMs`) is redelivered to the next pull.
@@ -353,7 +382,7 @@ export class JetStreamStore implements SchedulerStore {
     await this.ensureStream(item.pool);
     this.arrivals = (this.arrivals + 1) % 1_000_000;
     const arrival = `${String(Date.now()).padStart(13, '0')}${String(this.arrivals).padStart(6, '0')}`;
-    const subject = `${this.poolSubject(item.pool)}.${priorityKey(item.priority)}.${tok(item.queue)}.${tok(item.model)}.${arrival}.${tok(item.id)}`;
+    const subject = `${this.poolSubject(item.pool)}.${priorityKey(item.priority)}.${tok(item.queue)}.${tok(item.model)}.${tok(item.tenant ?? DEFAULT_TENANT)}.${arrival}.${tok(item.id)}`;
     const ack = await this.call(() =>
       this.js.publish(subject, enc.encode(encodeItem(item)), { msgID: `${item.id}#${item.gen}#${item.createdAt}` }),
     );
@@ -437,15 +466,17 @@ export class JetStreamStore implements SchedulerStore {
     const candidates = [...cache.kinds.values()]
       .filter((k) => query.fits.some((f) => f.queues.includes(k.queue) && (!f.models || f.models.includes(k.model))))
       .sort((a, b) =>
-        a.priority !== b.priority
-          ? a.priority < b.priority
-            ? -1
-            : 1
-          : a.arrivals[0] < b.arrivals[0]
-            ? -1
-            : a.arrivals[0] > b.arrivals[0]
-              ? 1
-              : 0,
+        tenantRank(query.tenants, a.tenant) !== tenantRank(query.tenants, b.tenant)
+          ? tenantRank(query.tenants, a.tenant) - tenantRank(query.tenants, b.tenant)
+          : a.priority !== b.priority
+            ? a.priority < b.priority
+              ? -1
+              : 1
+            : a.arrivals[0] < b.arrivals[0]
+              ? -1
+              : a.arrivals[0] > b.arrivals[0]
+                ? 1
+                : 0,
       );
     for (const k of candidates) {
       const durable = await this.ensureConsumer(stream, `${k.prefix}.*.*`);
@@ -536,11 +567,12 @@ export class JetStreamStore implements SchedulerStore {
     if (effects.remove) {
       const { pool, id } = effects.remove;
       if (this.streams.has(this.streamOf(pool)) || (await this.subjects(pool)).length > 0) {
-        await this.call(() =>
-          this.jsm.streams.purge(this.streamOf(pool), { filter: `${this.poolSubject(pool)}.*.*.*.*.${tok(id)}` }),
-        ).catch((err: unknown) => {
-          if (!isNotFound(err)) throw err;
-        });
+        // Both layouts: with the tenant token, and before it.
+        for (const filter of [`${this.poolSubject(pool)}.*.*.*.*.*.${tok(id)}`, `${this.poolSubject(pool)}.*.*.*.*.${tok(id)}`]) {
+          await this.call(() => this.jsm.streams.purge(this.streamOf(pool), { filter })).catch((err: unknown) => {
+            if (!isNotFound(err)) throw err;
+          });
+        }
       }
     }
     return pools;
@@ -570,14 +602,14 @@ export class JetStreamStore implements SchedulerStore {
     this.check();
     const kinds = new Map<string, QueuedKind & { prefixes: Set<string> }>();
     for (const [subject, count] of await this.subjects(pool)) {
-      const t = subject.split('.');
-      if (t.length < 8) continue;
-      const queue = untok(t[4]);
-      const model = untok(t[5]);
+      const p = parseSubject(subject);
+      if (!p) continue;
+      const queue = untok(p.tokens[4]);
+      const model = untok(p.tokens[5]);
       const key = `${queue}\u0000${model}`;
       const k = kinds.get(key) ?? { pool, queue, model, count: 0, prefixes: new Set<string>() };
       k.count += count;
-      k.prefixes.add(t.slice(0, 6).join('.'));
+      k.prefixes.add(p.prefix);
       kinds.set(key, k);
     }
     // The subject counts include leased items: take off what each kind's consumer has out.

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { DrainRate, queueFullError, storeStoppedError } from './queue-full.js';
 import {
+  DEFAULT_TENANT,
   isTerminalStatus,
+  tenantRank,
   type Lease,
   type LeaseFit,
   type LeaseQuery,
@@ -31,7 +33,11 @@ interface Entry {
   lease?: { token: string; expiresAt: number };
 }
 
-/** A pool's waiting items in dispatch order: larger priority first, then arrival. */
+/**
+ * A pool's waiting items in dispatch order: larger priority first, then arrival. A lease that
+ * orders tenants takes the first item of the best-ranked tenant, so each tenant's items keep
+ * this order among themselves.
+ */
 class PoolOrder {
   readonly list: Entry[] = [];
 
@@ -157,14 +163,26 @@ export class MemoryStore implements SchedulerStore {
     const now = this.now();
     const list = order.list;
     let soonest = Infinity;
-    for (let i = 0; i < list.length; i += 1) {
+    // The first fitting item of the best-ranked tenant (rank 0, a tenant not listed, is the best
+    // there is: the first such item ends the search).
+    let best = -1;
+    let bestRank = Infinity;
+    for (let i = 0; i < list.length && bestRank > 0; i += 1) {
       const e = list[i];
       if (!fits(e.item, query.fits)) continue;
       if (e.visibleAt > now) {
         soonest = Math.min(soonest, e.visibleAt);
         continue;
       }
-      list.splice(i, 1);
+      const rank = tenantRank(query.tenants, e.item.tenant);
+      if (rank < bestRank) {
+        best = i;
+        bestRank = rank;
+      }
+    }
+    if (best !== -1) {
+      const e = list[best];
+      list.splice(best, 1);
       this.waitingCounts.set(e.item.queue, (this.waitingCounts.get(e.item.queue) ?? 1) - 1);
       this.drain.out(e.item.queue);
       e.deliveries += 1;
@@ -264,6 +282,8 @@ export class MemoryStore implements SchedulerStore {
 
   private enqueue(item: QueueItem): void {
     if (this.entries.has(item.id)) return;
+    // An item made without a tenant is the default tenant's (as the durable stores read old items).
+    if (item.tenant === undefined) item = { ...item, tenant: DEFAULT_TENANT };
     const e: Entry = { item, seq: this.seq++, visibleAt: 0, deliveries: 0 };
     this.entries.set(item.id, e);
     this.putBack(e);

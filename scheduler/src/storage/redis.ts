@@ -5,6 +5,7 @@ import { copyRecord, decodeItem, decodeRecord, encodeItem, encodeRecord } from '
 import { DrainRate, queueFullError, storeStoppedError } from './queue-full.js';
 import { setPosition } from './sqlite.js';
 import {
+  DEFAULT_TENANT,
   isTerminalStatus,
   type Lease,
   type LeaseQuery,
@@ -29,7 +30,8 @@ export interface RedisStoreOptions extends StoreOptions {
 /**
  * Lua shared by the scripts. Keys (prefix P): `r:{reqId}` a record (hash: rev, status,
  * exp, body); `i:{itemId}` an item (hash: body, pool, queue, model, m = its order key,
- * vis = visible from, tok = lease token, until, dlv = deliveries); `pq:{pool}` and
+ * vis = visible from, tok = lease token, until, dlv = deliveries, t = tenant, missing in
+ * items stored before tenants: `default`); `pq:{pool}` and
  * `qq:{queue}` the waiting items in dispatch order (sorted sets of order keys, all scores 0,
  * ordered by the key itself: inverted priority, then arrival); `leased` the leased items by
  * expiry; `seq` the arrival counter; `pools` every pool seen.
@@ -41,7 +43,7 @@ local function ins(e)
   if redis.call('EXISTS', ik) == 1 then return 0 end
   local seq = redis.call('INCR', P .. 'seq')
   local m = e.pk .. string.format('%015d', seq) .. '|' .. e.id
-  redis.call('HSET', ik, 'body', e.body, 'pool', e.pool, 'queue', e.queue, 'model', e.model, 'm', m, 'vis', 0, 'tok', '', 'until', 0, 'dlv', 0)
+  redis.call('HSET', ik, 'body', e.body, 'pool', e.pool, 'queue', e.queue, 'model', e.model, 'm', m, 'vis', 0, 'tok', '', 'until', 0, 'dlv', 0, 't', e.tenant)
   redis.call('ZADD', P .. 'pq:' .. e.pool, 0, m)
   redis.call('ZADD', P .. 'qq:' .. e.queue, 0, m)
   redis.call('SADD', P .. 'pools', e.pool)
@@ -122,7 +124,11 @@ announce(ARGV[3], pools)
 return #pools
 `;
 
-/** ARGV: P, pool, now, leaseMs, token, fits → {body, deliveries} | false. */
+/**
+ * ARGV: P, pool, now, leaseMs, token, fits, tenants → {body, deliveries} | false. The first
+ * fitting item in order of the best-ranked tenant: a tenant not in `tenants` ranks first (the
+ * first such item ends the walk), then the listed ones in order.
+ */
 const LEASE = `${LIB}
 local now = tonumber(ARGV[3])
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'leased', '-inf', now)) do back(id, 0) end
@@ -138,27 +144,37 @@ local function fit(queue, model)
   end
   return false
 end
+local rank = {}
+for i, t in ipairs(cjson.decode(ARGV[7])) do rank[t] = i end
 local pq = P .. 'pq:' .. ARGV[2]
+local best, bestRank = nil, math.huge
 local start = 0
-while true do
+while bestRank > 0 do
   local ms = redis.call('ZRANGE', pq, start, start + 99)
-  if #ms == 0 then return false end
+  if #ms == 0 then break end
   for _, m in ipairs(ms) do
     local id = string.sub(m, string.find(m, '|', 1, true) + 1)
     local ik = P .. 'i:' .. id
-    local f = redis.call('HMGET', ik, 'queue', 'model', 'vis', 'body', 'dlv')
+    local f = redis.call('HMGET', ik, 'queue', 'model', 'vis', 'body', 'dlv', 't')
     if tonumber(f[3]) <= now and fit(f[1], f[2]) then
-      local until_ = now + tonumber(ARGV[4])
-      local dlv = tonumber(f[5]) + 1
-      redis.call('ZREM', pq, m)
-      redis.call('ZREM', P .. 'qq:' .. f[1], m)
-      redis.call('HSET', ik, 'tok', ARGV[5], 'until', until_, 'dlv', dlv)
-      redis.call('ZADD', P .. 'leased', until_, id)
-      return {f[4], dlv}
+      local r = rank[f[6] or 'default'] or 0
+      if r < bestRank then
+        best = {m = m, id = id, ik = ik, f = f}
+        bestRank = r
+        if r == 0 then break end
+      end
     end
   end
   start = start + 100
 end
+if not best then return false end
+local until_ = now + tonumber(ARGV[4])
+local dlv = tonumber(best.f[5]) + 1
+redis.call('ZREM', pq, best.m)
+redis.call('ZREM', P .. 'qq:' .. best.f[1], best.m)
+redis.call('HSET', best.ik, 'tok', ARGV[5], 'until', until_, 'dlv', dlv)
+redis.call('ZADD', P .. 'leased', until_, best.id)
+return {best.f[4], dlv}
 `;
 
 /** ARGV: P, id, token, until → 1 | 0. */
@@ -331,7 +347,15 @@ export class RedisStore implements SchedulerStore {
     const token = randomUUID();
     const fits = query.fits.map((f) => ({ queues: [...f.queues], ...(f.models ? { models: [...f.models] } : {}) }));
     const res = await this.call(() =>
-      this.conn.dmLease(this.prefix, query.pool, Date.now(), this.opts.leaseMs, token, JSON.stringify(fits)),
+      this.conn.dmLease(
+        this.prefix,
+        query.pool,
+        Date.now(),
+        this.opts.leaseMs,
+        token,
+        JSON.stringify(fits),
+        JSON.stringify(query.tenants ?? []),
+      ),
     );
     if (!res) return undefined;
     const item = decodeItem(res[0]);
@@ -396,7 +420,15 @@ export class RedisStore implements SchedulerStore {
   // ---- internals -------------------------------------------------------------------------
 
   private itemArg(item: QueueItem): Record<string, string> {
-    return { id: item.id, pool: item.pool, queue: item.queue, model: item.model, pk: priorityKey(item.priority), body: encodeItem(item) };
+    return {
+      id: item.id,
+      pool: item.pool,
+      queue: item.queue,
+      model: item.model,
+      tenant: item.tenant ?? DEFAULT_TENANT,
+      pk: priorityKey(item.priority),
+      body: encodeItem(item),
+    };
   }
 
   private effectsArg(effects: QueueEffects): Record<string, unknown> {

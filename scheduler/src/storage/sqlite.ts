@@ -5,6 +5,7 @@ import Database from 'better-sqlite3';
 import { decodeItem, decodeRecord, encodeItem, encodeRecord } from './codec.js';
 import { DrainRate, queueFullError, storeStoppedError } from './queue-full.js';
 import {
+  DEFAULT_TENANT,
   isTerminalStatus,
   type Lease,
   type LeaseFit,
@@ -60,7 +61,8 @@ CREATE TABLE IF NOT EXISTS items (
   lease_until INTEGER NOT NULL DEFAULT 0,
   deliveries INTEGER NOT NULL DEFAULT 0,
   change_seq INTEGER NOT NULL,
-  body TEXT NOT NULL
+  body TEXT NOT NULL,
+  tenant TEXT NOT NULL DEFAULT 'default'
 );
 CREATE INDEX IF NOT EXISTS items_order ON items(pool, priority DESC, seq);
 CREATE INDEX IF NOT EXISTS items_queue ON items(queue, lease_token);
@@ -82,6 +84,8 @@ export class SqliteStore implements SchedulerStore {
   readonly durable = true;
   private db: Database.Database | undefined;
   private stmts!: ReturnType<SqliteStore['prepare']>;
+  /** Lease queries ordering this many tenants (prepared once per count). */
+  private readonly byTenants = new Map<number, Database.Statement>();
   private readonly drain = new DrainRate();
   private readonly changeListeners = new Set<(c: RecordChange) => void>();
   private readonly queueListeners = new Set<(pool: string) => void>();
@@ -101,6 +105,10 @@ export class SqliteStore implements SchedulerStore {
     db.pragma('synchronous = NORMAL');
     db.pragma('busy_timeout = 5000');
     db.exec(SCHEMA);
+    // Files made before tenants existed: their items belong to the default tenant.
+    if (!(db.pragma('table_info(items)') as Array<{ name: string }>).some((c) => c.name === 'tenant')) {
+      db.exec(`ALTER TABLE items ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'`);
+    }
     this.db = db;
     this.stmts = this.prepare(db);
     this.dataVersion = db.pragma('data_version', { simple: true }) as number;
@@ -118,6 +126,7 @@ export class SqliteStore implements SchedulerStore {
     clearInterval(this.sweeper);
     this.db?.close();
     this.db = undefined;
+    this.byTenants.clear();
     return Promise.resolve();
   }
 
@@ -135,7 +144,7 @@ export class SqliteStore implements SchedulerStore {
       ),
       waiting: db.prepare(`SELECT COUNT(*) AS n FROM items WHERE queue = ? AND lease_token IS NULL`),
       insertItem: db.prepare(
-        `INSERT OR IGNORE INTO items(id, pool, queue, model, priority, seq, change_seq, body) VALUES (@id, @pool, @queue, @model, @priority, @seq, @seq, @body)`,
+        `INSERT OR IGNORE INTO items(id, pool, queue, model, priority, seq, change_seq, body, tenant) VALUES (@id, @pool, @queue, @model, @priority, @seq, @seq, @body, @tenant)`,
       ),
       ack: db.prepare(`DELETE FROM items WHERE id = ? AND lease_token = ?`),
       release: db.prepare(
@@ -161,6 +170,25 @@ export class SqliteStore implements SchedulerStore {
         `DELETE FROM requests WHERE req_id IN (SELECT req_id FROM requests WHERE expires_at > 0 ORDER BY expires_at DESC LIMIT -1 OFFSET ?)`,
       ),
     };
+  }
+
+  /**
+   * The waiting items of a pool in lease order: with `tenants`, a tenant not listed first, then
+   * the listed ones in order (see `LeaseQuery.tenants`); then priority, then arrival.
+   */
+  private candidates(tenants: readonly string[] | undefined): Database.Statement {
+    const n = tenants?.length ?? 0;
+    if (n === 0) return this.stmts.candidates;
+    let stmt = this.byTenants.get(n);
+    if (!stmt) {
+      const rank = Array.from({ length: n }, (_, i) => `WHEN ? THEN ${i + 1}`).join(' ');
+      stmt = this.conn.prepare(
+        `SELECT id, pool, queue, model, body, lease_token, deliveries FROM items WHERE pool = ? AND lease_token IS NULL AND visible_at <= ? ` +
+          `ORDER BY CASE tenant ${rank} ELSE 0 END, priority DESC, seq ASC`,
+      );
+      this.byTenants.set(n, stmt);
+    }
+    return stmt;
   }
 
   private check(): void {
@@ -265,7 +293,7 @@ export class SqliteStore implements SchedulerStore {
       const lease = db
         .transaction((): Lease | undefined => {
           if (this.stmts.anyExpired.get(query.pool, now)) this.stmts.expireLeases.run({ pool: query.pool, now, seq: this.nextSeq() });
-          for (const row of this.stmts.candidates.all(query.pool, now) as ItemRow[]) {
+          for (const row of this.candidates(query.tenants).all(query.pool, now, ...(query.tenants ?? [])) as ItemRow[]) {
             if (!fits(row, query.fits)) continue;
             const token = randomUUID();
             this.stmts.take.run({ token, until: now + this.opts.leaseMs, id: row.id });
@@ -351,6 +379,7 @@ export class SqliteStore implements SchedulerStore {
       priority: item.priority,
       seq,
       body: encodeItem(item),
+      tenant: item.tenant ?? DEFAULT_TENANT,
     });
     return r.changes === 1;
   }

@@ -16,7 +16,8 @@
  *   transitions wins and the other sees the outcome (a stage finished twice counts once).
  * - A **queue item** is one stage task waiting for a free stage instance, at most one per
  *   (request, stage) at a time. Items of a pool are ordered larger `priority` first, then
- *   by arrival (FIFO within a priority); a released item keeps its place.
+ *   by arrival (FIFO within a priority); a released item keeps its place. A lease may put
+ *   tenants first ({@link LeaseQuery.tenants}: fair share), the order holding within each.
  * - A **lease** takes an item out of the order for `leaseMs`. Renewed, it stays taken;
  *   acknowledged, the item is gone; released (or not renewed in time), the item is back in
  *   its place. A lease is how a dispatch survives its scheduler: a crashed scheduler's
@@ -82,11 +83,18 @@ export interface QueueItem {
   range?: string;
   /** The model the request asked for: only instances serving it may take the item. */
   model: string;
-  /** Larger first. */
+  /** Larger first (within its tenant, when the lease orders tenants). */
   priority: number;
   /** When the item was first queued (ms since the epoch). */
   enqueuedAt: number;
+  /** Whose request it is ({@link DEFAULT_TENANT} for items stored before tenants existed). */
+  tenant: string;
+  /** The task's cost estimate (`task-cost.ts`), for fair share; missing in old items (= 1). */
+  cost?: number;
 }
+
+/** The tenant of a request sent without one (tenancy off), and of items stored before tenants. */
+export const DEFAULT_TENANT = 'default';
 
 /** A taken item. Only the holder of its token may renew, acknowledge or release it. */
 export interface Lease {
@@ -111,6 +119,24 @@ export interface LeaseQuery {
   fits: readonly LeaseFit[];
   /** Who takes it (a scheduler id), for diagnostics. */
   owner: string;
+  /**
+   * Fair share: tenants in the order they are owed service, most deserving first. The lease
+   * takes the best fitting item of the tenant with the smallest {@link tenantRank}: a tenant
+   * not listed ranks first (the dispatcher lists only tenants that have had more than their
+   * share), then the listed ones in order; within a rank, the usual order (larger priority,
+   * then arrival). None or empty: the usual order across all tenants (first come, first served
+   * within a priority).
+   */
+  tenants?: readonly string[];
+}
+
+/**
+ * The rank of `tenant` in a lease's tenant order: 0 for a tenant not listed, else its place in
+ * the list from 1. Stores take the fitting item with the smallest rank first.
+ */
+export function tenantRank(tenants: readonly string[] | undefined, tenant: string): number {
+  if (!tenants || tenants.length === 0) return 0;
+  return tenants.indexOf(tenant) + 1;
 }
 
 /**

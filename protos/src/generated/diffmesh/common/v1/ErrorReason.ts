@@ -68,6 +68,11 @@ export const ErrorReason = {
    * holds its Work stream.
    */
   ERROR_REASON_INSTANCE_HELD: 'ERROR_REASON_INSTANCE_HELD',
+  /**
+   * The caller's tenant is over one of its limits (requests per minute, cost of
+   * its running or of its waiting work); the error says which and when to retry.
+   */
+  ERROR_REASON_TENANT_QUOTA: 'ERROR_REASON_TENANT_QUOTA',
 } as const;
 
 /**
@@ -162,6 +167,12 @@ export type ErrorReason =
    */
   | 'ERROR_REASON_INSTANCE_HELD'
   | 23
+  /**
+   * The caller's tenant is over one of its limits (requests per minute, cost of
+   * its running or of its waiting work); the error says which and when to retry.
+   */
+  | 'ERROR_REASON_TENANT_QUOTA'
+  | 24
 
 /**
  * Why a diffmesh call failed. On gRPC errors the same value travels, without
