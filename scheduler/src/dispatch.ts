@@ -20,6 +20,9 @@ import { deadlineOf, timeoutError, type RequestLifecycle } from './lifecycle.js'
 import type { SchedulerLimits } from './limits.js';
 import type { Lease, RecordChange, RequestRecord, SchedulerStore } from './storage/types.js';
 import { MAX_TIMEOUT_MS, TaskRefused } from './types.js';
+import type { FairShare } from './fair-share.js';
+import type { TaskCosts } from './task-cost.js';
+import type { TenantQuotas } from './tenant-quotas.js';
 
 /** A pool's queue keys with their version ranges (from the plan registry). */
 export type PoolQueues = (pool: string) => ReadonlyArray<{ key: string; range?: string }>;
@@ -43,6 +46,12 @@ export interface DispatcherOptions {
    * never (memory tells of every item).
    */
   pollMs: number;
+  /** Orders each pool's tenants by weighted fair share; none = first come, first served. */
+  fairShare?: FairShare;
+  /** Told of every task that starts and ends here (tenants' running cost). */
+  quotas: TenantQuotas;
+  /** Told how long each task ran (measured cost estimates). */
+  costs: TaskCosts;
 }
 
 /** A task this scheduler has leased and sent to an instance. */
@@ -217,7 +226,8 @@ export class Dispatcher {
       if (free.length === 0) return;
       const fits = instances.fits(free, this.opts.queuesOf(pool));
       if (fits.length === 0) return;
-      const lease = await store.lease({ pool, fits, owner: this.opts.owner });
+      const tenants = this.opts.fairShare?.order(pool);
+      const lease = await store.lease({ pool, fits, owner: this.opts.owner, ...(tenants?.length ? { tenants } : {}) });
       if (!lease) return;
       await this.take(lease);
     }
@@ -246,6 +256,8 @@ export class Dispatcher {
     }
     const slot = instances.choose(fit, rec.state.context.refs);
     instances.took(slot);
+    // Its tenant's share of the pool is used from now on, whatever the task's fate.
+    this.opts.fairShare?.dispatched(item.pool, item.tenant, item.cost ?? 1);
     const held: Held = { lease, slot, ended: false, leaseLost: false, handedBack: false, progressAt: 0, progressBusy: false };
     this.hold(held);
     let started: RequestRecord | undefined;
@@ -324,6 +336,9 @@ export class Dispatcher {
     const cancel = new Cancellation(Math.min(MAX_TIMEOUT_MS, this.opts.limits.stageTimeoutMs));
     held.cancel = cancel;
     held.record = rec;
+    const cost = item.cost ?? 1;
+    this.opts.quotas.taskStarted(item.tenant, cost);
+    const startedAt = performance.now();
     // The request may have ended while the task was being started.
     if (held.ended) cancel.cancel(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'request ended'));
     instance
@@ -333,6 +348,7 @@ export class Dispatcher {
           held.answered = true;
           span.setAttribute(ATTR.outcome, 'ok');
           span.end();
+          this.opts.costs.observe(item.pool, ctx.model, stage.name, ctx.params, performance.now() - startedAt);
           if (held.leaseLost) return;
           // On a shared store the last step rides with the stage's end (one write less); the
           // memory store has written every step already.
@@ -358,6 +374,7 @@ export class Dispatcher {
       .catch((err: unknown) => this.opts.log.warn({ reqId: ctx.reqId, stage: stage.name, err }, 'could not record the outcome of a task'))
       .finally(() => {
         cancel.dispose();
+        this.opts.quotas.taskEnded(item.tenant, cost);
         this.release(held);
         this.schedule(instance.pool);
       });

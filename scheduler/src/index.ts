@@ -1,6 +1,11 @@
 export { SchedulerConfigSchema, schedulerConfig } from './config.js';
 export type { SchedulerConfig } from './config.js';
 export { EventLog } from './event-log.js';
+export { DEFAULT_TENANT, DEFAULT_TENANT_POLICY, FairShare } from './fair-share.js';
+export type { TenantLimits, TenantPolicy } from './fair-share.js';
+export { nominalCost, TaskCosts } from './task-cost.js';
+export { TenantQuotas } from './tenant-quotas.js';
+export type { TenantLimitName } from './tenant-quotas.js';
 export { submitWithInputImage } from './input-image.js';
 export { LocalInstance } from './local-instance.js';
 export { followDiscovery } from './membership.js';
@@ -43,7 +48,7 @@ export type { RedisStoreOptions } from './storage/redis.js';
 export { SqliteStore } from './storage/sqlite.js';
 export type { SqliteStoreOptions } from './storage/sqlite.js';
 export type { MemoryStoreOptions } from './storage/memory.js';
-export { STORE_BACKENDS, isTerminalStatus, itemId } from './storage/types.js';
+export { STORE_BACKENDS, isTerminalStatus, itemId, tenantRank } from './storage/types.js';
 export type {
   Lease,
   LeaseFit,

@@ -39,6 +39,9 @@ import {
 } from './storage/types.js';
 import { MAX_REQUEST_ID_CHARS, MAX_TIMEOUT_MS, type GenerateRequest, type RequestState, type StageTiming } from './types.js';
 import type { SchedulerLimits } from './limits.js';
+import { DEFAULT_TENANT } from './fair-share.js';
+import type { TaskCosts } from './task-cost.js';
+import type { TenantQuotas } from './tenant-quotas.js';
 
 /** Follows a request's events: `item` for each (with the record it came from), then `close` after the last. */
 export interface RequestListener {
@@ -76,6 +79,12 @@ export interface LifecycleOptions {
   onEvent?: (event: RequestEvent, state: RequestState) => void;
   /** A task was queued by this scheduler (stranded-task checks). */
   onEnqueued?: (item: QueueItem) => void;
+  /** A request was refused at admission (metrics); must not throw. */
+  onRefused?: (tenant: string, error: DiffmeshError) => void;
+  /** Task cost estimates (fair share and quotas). */
+  costs: TaskCosts;
+  /** Tenant limits at admission. */
+  quotas: TenantQuotas;
 }
 
 /** A request this scheduler accepted: its span and timeout live here. */
@@ -179,6 +188,11 @@ export class RequestLifecycle {
       recordError(span, err);
       span.setAttribute(ATTR.requestStatus, 'rejected');
       span.end();
+      try {
+        this.opts.onRefused?.(req.tenant || DEFAULT_TENANT, asDiffmeshError(err));
+      } catch (e) {
+        this.opts.log.warn({ err: e }, 'refusal observer failed');
+      }
       throw err;
     }
   }
@@ -234,6 +248,13 @@ export class RequestLifecycle {
         retryAfterMs: 1000,
       });
     }
+    const tenant = req.tenant || DEFAULT_TENANT;
+    // Counted at once, like in-flight requests: a burst cannot pass a tenant's limits together.
+    this.opts.quotas.admit(
+      reqId,
+      tenant,
+      plan.stages.map((s) => this.opts.costs.estimate(s.pool, req.model, s.name, params)),
+    );
     const now = Date.now();
     // (Limits given in-process are not validated like the service's config: keep timers in range.)
     const timeoutMs = Math.min(MAX_TIMEOUT_MS, timeout > 0 ? timeout : limits.defaultTimeoutMs);
@@ -252,6 +273,7 @@ export class RequestLifecycle {
       retryCount: 0,
       // The request span's context: every hop of the request continues from it.
       traceContext: injectTraceContext(traceCtx),
+      tenant,
     };
     const record: RequestRecord = {
       state: { context, planName: entry.model ?? entry.pattern ?? req.model, step: 0, totalSteps: 0, timings: [], result: {} },
@@ -274,6 +296,7 @@ export class RequestLifecycle {
       if (this.local.get(reqId) !== local) return;
       this.local.delete(reqId);
       this.inFlight -= 1;
+      this.opts.quotas.withdraw(reqId);
     };
     let result: { record: RequestRecord; created: boolean };
     try {
@@ -388,7 +411,10 @@ export class RequestLifecycle {
         else this.refresh(c.reqId, w);
       }
     }
-    if (c.record) this.opts.recent.update(c.record);
+    if (c.record) {
+      this.opts.recent.update(c.record);
+      this.opts.quotas.moved(c.reqId, c.record.state.context.currentStageIndex);
+    }
     if (c.terminal) this.ended(c.reqId, c.record);
   }
 
@@ -398,6 +424,7 @@ export class RequestLifecycle {
     if (!l) return;
     this.local.delete(reqId);
     this.inFlight -= 1;
+    this.opts.quotas.ended(reqId);
     clearTimeout(l.timer);
     const close = (rec: RequestRecord | undefined): void => {
       const ctx = rec?.state.context;
@@ -826,6 +853,8 @@ export class RequestLifecycle {
       model: ctx.model,
       priority: ctx.priority,
       enqueuedAt,
+      tenant: ctx.tenant ?? DEFAULT_TENANT,
+      cost: this.opts.costs.estimate(stage.pool, ctx.model, stage.name, ctx.params),
     };
   }
 

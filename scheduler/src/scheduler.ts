@@ -10,6 +10,9 @@ import { MemoryStore } from './storage/memory.js';
 import { isTerminalStatus, type RecordChange, type SchedulerStore } from './storage/types.js';
 import type { GenerateRequest, RequestState, StageInstance } from './types.js';
 import { DEFAULT_LEASE_MS, DEFAULT_MAX_RETAINED, type SchedulerLimits } from './limits.js';
+import { DEFAULT_TENANT_POLICY, FairShare, type TenantPolicy } from './fair-share.js';
+import { TaskCosts } from './task-cost.js';
+import { TenantQuotas } from './tenant-quotas.js';
 
 export { DEFAULT_LEASE_MS, DEFAULT_MAX_RETAINED, DEFAULT_STRANDED_TIMEOUT_MS } from './limits.js';
 export { checkRequestId } from './lifecycle.js';
@@ -34,6 +37,15 @@ export interface SchedulerOptions {
   onEvent?: (event: RequestEvent, state: RequestState) => void;
   /** How many of the latest requests {@link Scheduler.recentRequests} keeps (default 50). */
   recentRequests?: number;
+  /** Tenants' weights and limits (default: weight 1, no limits). See `fair-share.ts`. */
+  tenants?: TenantPolicy;
+  /**
+   * Weighted fair queuing across tenants within each pool (default true); false = first come,
+   * first served within a priority, whoever sent it. Tenant limits apply either way.
+   */
+  fairShare?: boolean;
+  /** Sees every request refused at admission, with its tenant (metrics); must not throw. */
+  onRefused?: (tenant: string, error: DiffmeshError) => void;
 }
 
 /** A stage instance of a pool with its load, as {@link Scheduler.pools} reports it. */
@@ -79,6 +91,7 @@ export class Scheduler {
   private readonly lifecycle: RequestLifecycle;
   private readonly dispatcher: Dispatcher;
   private readonly recent: RecentRequests;
+  private readonly quotas: TenantQuotas;
   private readonly queues = new Map<string, Array<{ key: string; range?: string }>>();
   private phase: SchedulerPhase = 'INITIALIZED';
   private starting: Promise<void> | undefined;
@@ -103,7 +116,13 @@ export class Scheduler {
     }
     this.recent = new RecentRequests(Math.max(0, opts.recentRequests ?? DEFAULT_RECENT_REQUESTS));
     this.slots = new InstanceSlots((pool, how) => this.dispatcher.instancesChanged(pool, how));
+    const tenants = opts.tenants ?? DEFAULT_TENANT_POLICY;
+    const costs = new TaskCosts();
+    this.quotas = new TenantQuotas(tenants);
     this.lifecycle = new RequestLifecycle({
+      costs,
+      quotas: this.quotas,
+      ...(opts.onRefused ? { onRefused: opts.onRefused } : {}),
       store: this.requests,
       registry: opts.registry,
       tensors: opts.store,
@@ -125,6 +144,9 @@ export class Scheduler {
       queuesOf: (pool) => this.queues.get(pool) ?? [{ key: pool }],
       progressIntervalMs: durable ? 250 : 0,
       pollMs: durable ? 1000 : 0,
+      costs,
+      quotas: this.quotas,
+      ...(opts.fairShare === false ? {} : { fairShare: new FairShare(tenants) }),
     });
     // An in-process store needs no start: the scheduler works at once.
     if (!durable) this.run();
@@ -340,6 +362,11 @@ export class Scheduler {
   /** Requests accepted here and not yet finished. */
   inFlightCount(): number {
     return this.lifecycle.inFlightCount();
+  }
+
+  /** What a tenant uses now as this scheduler sees it: cost of its tasks running here, and of its accepted work waiting. */
+  tenantUsage(tenant: string): { running: number; queued: number } {
+    return this.quotas.usage(tenant);
   }
 
   /** Tasks this scheduler is running on its instances. */
