@@ -10,6 +10,7 @@ export { submitWithInputImage } from './input-image.js';
 export { LocalInstance } from './local-instance.js';
 export { followDiscovery } from './membership.js';
 export { SchedulerMetrics } from './metrics.js';
+export type { SchedulerMetricsOptions } from './metrics.js';
 export type { MembershipOptions } from './membership.js';
 export { RemoteInstance } from './remote-instance.js';
 export { INPUT_IMAGE, requestPlan } from './request-plan.js';

@@ -4,6 +4,9 @@ import { entry, gate, handler, log, newScheduler, outcome } from './fixtures/sta
 import { LocalInstance } from './local-instance.js';
 import { SchedulerMetrics } from './metrics.js';
 
+/** The labelled series of metric `name` in Prometheus text. */
+const series = (text: string, name: string): string[] => text.split('\n').filter((l) => l.startsWith(`${name}{`));
+
 describe('SchedulerMetrics', async () => {
   it('labels requests with their plan entry (the pattern), not each model name the pattern accepts', async () => {
     const registry = PlanRegistry.fromEntries([entry({ model: 'm1' }), entry({ pattern: 'pat/*' })]);
@@ -25,16 +28,53 @@ describe('SchedulerMetrics', async () => {
     held.release();
 
     const text = await metrics.registry.metrics();
-    const series = (name: string) => text.split('\n').filter((l) => l.startsWith(`${name}{`));
-    expect(series('diffmesh_requests_submitted_total')).toEqual([
+    expect(series(text, 'diffmesh_requests_submitted_total')).toEqual([
       'diffmesh_requests_submitted_total{model="pat/*"} 4',
       'diffmesh_requests_submitted_total{model="m1"} 1',
     ]);
-    expect(series('diffmesh_requests_completed_total')).toEqual([
+    expect(series(text, 'diffmesh_requests_completed_total')).toEqual([
       'diffmesh_requests_completed_total{model="pat/*"} 3',
       'diffmesh_requests_completed_total{model="m1"} 1',
     ]);
-    expect(series('diffmesh_requests_cancelled_total')).toEqual(['diffmesh_requests_cancelled_total{model="pat/*"} 1']);
+    expect(series(text, 'diffmesh_requests_cancelled_total')).toEqual(['diffmesh_requests_cancelled_total{model="pat/*"} 1']);
     expect(text).not.toMatch(/model="pat\/[a-d]"/);
+  });
+});
+
+describe('SchedulerMetrics: tenants', async () => {
+  it('labels queue waits and refusals with the tenant, tenants outside the tenants config as other', async () => {
+    let metrics: SchedulerMetrics | undefined;
+    const s = newScheduler(
+      {},
+      {
+        tenants: { weight: () => 1, limits: (t) => (t === 'acme' ? { requestsPerMinute: 1 } : {}) },
+        onEvent: (e, state) => metrics?.observe(e, state),
+        onRefused: (tenant, err) => metrics?.refused(tenant, err),
+      },
+    );
+    metrics = new SchedulerMetrics(s, { tenants: ['acme'] });
+    s.addInstance(
+      new LocalInstance(
+        'enc-1',
+        'enc',
+        handler(async () => ({ outputs: {} })),
+        4,
+        log,
+      ),
+    );
+    for (const tenant of ['acme', 'stranger']) {
+      expect(await outcome(s, (await s.submit({ model: 'm1', params: { prompt: 'x' }, tenant })).context.reqId)).toBe('completed');
+    }
+    await expect(s.submit({ model: 'm1', params: { prompt: 'x' }, tenant: 'acme' })).rejects.toMatchObject({ reason: 'TENANT_QUOTA' });
+
+    const text = await metrics.registry.metrics();
+    expect(series(text, 'diffmesh_queue_wait_seconds_count')).toEqual([
+      'diffmesh_queue_wait_seconds_count{pool="enc",tenant="acme"} 1',
+      'diffmesh_queue_wait_seconds_count{pool="enc",tenant="other"} 1',
+    ]);
+    expect(series(text, 'diffmesh_admissions_refused_total')).toEqual([
+      'diffmesh_admissions_refused_total{tenant="acme",reason="TENANT_QUOTA"} 1',
+    ]);
+    expect(text).not.toMatch(/stranger/);
   });
 });

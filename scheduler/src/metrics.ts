@@ -1,9 +1,22 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Scheduler } from './scheduler.js';
-import type { RequestEvent } from '@diffmesh/core';
+import type { DiffmeshError, RequestEvent } from '@diffmesh/core';
 import type { RequestState } from './types.js';
+import { DEFAULT_TENANT } from './fair-share.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+
+/** Distinct tenant labels kept when the tenants are not listed; the rest are `other`. */
+const MAX_TENANT_LABELS = 32;
+
+/** Options of {@link SchedulerMetrics}. */
+export interface SchedulerMetricsOptions {
+  /**
+   * The tenants of the tenants config: the `tenant` label takes these values (and `default`),
+   * any other tenant is `other`. Without a list the first 32 tenants seen get their own label.
+   */
+  tenants?: readonly string[];
+}
 
 /**
  * The scheduler's Prometheus metrics. Counters and histograms follow request events;
@@ -17,9 +30,13 @@ export class SchedulerMetrics {
   private readonly cancelled: Counter<'model'>;
   private readonly requestLatency: Histogram<'model'>;
   private readonly stageLatency: Histogram<'stage' | 'pool'>;
-  private readonly queueWait: Histogram<'pool'>;
+  private readonly queueWait: Histogram<'pool' | 'tenant'>;
+  private readonly refusals: Counter<'tenant' | 'reason'>;
+  private readonly tenantLabels: Set<string>;
 
-  constructor(scheduler: Scheduler) {
+  constructor(scheduler: Scheduler, opts: SchedulerMetricsOptions = {}) {
+    this.tenantLabels = new Set([DEFAULT_TENANT, ...(opts.tenants ?? [])]);
+    this.listedTenants = opts.tenants !== undefined;
     const r = this.registry;
     collectDefaultMetrics({ register: r, prefix: 'diffmesh_scheduler_' });
     this.submitted = new Counter({
@@ -63,8 +80,14 @@ export class SchedulerMetrics {
     this.queueWait = new Histogram({
       name: 'diffmesh_queue_wait_seconds',
       help: 'Time a stage task waited in its pool queue',
-      labelNames: ['pool'],
+      labelNames: ['pool', 'tenant'],
       buckets: LATENCY_BUCKETS,
+      registers: [r],
+    });
+    this.refusals = new Counter({
+      name: 'diffmesh_admissions_refused_total',
+      help: 'Requests refused at admission, by tenant and reason (TENANT_QUOTA, QUEUE_FULL, …)',
+      labelNames: ['tenant', 'reason'],
       registers: [r],
     });
     new Gauge({
@@ -137,6 +160,22 @@ export class SchedulerMetrics {
   }
 
   private readonly bound = new Map<object, Map<string, unknown>>();
+  private readonly listedTenants: boolean;
+
+  /** The `tenant` label of a tenant: bounded by the tenants config (see {@link SchedulerMetricsOptions.tenants}). */
+  private tenantLabel(tenant: string | undefined): string {
+    const t = tenant || DEFAULT_TENANT;
+    if (this.tenantLabels.has(t)) return t;
+    if (this.listedTenants || this.tenantLabels.size >= MAX_TENANT_LABELS) return 'other';
+    this.tenantLabels.add(t);
+    return t;
+  }
+
+  /** Scheduler `onRefused` hook. */
+  refused(tenant: string, error: DiffmeshError): void {
+    const label = this.tenantLabel(tenant);
+    this.series(this.refusals, `${label}\u0000${error.reason}`, { tenant: label, reason: error.reason }).inc();
+  }
 
   /** Serves `diffmesh_scheduler_sessions`, the open Session streams, read from `count` when scraped. */
   countSessions(count: () => number): void {
@@ -161,7 +200,8 @@ export class SchedulerMetrics {
       case 'stage_finished': {
         const pool = state.context.executionPlan.stages[e.stageIndex]?.pool ?? '';
         this.series(this.stageLatency, `${e.stage}\u0000${pool}`, { stage: e.stage, pool }).observe(e.runMs / 1000);
-        this.series(this.queueWait, pool, { pool }).observe(e.queueMs / 1000);
+        const tenant = this.tenantLabel(state.context.tenant);
+        this.series(this.queueWait, `${pool}\u0000${tenant}`, { pool, tenant }).observe(e.queueMs / 1000);
         return;
       }
       case 'completed':

@@ -86,6 +86,7 @@ export async function startSchedulerService(
     },
     id: instanceId,
     onEvent: (e, state) => metrics?.observe(e, state),
+    onRefused: (tenant, err) => metrics?.refused(tenant, err),
   });
   await scheduler.start();
   metrics = new SchedulerMetrics(scheduler);
