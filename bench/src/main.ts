@@ -13,6 +13,7 @@ import { formatTensorBench, runTensorBench } from './tensor.js';
 import { formatCrossNodeBench, runCrossNodeBench } from './cross-node.js';
 import { formatLongRuns, runLongRuns } from './long-runs.js';
 import { formatGpuBench, runGpuBench } from './gpu.js';
+import { formatFairShare, runFairShare } from './fair-share.js';
 
 /** Options every section may read. */
 export interface BenchOptions {
@@ -61,6 +62,12 @@ export const SECTIONS: BenchSection[] = [
     name: 'queues',
     description: '(d) each queue backend (memory, sqlite, redis, jetstream) per request: the no-op plan, p50 and requests/s side by side',
     run: async (o) => formatQueueBackends(await runQueueBackends(o.reps ?? 300)),
+  },
+  {
+    name: 'fair-share',
+    description:
+      "a light tenant's p50/p99 latency alone and while a second tenant sends 20× its load, first come, first served vs weighted fair share (in-process, modelled 200 ms tasks)",
+    run: async () => formatFairShare(await runFairShare()),
   },
   {
     name: 'mesh-vs-embedded',

@@ -91,6 +91,10 @@ export const SchedulerConfigSchema = z.object({
     .max(MAX_TIMEOUT_MS)
     .default(10_000)
     .describe("how long a dispatched task stays taken without renewal: a dead scheduler's tasks return to their queues after this"),
+  fairShare: z
+    .boolean()
+    .default(true)
+    .describe('weighted fair queuing across tenants in every pool (false = first come, first served within a priority)'),
   ffmpeg: z.string().default('ffmpeg').describe('ffmpeg binary for MP4 and WebM results of GetResult (a name on PATH or a path)'),
   metricsListen: z.string().default('').describe('host:port of the Prometheus /metrics endpoint (empty = off; port 0 = any free port)'),
   tls: TlsConfigSchema.prefault({}).describe('TLS of the scheduler API and of its calls to stage services and tensor-svc'),
@@ -128,6 +132,7 @@ export const schedulerConfig = defineConfig({
     SQLITE_PATH: 'sqlitePath',
     QUEUE_NAMESPACE: 'queueNamespace',
     LEASE_MS: 'leaseMs',
+    FAIR_SHARE: 'fairShare',
     FFMPEG: 'ffmpeg',
     METRICS_LISTEN: 'metricsListen',
     LOG_LEVEL: 'log.level',
@@ -159,6 +164,7 @@ export const schedulerConfig = defineConfig({
     'sqlite-path': 'sqlitePath',
     'queue-namespace': 'queueNamespace',
     'lease-ms': 'leaseMs',
+    'fair-share': 'fairShare',
     ffmpeg: 'ffmpeg',
     'metrics-listen': 'metricsListen',
     'log-level': 'log.level',

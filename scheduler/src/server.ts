@@ -85,6 +85,7 @@ export async function startSchedulerService(
       leaseMs: config.leaseMs,
     },
     id: instanceId,
+    fairShare: config.fairShare,
     onEvent: (e, state) => metrics?.observe(e, state),
     onRefused: (tenant, err) => metrics?.refused(tenant, err),
   });
