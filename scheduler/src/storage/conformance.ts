@@ -18,6 +18,11 @@ export interface ConformanceTarget {
   durable: boolean;
   /** Called once after the suite (stops the server). */
   close?(): Promise<void>;
+  /**
+   * Stores `items` on namespace `ns` as the backend's version before tenants stored them (no
+   * tenant anywhere), then answers a store opened on it with `open` (durable backends only).
+   */
+  legacy?(open: (ns: string) => Promise<SchedulerStore>, ns: string, items: QueueItem[]): Promise<SchedulerStore>;
 }
 
 let nsCounter = 0;
@@ -434,6 +439,17 @@ export function storeConformance(name: string, target: () => Promise<Conformance
         await s.apply({ release: { lease: second, delayMs: 0 } });
         await s.apply({ release: { lease: first, delayMs: 0 } });
         expect(await drainFair(s, ['A', 'B'])).toEqual(['a1', 'a2', 'b1']);
+      });
+
+      it('reads items stored before tenants existed as the default tenant’s, in their order, and removes them', async (ctx) => {
+        if (!t.legacy) return ctx.skip();
+        const s = await t.legacy(open, freshNs(), [newItem('old1'), newItem('old2'), newItem('old3', { priority: 1 })]);
+        await s.admit(newRecord('new'), newItem('new', { tenant: 'X' }), 10);
+        expect((await s.lease(FAIR(['X', 'default'])))?.item).toMatchObject({ reqId: 'new', tenant: 'X' });
+        await s.apply({ remove: { pool: 'enc', id: itemId('old1', 0) } });
+        expect((await s.lease(FAIR(['default'])))?.item).toMatchObject({ reqId: 'old3', tenant: 'default' });
+        expect((await s.lease(FAIR(['default'])))?.item).toMatchObject({ reqId: 'old2', tenant: 'default' });
+        expect(await s.lease(FAIR(['default']))).toBeUndefined();
       });
 
       it('counts an item stored without a tenant as the default tenant', async () => {

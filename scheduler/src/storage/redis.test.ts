@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { Code } from '@diffmesh/core';
 import { rejection, startRedisServer, type RunningRedisServer } from '@diffmesh/testing';
-import { storeConformance } from './conformance.js';
+import { Redis } from 'ioredis';
+import { newRecord, storeConformance } from './conformance.js';
 import { RedisStore } from './redis.js';
 
 storeConformance('redis', async () => {
@@ -12,6 +13,22 @@ storeConformance('redis', async () => {
     open: async (ns, opts) => {
       const s = new RedisStore({ url: server.url, prefix: `${ns}:`, retentionMs: 60_000, maxRetained: 10_000, leaseMs: 30_000, ...opts });
       await s.start();
+      return s;
+    },
+    // Items of the version before tenants: no `t` field, no tenant in their bodies.
+    legacy: async (open, ns, items) => {
+      const s = await open(ns);
+      const raw = new Redis(server.url);
+      try {
+        for (const item of items) {
+          await s.admit(newRecord(item.reqId), item, 100);
+          const { tenant: _, ...old } = item;
+          await raw.hdel(`${ns}:i:${item.id}`, 't');
+          await raw.hset(`${ns}:i:${item.id}`, 'body', JSON.stringify(old));
+        }
+      } finally {
+        raw.disconnect();
+      }
       return s;
     },
     close: () => server.stop(),

@@ -1,7 +1,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { storeConformance } from './conformance.js';
+import Database from 'better-sqlite3';
+import { newRecord, storeConformance } from './conformance.js';
 import { SqliteStore } from './sqlite.js';
 
 storeConformance('sqlite', async () => {
@@ -19,6 +20,16 @@ storeConformance('sqlite', async () => {
       });
       await s.start();
       return s;
+    },
+    // A file of the version before tenants: no tenant column, no tenant in the items' bodies.
+    legacy: async (open, ns, items) => {
+      const before = await open(ns);
+      for (const item of items) await before.admit(newRecord(item.reqId), item, 100);
+      await before.stop();
+      const db = new Database(path.join(dir, `${ns}.sqlite`));
+      db.exec(`ALTER TABLE items DROP COLUMN tenant; UPDATE items SET body = json_remove(body, '$.tenant');`);
+      db.close();
+      return open(ns);
     },
     close: () => rm(dir, { recursive: true, force: true }),
   };
