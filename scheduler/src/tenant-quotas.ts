@@ -104,6 +104,10 @@ export class TenantQuotas {
       );
     }
     if (rpm !== undefined) book.tokens -= 1;
+    // Two submissions racing with one client request id: one of them is counted (and the
+    // other's withdrawal may leave neither: an undercount, never a leak).
+    const racing = this.requests.get(reqId);
+    if (racing) this.forget(reqId, racing);
     book.remaining += total;
     this.requests.set(reqId, { tenant, costs, stage: 0, token: rpm !== undefined });
   }
