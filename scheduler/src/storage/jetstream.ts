@@ -137,6 +137,10 @@ function priorityKey(priority: number): string {
   return String(2147483647 - p).padStart(10, '0');
 }
 
+function cmp(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 function hash(s: string, n = 16): string {
   return createHash('sha1').update(s).digest('hex').slice(0, n);
 }
@@ -465,19 +469,10 @@ export class JetStreamStore implements SchedulerStore {
     const stream = this.streamOf(query.pool);
     const candidates = [...cache.kinds.values()]
       .filter((k) => query.fits.some((f) => f.queues.includes(k.queue) && (!f.models || f.models.includes(k.model))))
-      .sort((a, b) =>
-        tenantRank(query.tenants, a.tenant) !== tenantRank(query.tenants, b.tenant)
-          ? tenantRank(query.tenants, a.tenant) - tenantRank(query.tenants, b.tenant)
-          : a.priority !== b.priority
-            ? a.priority < b.priority
-              ? -1
-              : 1
-            : a.arrivals[0] < b.arrivals[0]
-              ? -1
-              : a.arrivals[0] > b.arrivals[0]
-                ? 1
-                : 0,
-      );
+      .map((k) => ({ k, rank: tenantRank(query.tenants, k.tenant) }))
+      // The tenant order first, then the priority token (smaller = larger priority), then the oldest arrival.
+      .sort((a, b) => a.rank - b.rank || cmp(a.k.priority, b.k.priority) || cmp(a.k.arrivals[0], b.k.arrivals[0]))
+      .map((x) => x.k);
     for (const k of candidates) {
       const durable = await this.ensureConsumer(stream, `${k.prefix}.*.*`);
       let msg: JsMsg;
