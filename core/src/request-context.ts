@@ -25,6 +25,6 @@ export interface RequestContext {
   error?: { code: string; reason: string; message: string; field?: string };
   /** W3C trace context (`traceparent`, `tracestate`). */
   traceContext: Record<string, string>;
-  /** Whose request it is (fair share, quotas); unset = `default` (tenancy off). */
+  /** The tenant the request belongs to (fair share, quotas, who may see it); absent = `default` (tenancy off). */
   tenant?: string;
 }

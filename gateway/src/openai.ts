@@ -581,7 +581,7 @@ export async function createVideo(
       .map((s) => s.name.replace('STAGE_NAME_', '').toLowerCase()),
     request: { model: model.name, params: paramsToWire(params, image), priority },
   };
-  const job = await deps.videos.create(spec, owner, signal);
+  const job = await deps.videos.create(spec, owner, signal, deps.api);
   deps.metrics.videos.inc({ model: model.name });
   sendJson(res, 200, job);
 }

@@ -95,6 +95,12 @@ export const SchedulerConfigSchema = z.object({
     .boolean()
     .default(true)
     .describe('weighted fair queuing across tenants in every pool (false = first come, first served within a priority)'),
+  tenantsFile: z
+    .string()
+    .default('')
+    .describe(
+      'tenants file (YAML or JSON: each tenant with its API keys, certificate identities, weight, limits, admin), reloaded when it changes; empty = tenancy off',
+    ),
   ffmpeg: z.string().default('ffmpeg').describe('ffmpeg binary for MP4 and WebM results of GetResult (a name on PATH or a path)'),
   metricsListen: z.string().default('').describe('host:port of the Prometheus /metrics endpoint (empty = off; port 0 = any free port)'),
   tls: TlsConfigSchema.prefault({}).describe('TLS of the scheduler API and of its calls to stage services and tensor-svc'),
@@ -134,6 +140,7 @@ export const schedulerConfig = defineConfig({
     LEASE_MS: 'leaseMs',
     FAIR_SHARE: 'fairShare',
     FFMPEG: 'ffmpeg',
+    TENANTS_FILE: 'tenantsFile',
     METRICS_LISTEN: 'metricsListen',
     LOG_LEVEL: 'log.level',
     ...tlsConfigMappings().env,
@@ -166,6 +173,7 @@ export const schedulerConfig = defineConfig({
     'lease-ms': 'leaseMs',
     'fair-share': 'fairShare',
     ffmpeg: 'ffmpeg',
+    'tenants-file': 'tenantsFile',
     'metrics-listen': 'metricsListen',
     'log-level': 'log.level',
     ...tlsConfigMappings().flags,

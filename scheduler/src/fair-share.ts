@@ -42,6 +42,18 @@ export const DEFAULT_TENANT_POLICY: TenantPolicy = {
   limits: () => ({}),
 };
 
+/**
+ * The policy of a tenants directory (core's `TenantDirectory`, the tenants file): each call
+ * reads the tenant's current entry, so a reloaded file applies at once; a tenant it does not
+ * know has weight 1 and no limits.
+ */
+export function directoryPolicy(directory: { get(name: string): { weight: number; limits: TenantLimits } | undefined }): TenantPolicy {
+  return {
+    weight: (t) => directory.get(t)?.weight ?? 1,
+    limits: (t) => directory.get(t)?.limits ?? {},
+  };
+}
+
 interface PoolClock {
   clock: number;
   /** Finish tags of the tenants ahead of the clock (others are at the clock). */

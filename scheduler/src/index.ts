@@ -1,7 +1,7 @@
 export { SchedulerConfigSchema, schedulerConfig } from './config.js';
 export type { SchedulerConfig } from './config.js';
 export { EventLog } from './event-log.js';
-export { DEFAULT_TENANT, DEFAULT_TENANT_POLICY, FairShare } from './fair-share.js';
+export { DEFAULT_TENANT, DEFAULT_TENANT_POLICY, FairShare, directoryPolicy } from './fair-share.js';
 export type { TenantLimits, TenantPolicy } from './fair-share.js';
 export { nominalCost, TaskCosts } from './task-cost.js';
 export { TenantQuotas } from './tenant-quotas.js';

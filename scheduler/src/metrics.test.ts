@@ -52,7 +52,7 @@ describe('SchedulerMetrics: tenants', async () => {
         onRefused: (tenant, err) => metrics?.refused(tenant, err),
       },
     );
-    metrics = new SchedulerMetrics(s, { tenants: ['acme'] });
+    metrics = new SchedulerMetrics(s, { isTenant: (t) => t === 'acme' });
     s.addInstance(
       new LocalInstance(
         'enc-1',

@@ -12,10 +12,10 @@ const MAX_TENANT_LABELS = 32;
 /** Options of {@link SchedulerMetrics}. */
 export interface SchedulerMetricsOptions {
   /**
-   * The tenants of the tenants config: the `tenant` label takes these values (and `default`),
-   * any other tenant is `other`. Without a list the first 32 tenants seen get their own label.
+   * True for the tenants of the tenants config: the `tenant` label takes these (and `default`),
+   * any other tenant is `other`. Without it the first 32 tenants seen get their own label.
    */
-  tenants?: readonly string[];
+  isTenant?: (tenant: string) => boolean;
 }
 
 /**
@@ -32,11 +32,12 @@ export class SchedulerMetrics {
   private readonly stageLatency: Histogram<'stage' | 'pool'>;
   private readonly queueWait: Histogram<'pool' | 'tenant'>;
   private readonly refusals: Counter<'tenant' | 'reason'>;
-  private readonly tenantLabels: Set<string>;
+  /** Tenants seen that have their own label (without `isTenant`), bounded. */
+  private readonly tenantLabels = new Set<string>([DEFAULT_TENANT]);
+  private readonly isTenant: ((tenant: string) => boolean) | undefined;
 
   constructor(scheduler: Scheduler, opts: SchedulerMetricsOptions = {}) {
-    this.tenantLabels = new Set([DEFAULT_TENANT, ...(opts.tenants ?? [])]);
-    this.listedTenants = opts.tenants !== undefined;
+    this.isTenant = opts.isTenant;
     const r = this.registry;
     collectDefaultMetrics({ register: r, prefix: 'diffmesh_scheduler_' });
     this.submitted = new Counter({
@@ -160,13 +161,12 @@ export class SchedulerMetrics {
   }
 
   private readonly bound = new Map<object, Map<string, unknown>>();
-  private readonly listedTenants: boolean;
-
-  /** The `tenant` label of a tenant: bounded by the tenants config (see {@link SchedulerMetricsOptions.tenants}). */
+  /** The `tenant` label of a tenant: bounded by the tenants config (see {@link SchedulerMetricsOptions.isTenant}). */
   private tenantLabel(tenant: string | undefined): string {
     const t = tenant || DEFAULT_TENANT;
+    if (this.isTenant) return t === DEFAULT_TENANT || this.isTenant(t) ? t : 'other';
     if (this.tenantLabels.has(t)) return t;
-    if (this.listedTenants || this.tenantLabels.size >= MAX_TENANT_LABELS) return 'other';
+    if (this.tenantLabels.size >= MAX_TENANT_LABELS) return 'other';
     this.tenantLabels.add(t);
     return t;
   }

@@ -7,6 +7,7 @@ import {
   hostOf,
   loadTlsFiles,
   startMetricsEndpoint,
+  TenantDirectory,
   type Logger,
 } from '@diffmesh/core';
 import { DurableStores, InlineTensorStore, RemoteTensorStore, RoutedTensorStore, durableSettingsFromEnv } from '@diffmesh/tensor-client';
@@ -15,6 +16,7 @@ import { loadPlanRegistry } from './plans/registry.js';
 import type { SchedulerConfig } from './config.js';
 import { followDiscovery } from './membership.js';
 import { SchedulerMetrics } from './metrics.js';
+import { directoryPolicy } from './fair-share.js';
 import { Scheduler } from './scheduler.js';
 import { createSchedulerStore } from './storage/factory.js';
 import { schedulerServiceBinding } from './service.js';
@@ -66,6 +68,8 @@ export async function startSchedulerService(
   );
   await requests.start();
   log.info({ queue: config.queue, ...(config.queue === 'sqlite' ? { file: config.sqlitePath } : {}) }, 'scheduler store ready');
+  // Read before the scheduler: their weights and limits are its fair share and quotas.
+  const tenants = TenantDirectory.fromFile(config.tenantsFile || undefined);
   let metrics: SchedulerMetrics | undefined;
   const scheduler = new Scheduler({
     requests,
@@ -86,11 +90,12 @@ export async function startSchedulerService(
     },
     id: instanceId,
     fairShare: config.fairShare,
+    tenants: directoryPolicy(tenants),
     onEvent: (e, state) => metrics?.observe(e, state),
     onRefused: (tenant, err) => metrics?.refused(tenant, err),
   });
   await scheduler.start();
-  metrics = new SchedulerMetrics(scheduler);
+  metrics = new SchedulerMetrics(scheduler, { isTenant: (t) => tenants.get(t) !== undefined });
   const endpoint = config.metricsListen
     ? await startMetricsEndpoint(metrics.registry, config.metricsListen, log, config.advertiseAddress && hostOf(config.advertiseAddress))
     : undefined;
@@ -100,11 +105,14 @@ export async function startSchedulerService(
     log,
   );
   const unfollow = followDiscovery(scheduler, discovery, { log, ...(tls ? { tls } : {}) });
+  const unwatchTenants = tenants.watch(log);
+  if (tenants.enabled)
+    log.info({ file: config.tenantsFile, tenants: tenants.tenants().length }, 'tenants loaded: requests are scoped to their tenant');
   const binding = schedulerServiceBinding(
     scheduler,
     registry,
     { instanceId, version },
-    { eventIntervalMs: config.eventIntervalMs, results: { store, log, ffmpegPath: config.ffmpeg } },
+    { eventIntervalMs: config.eventIntervalMs, results: { store, log, ffmpegPath: config.ffmpeg }, tenants },
   );
   metrics.countSessions(() => binding.openSessions());
   const server = await GrpcServer.start({
@@ -170,6 +178,7 @@ export async function startSchedulerService(
         // Those streams end at once; other calls (a result being sent) get up to 1 s.
         await server.drain(1000);
         unfollow();
+        unwatchTenants();
         await discovery.close();
         await store.close();
         await endpoint?.close();

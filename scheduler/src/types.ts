@@ -95,8 +95,9 @@ export interface GenerateRequest {
    */
   inputs?: Record<string, ObjectRef>;
   /**
-   * Whose request it is: fair share and quotas are per tenant (see `fair-share.ts`). Filled
-   * from the caller's credentials; unset or empty = `default` (tenancy off).
+   * The tenant the request belongs to, from the caller's credentials (the service sets it;
+   * absent = `default`, tenancy off). Only this tenant (and admins) may read, follow or
+   * cancel the request; fair share and quotas are per tenant (see `fair-share.ts`).
    */
   tenant?: string;
 }

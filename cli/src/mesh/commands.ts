@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { NatsServerNotFoundError, RedisServerNotFoundError } from '@diffmesh/testing';
 import { createDiscovery, type Instance } from '@diffmesh/discovery';
-import { createLogger, type LogLevel, redactUri } from '@diffmesh/core';
+import path from 'node:path';
+import { createLogger, type LogLevel, redactUri, TenantDirectory } from '@diffmesh/core';
 import { modelArgument } from '../model-argument.js';
 import { parseProviderSpec, startLocalMesh, type ReplicaService } from './local-mesh.js';
 import { clearState, readState, writeState, type MeshState } from './state.js';
@@ -23,6 +24,7 @@ export interface UpFlags {
   tensorDurable?: string;
   s3Endpoint?: string;
   executionProviders?: string;
+  tenants?: string;
 }
 
 /** Short names `--replicas` takes for each service. */
@@ -121,6 +123,14 @@ export async function runUp(flags: UpFlags): Promise<number> {
     process.stderr.write(`diffmesh: ${tensor}\n`);
     return 2;
   }
+  if (flags.tenants) {
+    try {
+      TenantDirectory.load(flags.tenants);
+    } catch (err) {
+      process.stderr.write(`diffmesh: ${(err as Error).message} (--tenants)\n`);
+      return 2;
+    }
+  }
   // The gateway turns auth on with a key from DIFFMESH_API_KEY, or one made up here.
   const apiKey = process.env.DIFFMESH_API_KEY || `dm-${randomBytes(24).toString('base64url')}`;
 
@@ -161,6 +171,7 @@ export async function runUp(flags: UpFlags): Promise<number> {
   try {
     const started = startLocalMesh({
       ...(flags.nats ? { natsUrl: flags.nats } : {}),
+      ...(flags.tenants ? { tenantsFile: path.resolve(flags.tenants) } : {}),
       ...(flags.gateway ? { gateway: { listen: flags.gatewayListen, apiKeys: [apiKey] } } : {}),
       modelsDirs: flags.modelsDir,
       models,
@@ -222,9 +233,11 @@ export async function runUp(flags: UpFlags): Promise<number> {
   }
   if (mesh.gatewayUrl) {
     out(`gateway ${mesh.gatewayUrl} (OpenAPI: ${mesh.gatewayUrl}/openapi.json)`);
-    out(
-      `API key ${apiKey}${process.env.DIFFMESH_API_KEY ? ' (from DIFFMESH_API_KEY)' : ' (generated; set DIFFMESH_API_KEY to choose one)'}`,
-    );
+    if (flags.tenants) out(`API keys: those of the tenants in ${flags.tenants}`);
+    else
+      out(
+        `API key ${apiKey}${process.env.DIFFMESH_API_KEY ? ' (from DIFFMESH_API_KEY)' : ' (generated; set DIFFMESH_API_KEY to choose one)'}`,
+      );
   }
   state = {
     pid: process.pid,

@@ -27,7 +27,7 @@
  *   record's compare-and-set, and the scheduler repairs a half-applied transition when it
  *   next leases the request's stale task (see `RequestLifecycle`).
  */
-import type { ObjectRef, RequestEvent } from '@diffmesh/core';
+import { DEFAULT_TENANT, type ObjectRef, type RequestEvent } from '@diffmesh/core';
 import type { RequestState } from '../types.js';
 
 /** A request as stored: its state, its events, and what the store needs to move it on. */
@@ -94,7 +94,7 @@ export interface QueueItem {
 }
 
 /** The tenant of a request sent without one (tenancy off), and of items stored before tenants. */
-export const DEFAULT_TENANT = 'default';
+export { DEFAULT_TENANT };
 
 /** A taken item. Only the holder of its token may renew, acknowledge or release it. */
 export interface Lease {
