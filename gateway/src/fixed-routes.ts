@@ -135,7 +135,8 @@ export function fixedRoutes({ openApi, statusPage, openAi: oa, maxBodyBytes, max
       method: 'GET',
       pattern: /^\/v1\/images\/objects\/([^/]+)\.png$/,
       label: 'images.objects',
-      handle: (c, mm) => sendObjectImage(oa, c.res, decode(mm[1], 'object_id'), c.signal),
+      query: ['capability'],
+      handle: (c, mm) => sendObjectImage(oa, c.res, decode(mm[1], 'object_id'), c.query.get('capability') ?? '', c.signal),
     },
     { method: 'GET', pattern: /^\/v1\/models$/, label: 'openai.models.list', handle: (c) => listModels(oa, c.res, c.signal) },
     {

@@ -152,6 +152,18 @@ export const TensorSvcConfigSchema = z
       .default('')
       .describe('NATS server(s) to register in as `tensor-svc` (stage `tensor`), comma-separated (empty = not registered)'),
     instanceId: z.string().default('').describe('instance id in discovery (empty = tensor-svc-<nodeId>)'),
+    capabilities: z
+      .boolean()
+      .default(true)
+      .describe(
+        "issue a capability in each stored object's ref and require it to read, touch or delete the object (false = anyone who knows an id may)",
+      ),
+    capabilityKeyFile: z
+      .string()
+      .default('')
+      .describe(
+        'file holding the capability key (made with a random key, mode 0600, when missing; share it between tensor services that should honour each other’s refs) (empty = <os tmpdir>/diffmesh-capability-<nodeId>.key)',
+      ),
     tls: TlsConfigSchema.prefault({}).describe('TLS of the TensorService API'),
     log: LogConfigSchema.prefault({}),
   })
@@ -231,6 +243,8 @@ export const tensorSvcConfig = defineConfig({
     WRITE_THROUGH_MAX_BYTES: 'writeThroughMaxBytes',
     DURABLE_SWEEP_INTERVAL_MS: 'durableSweepIntervalMs',
     RECOVER: 'recover',
+    CAPABILITIES: 'capabilities',
+    CAPABILITY_KEY_FILE: 'capabilityKeyFile',
     NATS_URL: 'natsUrl',
     INSTANCE_ID: 'instanceId',
     ...tlsConfigMappings().env,
@@ -261,6 +275,8 @@ export const tensorSvcConfig = defineConfig({
     'write-through-max-bytes': 'writeThroughMaxBytes',
     'durable-sweep-interval-ms': 'durableSweepIntervalMs',
     recover: 'recover',
+    capabilities: 'capabilities',
+    'capability-key-file': 'capabilityKeyFile',
     nats: 'natsUrl',
     'instance-id': 'instanceId',
     ...tlsConfigMappings().flags,
@@ -322,6 +338,7 @@ export function resolveTensorSvcConfig(input: TensorSvcConfigInput | TensorSvcCo
     ...c,
     shmDir: c.shmDir || defaultShmDir(c.nodeId),
     spillDir: c.spillDir || path.join(tmpdir(), `diffmesh-spill-${node}`),
+    capabilityKeyFile: c.capabilityKeyFile || path.join(tmpdir(), `diffmesh-capability-${node}.key`),
     spillThresholdBytes: c.spillThresholdBytes || Math.floor(c.memoryCapacityBytes * 0.8),
     maxStreamBufferedBytes: c.maxStreamBufferedBytes || 2 * c.chunkBytes,
     ...(durableLocation ? { durableLocation } : {}),

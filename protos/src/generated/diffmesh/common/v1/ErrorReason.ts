@@ -69,6 +69,11 @@ export const ErrorReason = {
    */
   ERROR_REASON_INSTANCE_HELD: 'ERROR_REASON_INSTANCE_HELD',
   /**
+   * A tensor read, touch or delete without the object's capability (or with a
+   * wrong one).
+   */
+  ERROR_REASON_CAPABILITY_REQUIRED: 'ERROR_REASON_CAPABILITY_REQUIRED',
+  /**
    * The caller's tenant is over one of its limits (requests per minute, cost of
    * its running or of its waiting work); the error says which and when to retry.
    */
@@ -168,11 +173,17 @@ export type ErrorReason =
   | 'ERROR_REASON_INSTANCE_HELD'
   | 23
   /**
+   * A tensor read, touch or delete without the object's capability (or with a
+   * wrong one).
+   */
+  | 'ERROR_REASON_CAPABILITY_REQUIRED'
+  | 24
+  /**
    * The caller's tenant is over one of its limits (requests per minute, cost of
    * its running or of its waiting work); the error says which and when to retry.
    */
   | 'ERROR_REASON_TENANT_QUOTA'
-  | 24
+  | 25
 
 /**
  * Why a diffmesh call failed. On gRPC errors the same value travels, without
