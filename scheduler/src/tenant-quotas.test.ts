@@ -1,7 +1,10 @@
-import { describe, expect, it } from 'vitest';
-import { Code, type DiffmeshError } from '@diffmesh/core';
-import type { TenantLimits, TenantPolicy } from './fair-share.js';
-import { HeldInstance, newScheduler, outcome } from './fixtures/stages.js';
+import * as grpc from '@grpc/grpc-js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadDiffmeshProtos } from '@diffmesh/protos';
+import { Code, TenantDirectory, fromWire, type DiffmeshError } from '@diffmesh/core';
+import { directoryPolicy, type TenantLimits, type TenantPolicy } from './fair-share.js';
+import { Fixtures, HeldInstance, newScheduler, outcome, twoModels } from './fixtures/stages.js';
+import { schedulerServiceBinding } from './service.js';
 import type { Scheduler } from './scheduler.js';
 import { TenantQuotas } from './tenant-quotas.js';
 
@@ -84,6 +87,37 @@ describe('tenant limits at admission', async () => {
     expect(await outcome(s, ids[2])).toBe('cancelled');
     expect(typeof (await submit(s, 'a'))).toBe('string');
     await s.stop();
+  });
+});
+
+const fx = new Fixtures();
+afterEach(() => fx.close());
+
+describe('tenant limits over gRPC', async () => {
+  it("answers a request over its tenant's limit from the tenants file RESOURCE_EXHAUSTED with TENANT_QUOTA and a retry delay", async () => {
+    const key = 'acme-key-0123456789abcdef';
+    const tenants = TenantDirectory.fromConfig({ tenants: [{ name: 'acme', apiKeys: [key], limits: { requestsPerMinute: 1 } }] });
+    const s = newScheduler({}, { tenants: directoryPolicy(tenants) });
+    s.addInstance(new HeldInstance('enc-1', { capacity: 4 }));
+    const address = await fx.server(schedulerServiceBinding(s, twoModels, undefined, { tenants }));
+    const client = new (loadDiffmeshProtos().diffmesh.scheduler.v1.SchedulerService)(address, grpc.credentials.createInsecure());
+    const md = new grpc.Metadata();
+    md.set('authorization', `Bearer ${key}`);
+    const submit = (): Promise<DiffmeshError | undefined> =>
+      new Promise((resolve) =>
+        client.Submit({ model: 'm1', params: { prompt: 'x' } }, md, (err: grpc.ServiceError | null) =>
+          resolve(err ? fromWire(err) : undefined),
+        ),
+      );
+    try {
+      expect(await submit()).toBeUndefined();
+      const err = await submit();
+      expect(err).toMatchObject({ code: Code.RESOURCE_EXHAUSTED, reason: 'TENANT_QUOTA', metadata: { tenant: 'acme' } });
+      expect(err?.retryAfterMs).toBeGreaterThan(50_000);
+    } finally {
+      client.close();
+      await s.stop();
+    }
   });
 });
 
