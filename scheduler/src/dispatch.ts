@@ -58,6 +58,8 @@ export interface DispatcherOptions {
 interface Held {
   lease: Lease;
   slot: InstanceSlot;
+  /** The task's cost (fair share, the tenant's running cost). */
+  cost: number;
   cancel?: Cancellation;
   /** Its request ended (elsewhere or here): the instance was told to stop. */
   ended: boolean;
@@ -256,9 +258,12 @@ export class Dispatcher {
     }
     const slot = instances.choose(fit, rec.state.context.refs);
     instances.took(slot);
+    // An item queued before costs existed is estimated now.
+    const ctx = rec.state.context;
+    const cost = item.cost ?? this.opts.costs.estimate(item.pool, ctx.model, ctx.executionPlan.stages[item.stageIndex].name, ctx.params);
     // Its tenant's share of the pool is used from now on, whatever the task's fate.
-    this.opts.fairShare?.dispatched(item.pool, item.tenant, item.cost ?? 1);
-    const held: Held = { lease, slot, ended: false, leaseLost: false, handedBack: false, progressAt: 0, progressBusy: false };
+    this.opts.fairShare?.dispatched(item.pool, item.tenant, cost);
+    const held: Held = { lease, slot, cost, ended: false, leaseLost: false, handedBack: false, progressAt: 0, progressBusy: false };
     this.hold(held);
     let started: RequestRecord | undefined;
     try {
@@ -337,7 +342,7 @@ export class Dispatcher {
     const cancel = new Cancellation(Math.min(MAX_TIMEOUT_MS, this.opts.limits.stageTimeoutMs));
     held.cancel = cancel;
     held.record = rec;
-    const cost = item.cost ?? 1;
+    const { cost } = held;
     this.opts.quotas.taskStarted(item.tenant, cost);
     const startedAt = performance.now();
     // The request may have ended while the task was being started.

@@ -89,7 +89,7 @@ export interface QueueItem {
   enqueuedAt: number;
   /** Whose request it is ({@link DEFAULT_TENANT} for items stored before tenants existed). */
   tenant: string;
-  /** The task's cost estimate (`task-cost.ts`), for fair share; missing in old items (= 1). */
+  /** The task's cost estimate (`task-cost.ts`), for fair share; missing in old items (estimated when dispatched). */
   cost?: number;
 }
 
