@@ -1,7 +1,8 @@
 // Tenants end to end: a mesh of processes (nats-server, tensor-svc, scheduler, stages) whose
 // scheduler and gateway read one tenants file. Two API keys of different tenants each see
 // only their own requests, through the gateway's HTTP routes (the status page's API
-// included) and through the scheduler's gRPC API; an admin key sees both.
+// included) and through the scheduler's gRPC API; an admin key sees both. A tenant's limits in
+// the file are the scheduler's quotas: over one, the gateway answers 429 with Retry-After.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -14,7 +15,12 @@ import { fromWire, silentLogger } from '@diffmesh/core';
 import { gatewayConfigFrom, startGateway, type RunningGateway } from '@diffmesh/gateway';
 
 const MODEL = 'diffmesh/tiny-shapes';
-const KEYS = { acme: 'acme-key-0123456789abcdef', globex: 'globex-key-0123456789abcdef', ops: 'ops-key-0123456789abcdef' };
+const KEYS = {
+  acme: 'acme-key-0123456789abcdef',
+  globex: 'globex-key-0123456789abcdef',
+  ops: 'ops-key-0123456789abcdef',
+  metered: 'metered-key-0123456789abcdef',
+};
 
 let mesh: LocalMesh;
 let gw: RunningGateway;
@@ -29,6 +35,7 @@ beforeAll(async () => {
       `  - { name: acme, apiKeys: [${KEYS.acme}] }`,
       `  - { name: globex, apiKeys: [${KEYS.globex}] }`,
       `  - { name: ops, apiKeys: [${KEYS.ops}], admin: true }`,
+      `  - { name: metered, apiKeys: [${KEYS.metered}], limits: { requestsPerMinute: 1 } }`,
       '',
     ].join('\n'),
   );
@@ -111,5 +118,21 @@ describe('tenants through the gateway and the scheduler', () => {
     } finally {
       await client.close();
     }
+  });
+
+  it('answers a request over its tenant’s limit 429 with a Retry-After until the tenant may send again', async () => {
+    const body = { model: MODEL, params: { prompt: 'metered', numInferenceSteps: 2 } };
+    expect((await http(KEYS.metered, 'POST', '/api/v1/requests', body)).status).toBe(200);
+    const res = await fetch(`${gw.address}/api/v1/requests`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.metered}` },
+      body: JSON.stringify(body),
+    });
+    expect(res.status).toBe(429);
+    // One request a minute: the next one in about a minute.
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(50);
+    expect(JSON.stringify(await res.json())).toMatch(/TENANT_QUOTA|requests per minute/);
+    // Other tenants are not affected.
+    expect((await http(KEYS.acme, 'POST', '/api/v1/requests', body)).status).toBe(200);
   });
 });
