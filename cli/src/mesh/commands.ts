@@ -4,7 +4,9 @@ import { createDiscovery, type Instance } from '@diffmesh/discovery';
 import { createLogger, type LogLevel, redactUri } from '@diffmesh/core';
 import { modelArgument } from '../model-argument.js';
 import { parseProviderSpec, startLocalMesh, type ReplicaService } from './local-mesh.js';
-import { clearState, readState, writeState, type MeshState } from './state.js';
+import path from 'node:path';
+import { ensureMeshCredentials, type MeshCredentials } from './mesh-credentials.js';
+import { clearState, readState, stateDir, writeState, type MeshState } from './state.js';
 
 /** The flags of `diffmesh up`, as commander parses them. */
 export interface UpFlags {
@@ -23,6 +25,8 @@ export interface UpFlags {
   tensorDurable?: string;
   s3Endpoint?: string;
   executionProviders?: string;
+  /** Run without TLS and NATS credentials (`--insecure`). */
+  insecure?: boolean;
 }
 
 /** Short names `--replicas` takes for each service. */
@@ -121,6 +125,21 @@ export async function runUp(flags: UpFlags): Promise<number> {
     process.stderr.write(`diffmesh: ${tensor}\n`);
     return 2;
   }
+  // Authenticated unless told otherwise: a CA and certificates for mutual TLS, and nkeys for
+  // NATS, kept beside the state file and reused by the next `up`.
+  let credentials: MeshCredentials | undefined;
+  if (flags.insecure) {
+    process.stderr.write(
+      'diffmesh: WARNING: running WITHOUT TLS and NATS credentials (--insecure): any process on this network can join the mesh and read its prompts and tensors\n',
+    );
+  } else {
+    try {
+      credentials = await ensureMeshCredentials(path.join(stateDir(), 'credentials'));
+    } catch (err) {
+      process.stderr.write(`diffmesh: could not prepare the mesh's credentials: ${err instanceof Error ? err.message : String(err)}\n`);
+      return 1;
+    }
+  }
   // The gateway turns auth on with a key from DIFFMESH_API_KEY, or one made up here.
   const apiKey = process.env.DIFFMESH_API_KEY || `dm-${randomBytes(24).toString('base64url')}`;
 
@@ -174,6 +193,7 @@ export async function runUp(flags: UpFlags): Promise<number> {
       replicas,
       restart: true,
       ownProcessGroup: true,
+      ...(credentials ? { credentials } : {}),
       onEvent: (e) => {
         if (e.type === 'exited' && e.restartInMs !== undefined) {
           process.stderr.write(`diffmesh: ${e.name} exited (${e.how}); restarting in ${e.restartInMs} ms (restart ${e.restarts + 1})\n`);
@@ -205,7 +225,9 @@ export async function runUp(flags: UpFlags): Promise<number> {
     return finish(1);
   }
   const out = (line: string): boolean => process.stdout.write(`${line}\n`);
-  out(`nats ${mesh.natsUrl}`);
+  const client = credentials ? await credentials.tls('client') : undefined;
+  out(`nats ${mesh.natsUrl}${credentials ? ' (nkey users only)' : ' (no credentials)'}`);
+  out(credentials ? `security mutual TLS and NATS nkeys; credentials in ${credentials.dir}` : 'security none (--insecure)');
   out(`queue ${queue}${mesh.queue.url ? ` ${mesh.queue.url}` : mesh.queue.sqlitePath ? ` ${mesh.queue.sqlitePath}` : ''}`);
   out(`tensor-svc ${mesh.tensorAddress}`);
   if (mesh.tensorStore) {
@@ -236,6 +258,9 @@ export async function runUp(flags: UpFlags): Promise<number> {
     logDir: mesh.logDir,
     startedAt: new Date().toISOString(),
     queue,
+    ...(credentials && client
+      ? { credentials: { ca: client.ca, cert: client.cert, key: client.key, nats: credentials.natsSeedFile('client') } }
+      : {}),
   };
   await writeProcesses();
   out(`mesh ready: serving ${models.join(', ')} (logs in ${mesh.logDir}; Ctrl-C stops it)`);
@@ -290,12 +315,14 @@ export async function runStatus(flags: { nats?: string; json?: boolean }): Promi
     }
     url = state.natsUrl;
   }
-  // The processes `up` supervises (with their restarts), when this is its mesh.
-  const processes = state && state.natsUrl === url ? (state.processes ?? []) : [];
+  // The processes `up` supervises (with their restarts), when this is its mesh; and its NATS credentials.
+  const ours = state !== undefined && state.natsUrl === url;
+  const processes = ours ? (state.processes ?? []) : [];
+  const credentialsFile = ours ? state.credentials?.nats : undefined;
   const log = createLogger({ name: 'diffmesh-status', level: 'silent' });
   let discovery;
   try {
-    discovery = await createDiscovery({ backend: 'nats', url }, log);
+    discovery = await createDiscovery({ backend: 'nats', url, ...(credentialsFile ? { credentialsFile } : {}) }, log);
     await discovery.refresh();
     const instances = await discovery.instances();
     if (flags.json) {
