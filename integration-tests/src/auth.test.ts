@@ -41,7 +41,7 @@ describe('diffmesh up, authenticated by default', () => {
   let state: Awaited<ReturnType<UpProcess['state']>>;
 
   beforeAll(async () => {
-    up = await startUp(['--no-gateway', '--queue', 'memory'], 'diffmesh-auth-');
+    up = await startUp(['--gateway-listen', '127.0.0.1:0', '--queue', 'memory'], 'diffmesh-auth-');
     state = await up.state();
   }, 120_000);
 
@@ -134,10 +134,16 @@ describe('diffmesh up, authenticated by default', () => {
     expect(ids).not.toContain('intruder');
   });
 
-  it('shows no secret in the logs, in the state file or in diffmesh status', async () => {
+  it('shows no secret in the logs, in the state file, on the status page or in diffmesh status', async () => {
     const secrets = await secretsOf(path.join(up.dir, 'credentials'));
     expect(secrets.length).toBeGreaterThan(10);
+    // The gateway's status API answers (its calls to the scheduler are on mutual TLS).
+    const apiKey = up.lines.find((l) => l.startsWith('API key '))!.split(' ')[2];
+    const statusApi = await fetch(`${state.gatewayUrl}/api/v1/status`, { headers: { authorization: `Bearer ${apiKey}` } });
+    expect(statusApi.status).toBe(200);
     const texts = [
+      await statusApi.text(),
+      await (await fetch(`${state.gatewayUrl}/status`)).text(),
       (await runCli(['status'], up.env)).stdout,
       (await runCli(['status', '--json'], up.env)).stdout,
       await readFile(path.join(up.dir, 'mesh.json'), 'utf8'),
@@ -145,7 +151,7 @@ describe('diffmesh up, authenticated by default', () => {
     ];
     const logDir = up.lines.find((l) => l.startsWith('mesh ready'))!.match(/logs in (\S+);/)![1];
     for (const f of await readdir(logDir)) if (f.endsWith('.log')) texts.push(await readFile(path.join(logDir, f), 'utf8'));
-    expect(texts[0]).toMatch(/^scheduler\s/m); // status did answer
+    expect(texts[2]).toMatch(/^scheduler\s/m); // diffmesh status did answer
     for (const text of texts) for (const secret of secrets) expect(text.includes(secret)).toBe(false);
   });
 });
