@@ -304,7 +304,10 @@ function tensorStoreArgs(
   return { tensorArgs, stageArgs: ['--s3-endpoint', flags.s3Endpoint], env: { AWS_ENDPOINT_URL_S3: flags.s3Endpoint } };
 }
 
-/** `diffmesh status`: prints the registered services. */
+/**
+ * `diffmesh status`: prints the registered services, signing in to NATS with the credentials of
+ * the mesh `up` runs here (or those `DIFFMESH_NATS_CREDENTIALS` names for another).
+ */
 export async function runStatus(flags: { nats?: string; json?: boolean }): Promise<number> {
   let url = flags.nats;
   const state = await readState();
@@ -318,7 +321,8 @@ export async function runStatus(flags: { nats?: string; json?: boolean }): Promi
   // The processes `up` supervises (with their restarts), when this is its mesh; and its NATS credentials.
   const ours = state !== undefined && state.natsUrl === url;
   const processes = ours ? (state.processes ?? []) : [];
-  const credentialsFile = ours ? state.credentials?.nats : undefined;
+  // Another mesh's NATS: its credentials file from DIFFMESH_NATS_CREDENTIALS (a path, never the secret).
+  const credentialsFile = ours ? state.credentials?.nats : process.env.DIFFMESH_NATS_CREDENTIALS || undefined;
   const log = createLogger({ name: 'diffmesh-status', level: 'silent' });
   let discovery;
   try {
