@@ -202,6 +202,12 @@ export async function main(argv: string[]): Promise<number> {
       ).env('DIFFMESH_EXECUTION_PROVIDERS'),
     )
     .addOption(
+      new Option(
+        '--tenants <file>',
+        'tenants file (YAML/JSON: each tenant with its API keys, certificate identities, weight, limits); requests are scoped to their tenant',
+      ).env('DIFFMESH_TENANTS_FILE'),
+    )
+    .addOption(
       new Option('--queue <backend>', 'where the schedulers keep requests and queues: memory, sqlite, redis or jetstream')
         .env('DIFFMESH_QUEUE')
         .default('sqlite'),

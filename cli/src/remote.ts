@@ -14,9 +14,19 @@ import type { RequestEvent__Output } from '@diffmesh/protos';
 import { follow, planOutput, writeResult, type GenerateArgs, type GenerateOutcome } from './generate.js';
 import type { Progress } from './progress.js';
 
-/** A scheduler client over the given addresses (any of them may serve any call), on TLS with `tls`. */
-export function connectScheduler(addresses: readonly string[], log: Logger, tls?: TlsFiles): SchedulerClient {
-  return new SchedulerClient({ addresses, log, ...(tls ? { tls } : {}) });
+/**
+ * A scheduler client over the given addresses (any of them may serve any call), on mutual TLS
+ * with `tls`. With `DIFFMESH_API_KEY` set, every call carries it: a mesh with tenants scopes
+ * the CLI's requests to that key's tenant.
+ */
+export function connectScheduler(
+  addresses: readonly string[],
+  log: Logger,
+  tls?: TlsFiles,
+  env: NodeJS.ProcessEnv = process.env,
+): SchedulerClient {
+  const client = new SchedulerClient({ addresses, log, ...(tls ? { tls } : {}) });
+  return env.DIFFMESH_API_KEY ? client.withApiKey(env.DIFFMESH_API_KEY) : client;
 }
 
 /** The domain events of a wire event stream. */

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type * as grpc from '@grpc/grpc-js';
+import * as grpc from '@grpc/grpc-js';
 import {
   SERVICE_NAMES,
   messageCodec,
@@ -139,6 +139,8 @@ export class SchedulerClient {
   private readonly ownsPool: boolean;
   private readonly sessions = new Map<string, SchedulerSession>();
   private readonly log: Logger;
+  /** Views of this client calling with an API key (see {@link withApiKey}), by key. */
+  private readonly views = new Map<string, SchedulerClient>();
 
   constructor(private readonly opts: SchedulerClientOptions = {}) {
     this.log = opts.log ?? silentLogger();
@@ -159,9 +161,42 @@ export class SchedulerClient {
   /** Closes the sessions (each ends once its requests have) and, unless shared, the pool. */
   async close(): Promise<void> {
     const sessions = [...this.sessions.values()];
+    const views = [...this.views.values()];
     this.sessions.clear();
-    await Promise.all(sessions.map((s) => s.close()));
+    this.views.clear();
+    await Promise.all([...sessions.map((s) => s.close()), ...views.map((v) => v.close())]);
     if (this.ownsPool) this.pool.close();
+  }
+
+  /**
+   * This client calling as the holder of `apiKey` (`authorization: Bearer <key>` on every
+   * call and session): the scheduler scopes what it does to the key's tenant. A gateway
+   * calls for each of its callers this way. Views share this client's pool; one is kept
+   * per key (at most `maxViews`, the least recently used going first) and closed with it.
+   */
+  withApiKey(apiKey: string, maxViews = 1024): SchedulerClient {
+    let view = this.views.get(apiKey);
+    if (view) {
+      this.views.delete(apiKey);
+    } else {
+      const base = this.opts.metadata;
+      view = new SchedulerClient({
+        ...this.opts,
+        pool: this.pool,
+        metadata: () => {
+          const md = base ? base() : new grpc.Metadata();
+          md.set('authorization', `Bearer ${apiKey}`);
+          return md;
+        },
+      });
+      while (this.views.size >= maxViews) {
+        const [oldestKey, oldest] = this.views.entries().next().value as [string, SchedulerClient];
+        this.views.delete(oldestKey);
+        void oldest.close();
+      }
+    }
+    this.views.set(apiKey, view);
+    return view;
   }
 
   private session(address: string): SchedulerSession {

@@ -30,4 +30,10 @@ export interface ObjectRef {
    * there is none. Readers try shared memory on the owner's node, then the owner, then it.
    */
   durableUri?: string;
+  /**
+   * The capability to read, touch or delete the object, issued by the tensor service that
+   * stored it (see tensor-svc's README). Whoever holds the ref holds it; absent when the
+   * store issues none (capabilities off, or an inline object).
+   */
+  capability?: string;
 }

@@ -25,4 +25,6 @@ export interface RequestContext {
   error?: { code: string; reason: string; message: string; field?: string };
   /** W3C trace context (`traceparent`, `tracestate`). */
   traceContext: Record<string, string>;
+  /** The tenant the request belongs to; absent = `default` (tenancy off). */
+  tenant?: string;
 }

@@ -22,6 +22,8 @@ export interface StageTask {
   traceContext: Record<string, string>;
   /** The plan's last stage: its outputs are the request's result (absent = false). */
   lastStage?: boolean;
+  /** The tenant of the request (for logs, spans and metrics); absent = `default`. */
+  tenant?: string;
 }
 
 /** Progress within a stage (denoising steps; other stages report 1 of 1). */

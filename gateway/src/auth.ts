@@ -5,7 +5,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { Code, type Logger } from '@diffmesh/core';
+import { Code, TenantDirectory, type Logger } from '@diffmesh/core';
 import type { GatewayConfig } from './config.js';
 import { gatewayError } from './errors.js';
 import { header } from './http-util.js';
@@ -17,29 +17,46 @@ export function clientAddress(req: IncomingMessage): string {
   return `addr:${req.socket.remoteAddress ?? 'unknown'}`;
 }
 
-/** Checks bearer API keys in constant time. An empty key list turns authentication off. */
+/** The API key a request sends: `Authorization: Bearer <key>`, or `X-Api-Key: <key>`. */
+export function requestApiKey(req: IncomingMessage): string | undefined {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header(req, 'authorization') ?? '');
+  return m?.[1] ?? header(req, 'x-api-key');
+}
+
+/**
+ * Checks bearer API keys in constant time: the tenants file's keys when there is one (each
+ * key names its tenant), else the configured key list. No keys at all turns authentication
+ * off.
+ */
 export class ApiKeys {
   private readonly digests: Buffer[];
 
-  constructor(keys: readonly string[]) {
+  constructor(
+    keys: readonly string[],
+    private readonly tenants: TenantDirectory = TenantDirectory.open(),
+  ) {
     this.digests = [...new Set(keys)].map(digest);
   }
 
   get enabled(): boolean {
-    return this.digests.length > 0;
+    return this.tenants.enabled || this.digests.length > 0;
   }
 
   /**
-   * The identity a request is limited by: the key's fingerprint when authentication is on,
-   * else the client address. Throws UNAUTHENTICATED for a missing or unknown key.
+   * The identity a request is limited by: its tenant (`tenant:<name>`) with a tenants file,
+   * the key's fingerprint with a key list, else the client address. Throws UNAUTHENTICATED
+   * for a missing or unknown key.
    */
   authenticate(req: IncomingMessage): string {
     if (!this.enabled) return clientAddress(req);
-    const auth = header(req, 'authorization') ?? '';
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
-    const key = m?.[1] ?? header(req, 'x-api-key');
+    const key = requestApiKey(req);
     if (!key) {
       throw gatewayError(Code.UNAUTHENTICATED, 'UNAUTHENTICATED', 'missing API key: send it as "Authorization: Bearer <key>"');
+    }
+    if (this.tenants.enabled) {
+      const tenant = this.tenants.byApiKey(key);
+      if (!tenant) throw gatewayError(Code.UNAUTHENTICATED, 'UNAUTHENTICATED', 'invalid API key');
+      return `tenant:${tenant.name}`;
     }
     const d = digest(key);
     // Compare against every key so the time taken does not depend on which one matched.
@@ -118,6 +135,14 @@ export class RateLimiter {
 /** The settings {@link Gatekeeper} reads. */
 export type GatekeeperConfig = Pick<GatewayConfig, 'apiKeys' | 'rateLimitPerMinute' | 'rateLimitBurst' | 'authFailuresPerMinute'>;
 
+/** Who sent a request, as the routes use it. */
+export interface Caller {
+  /** Its identity when authentication is on (its tenant, or its key): video jobs are scoped to it. */
+  owner?: string;
+  /** The API key it sent, passed on to the scheduler, which scopes requests to the key's tenant. */
+  apiKey?: string;
+}
+
 /**
  * The auth step of every request to a route that is not open: the API key (or the client
  * address when authentication is off) is the request's identity, and each identity has a
@@ -133,8 +158,9 @@ export class Gatekeeper {
   constructor(
     config: GatekeeperConfig,
     private readonly log: Logger,
+    tenants?: TenantDirectory,
   ) {
-    this.keys = new ApiKeys(config.apiKeys);
+    this.keys = new ApiKeys(config.apiKeys, tenants);
     this.limiter = new RateLimiter(config.rateLimitPerMinute, config.rateLimitBurst, {
       message: `rate limit exceeded for this ${this.keys.enabled ? 'API key' : 'client address'}; retry later`,
     });
@@ -155,9 +181,9 @@ export class Gatekeeper {
 
   /**
    * Authenticates `req` and takes a token of its identity's rate limit (throws 401 or 429).
-   * Returns the API key identity when authentication is on (video jobs are scoped to it).
+   * Returns who the caller is when authentication is on.
    */
-  admit(req: IncomingMessage, route: string): string | undefined {
+  admit(req: IncomingMessage, route: string): Caller {
     const identity = this.authenticate(req);
     try {
       this.limiter.take(identity);
@@ -165,7 +191,9 @@ export class Gatekeeper {
       this.log.info({ identity, route }, 'rate limited');
       throw err;
     }
-    return this.keys.enabled ? identity : undefined;
+    if (!this.keys.enabled) return {};
+    const apiKey = requestApiKey(req);
+    return { owner: identity, ...(apiKey ? { apiKey } : {}) };
   }
 
   /** Stops forgetting full buckets. */

@@ -41,7 +41,13 @@ export const GatewayConfigSchema = z.object({
   apiKeys: z
     .array(z.string().min(1, 'an API key cannot be empty'))
     .default([])
-    .describe('accepted bearer API keys (empty = authentication off)'),
+    .describe('accepted bearer API keys (empty = authentication off; ignored with a tenants file)'),
+  tenantsFile: z
+    .string()
+    .default('')
+    .describe(
+      "tenants file (the scheduler's, YAML or JSON): its API keys are the accepted ones, each naming its tenant; reloaded when it changes; empty = apiKeys",
+    ),
   rateLimitPerMinute: z
     .number()
     .int()
@@ -127,6 +133,7 @@ export const gatewayConfig = defineConfig({
     SCHEDULER_ADDRESSES: 'schedulerAddresses',
     TENSOR_ADDRESSES: 'tensorAddresses',
     API_KEYS: 'apiKeys',
+    TENANTS_FILE: 'tenantsFile',
     RATE_LIMIT_PER_MINUTE: 'rateLimitPerMinute',
     RATE_LIMIT_BURST: 'rateLimitBurst',
     AUTH_FAILURES_PER_MINUTE: 'authFailuresPerMinute',
@@ -153,6 +160,7 @@ export const gatewayConfig = defineConfig({
     schedulers: 'schedulerAddresses',
     tensors: 'tensorAddresses',
     'api-keys': 'apiKeys',
+    'tenants-file': 'tenantsFile',
     'rate-limit-per-minute': 'rateLimitPerMinute',
     'rate-limit-burst': 'rateLimitBurst',
     'auth-failures-per-minute': 'authFailuresPerMinute',

@@ -94,8 +94,9 @@ export class Dispatcher {
       const found = resolve(fixed, routes, method, rawPath);
       label = found.kind === 'fixed' ? found.route.label : found.kind === 'proto' ? found.route.id : 'unmatched';
       if (!(found.kind === 'fixed' && found.route.open)) {
-        const owner = gatekeeper.admit(req, label);
-        if (owner !== undefined) c.owner = owner;
+        const caller = gatekeeper.admit(req, label);
+        if (caller.owner !== undefined) c.owner = caller.owner;
+        if (caller.apiKey !== undefined) c.apiKey = caller.apiKey;
       }
       c.query = parseQuery(q === -1 ? '' : rawUrl.slice(q + 1));
       switch (found.kind) {

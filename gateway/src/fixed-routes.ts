@@ -35,8 +35,15 @@ export interface RequestCtx {
   query: URLSearchParams;
   signal: AbortSignal;
   paramOf?: ParamMapper;
-  /** The caller's API key identity, when authentication is on: video jobs are scoped to it. */
+  /** The caller's identity (its tenant, or its key), when authentication is on: video jobs are scoped to it. */
   owner?: string;
+  /** The caller's API key: the scheduler calls made for it carry it (see `SchedulerClient.withApiKey`). */
+  apiKey?: string;
+}
+
+/** The OpenAI routes' services calling the scheduler as the route's caller (with its API key). */
+function forCaller(oa: OpenAiDeps, c: RequestCtx): OpenAiDeps {
+  return c.apiKey === undefined ? oa : { ...oa, api: oa.api.withApiKey(c.apiKey) };
 }
 
 /** One of the gateway's own routes. */
@@ -105,7 +112,7 @@ export function fixedRoutes({ openApi, statusPage, openAi: oa, maxBodyBytes, max
       label: 'openai.images.generations',
       handle: async (c) => {
         const body = await readJsonOrForm(c.req, { maxBodyBytes });
-        await createImages(oa, c.req, c.res, body, c.signal, (p) => (c.paramOf = p));
+        await createImages(forCaller(oa, c), c.req, c.res, body, c.signal, (p) => (c.paramOf = p));
       },
     },
     {
@@ -114,7 +121,7 @@ export function fixedRoutes({ openApi, statusPage, openAi: oa, maxBodyBytes, max
       label: 'openai.images.edits',
       handle: async (c) => {
         const body = await readJsonOrForm(c.req, withFiles(EDIT_FILE_FIELDS));
-        await createImageEdit(oa, c.req, c.res, body, c.signal, (p) => (c.paramOf = p));
+        await createImageEdit(forCaller(oa, c), c.req, c.res, body, c.signal, (p) => (c.paramOf = p));
       },
     },
     {
@@ -128,7 +135,8 @@ export function fixedRoutes({ openApi, statusPage, openAi: oa, maxBodyBytes, max
       method: 'GET',
       pattern: /^\/v1\/images\/objects\/([^/]+)\.png$/,
       label: 'images.objects',
-      handle: (c, mm) => sendObjectImage(oa, c.res, decode(mm[1], 'object_id'), c.signal),
+      query: ['capability'],
+      handle: (c, mm) => sendObjectImage(oa, c.res, decode(mm[1], 'object_id'), c.query.get('capability') ?? '', c.signal),
     },
     { method: 'GET', pattern: /^\/v1\/models$/, label: 'openai.models.list', handle: (c) => listModels(oa, c.res, c.signal) },
     {
@@ -143,7 +151,7 @@ export function fixedRoutes({ openApi, statusPage, openAi: oa, maxBodyBytes, max
       label: 'openai.videos.create',
       handle: async (c) => {
         const body = await readJsonOrForm(c.req, withFiles(VIDEO_FILE_FIELDS));
-        await createVideo(oa, c.res, body, c.owner, c.signal, (p) => (c.paramOf = p));
+        await createVideo(forCaller(oa, c), c.res, body, c.owner, c.signal, (p) => (c.paramOf = p));
       },
     },
     {

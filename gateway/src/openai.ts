@@ -441,12 +441,20 @@ export async function sendImageResult(deps: OpenAiDeps, res: ServerResponse, id:
 /**
  * GET /v1/images/objects/{object_id}.png: the first frame of a pixels object (a Completed
  * event's result) as PNG. The object is found by id on the tensor services (Stat), and its
- * bytes are read from the one that owns them. Needs an API key, like every object route.
+ * bytes are read from the one that owns them. Needs an API key, like every object route, and
+ * the object's capability (`?capability=`, from its ObjectRef) when the tensor services issue
+ * them.
  */
-export async function sendObjectImage(deps: OpenAiDeps, res: ServerResponse, objectId: string, signal: AbortSignal): Promise<void> {
+export async function sendObjectImage(
+  deps: OpenAiDeps,
+  res: ServerResponse,
+  objectId: string,
+  capability: string,
+  signal: AbortSignal,
+): Promise<void> {
   const statReq = messageCodec<StatRequest>('diffmesh.tensor.v1.StatRequest');
   const statRes = messageCodec<object, StatResponse__Output>('diffmesh.tensor.v1.StatResponse');
-  const bytes = await deps.tensors.unary(`/${SERVICE_NAMES.tensor}/Stat`, Buffer.from(statReq.encode({ objectId })), {
+  const bytes = await deps.tensors.unary(`/${SERVICE_NAMES.tensor}/Stat`, Buffer.from(statReq.encode({ objectId, capability })), {
     affinityKey: objectId,
     signal,
   });
@@ -581,7 +589,7 @@ export async function createVideo(
       .map((s) => s.name.replace('STAGE_NAME_', '').toLowerCase()),
     request: { model: model.name, params: paramsToWire(params, image), priority },
   };
-  const job = await deps.videos.create(spec, owner, signal);
+  const job = await deps.videos.create(spec, owner, signal, deps.api);
   deps.metrics.videos.inc({ model: model.name });
   sendJson(res, 200, job);
 }

@@ -264,6 +264,13 @@ function openAiPaths(): Record<string, Schema> {
             description: 'percent-encoded (object ids contain ":")',
             schema: { type: 'string' },
           },
+          {
+            name: 'capability',
+            in: 'query',
+            required: false,
+            description: "the object's capability, from its ObjectRef (required when the tensor services issue capabilities)",
+            schema: { type: 'string' },
+          },
         ],
         responses: { '200': { description: 'PNG', content: { 'image/png': { schema: { type: 'string', format: 'binary' } } } }, ...err },
       },

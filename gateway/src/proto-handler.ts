@@ -46,8 +46,11 @@ export interface ProtoRouteDeps {
 const AFFINITY_FIELDS = ['req_id', 'request_id', 'object_id'];
 /** String fields held to the prompt limit. */
 const PROMPT_FIELDS = new Set(['prompt', 'negative_prompt']);
-/** Request headers passed on to the upstream call as gRPC metadata. */
-const FORWARDED_HEADERS = ['traceparent', 'tracestate', 'x-request-id'];
+/**
+ * Request headers passed on to the upstream call as gRPC metadata. The API key goes along:
+ * the scheduler scopes requests to the key's tenant.
+ */
+const FORWARDED_HEADERS = ['traceparent', 'tracestate', 'x-request-id', 'authorization', 'x-api-key'];
 
 /** Builds the plain request object (proto names) from path variables, body and query. */
 export async function buildRequest(

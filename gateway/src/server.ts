@@ -10,7 +10,7 @@
 import type { Server } from 'node:http';
 import { httpBindings } from '@diffmesh/protos';
 import { DurableStores, InlineTensorStore, RemoteTensorStore, RoutedTensorStore, durableSettingsFromEnv } from '@diffmesh/tensor-client';
-import { loadTlsFiles, packageVersion, type Logger } from '@diffmesh/core';
+import { loadTlsFiles, packageVersion, TenantDirectory, type Logger } from '@diffmesh/core';
 import { createDiscovery, type Discovery, type Registration } from '@diffmesh/discovery';
 import { createAdminListener } from './admin-listener.js';
 import { Gatekeeper } from './auth.js';
@@ -61,7 +61,9 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
   const upstreams = await connectUpstreams(config, log, opts.discovery, opts.env ?? {});
   const routes = new RouteTable(httpBindings());
   const services = createServices(config, log, upstreams);
-  const gatekeeper = new Gatekeeper(config, log);
+  const tenants = TenantDirectory.fromFile(config.tenantsFile || undefined);
+  const unwatchTenants = tenants.watch(log);
+  const gatekeeper = new Gatekeeper(config, log, tenants);
   const dispatcher = new Dispatcher({
     fixed: fixedRoutes({
       openApi: openApiDocument(routes.routes, { version, authenticated: gatekeeper.authenticated }),
@@ -87,6 +89,7 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
     admin: createAdminListener({ version, schedulers: upstreams.schedulers, metrics: upstreams.metrics, log }),
   }).catch(async (err: unknown) => {
     gatekeeper.close();
+    unwatchTenants();
     await upstreams.close();
     throw err;
   });
@@ -114,6 +117,7 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
         await registration?.stop().catch(() => undefined);
         await listeners.close(dispatcher, graceMs);
         gatekeeper.close();
+        unwatchTenants();
         await services.close();
         await upstreams.close();
       })();

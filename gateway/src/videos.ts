@@ -30,8 +30,10 @@ export interface VideoSpec {
 interface VideoJob {
   id: string;
   reqId: string;
-  /** Identity of the API key that created it; undefined when authentication was off. */
+  /** Identity (tenant or API key) that created it; undefined when authentication was off. */
   owner?: string;
+  /** The scheduler client it was created through (the creator's key rides on its calls). */
+  api: SchedulerClient;
   /** What it was asked for, without the request itself (which may carry an input image's bytes). */
   spec: Omit<VideoSpec, 'request'>;
   status: VideoStatus;
@@ -72,13 +74,18 @@ export class VideoJobs {
   constructor(private readonly opts: VideoJobsOptions) {}
 
   /** Submits the request and starts following it. `owner` alone will see the job (undefined: everyone). */
-  async create(spec: VideoSpec, owner: string | undefined, signal?: AbortSignal): Promise<VideoObject> {
+  async create(
+    spec: VideoSpec,
+    owner: string | undefined,
+    signal?: AbortSignal,
+    api: SchedulerClient = this.opts.api,
+  ): Promise<VideoObject> {
     // The slot is taken before the await, so concurrent creations cannot all pass the cap.
     this.makeRoom();
     this.reserved += 1;
     let res: Awaited<ReturnType<SchedulerClient['submit']>>;
     try {
-      res = await this.opts.api.submit(spec.request, signal ? { signal } : {});
+      res = await api.submit(spec.request, signal ? { signal } : {});
     } finally {
       this.reserved -= 1;
     }
@@ -87,6 +94,7 @@ export class VideoJobs {
       id: `video_${res.reqId}`,
       reqId: res.reqId,
       ...(owner !== undefined ? { owner } : {}),
+      api,
       spec: kept,
       status: 'queued',
       progress: 0,
@@ -149,7 +157,7 @@ export class VideoJobs {
       this.drop(job);
       return { id: job.id, object: 'video.deleted', deleted: true };
     }
-    const res = await this.opts.api.cancel(job.reqId, 'cancelled through the video API');
+    const res = await job.api.cancel(job.reqId, 'cancelled through the video API');
     if (res.status === 'REQUEST_STATUS_CANCELLED') this.finish(job, 'cancelled');
     return this.toObject(job);
   }
@@ -205,7 +213,7 @@ export class VideoJobs {
       return Math.min(99, Math.floor((100 * done) / total));
     };
     try {
-      for await (const e of this.opts.api.watch(job.reqId, { signal: job.follow.signal })) {
+      for await (const e of job.api.watch(job.reqId, { signal: job.follow.signal })) {
         if (TERMINAL.has(job.status)) break;
         this.apply(job, e, {
           stage: (i) => (stageIndex = i),
@@ -216,7 +224,7 @@ export class VideoJobs {
       }
       if (!TERMINAL.has(job.status)) {
         // The stream ended without a final event: ask for the request's state.
-        const state = await this.opts.api.get(job.reqId);
+        const state = await job.api.get(job.reqId);
         if (state.status === 'REQUEST_STATUS_CANCELLED') this.finish(job, 'cancelled');
         else if (state.status === 'REQUEST_STATUS_COMPLETED' && state.results[0])
           this.complete(job, objectRefFromWire(state.results.find((r) => r.name === 'pixels') ?? state.results[0]));

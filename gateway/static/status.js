@@ -384,7 +384,8 @@
       ctx.putImageData(image, 0, 0);
       img.src = canvas.toDataURL('image/png');
     } else {
-      const res = await fetch(`v1/images/objects/${encodeURIComponent(ref.objectId)}.png`, { headers: authHeaders(), signal });
+      const capability = ref.capability ? `?capability=${encodeURIComponent(ref.capability)}` : '';
+      const res = await fetch(`v1/images/objects/${encodeURIComponent(ref.objectId)}.png${capability}`, { headers: authHeaders(), signal });
       if (!res.ok) throw await httpError(res);
       imageUrl = URL.createObjectURL(await res.blob());
       img.src = imageUrl;

@@ -156,10 +156,13 @@ describe('routes derived from the google.api.http annotations', () => {
       .flatMap((l) => JSON.parse(l).result.events);
     expect(events.some((e) => e.stepProgress)).toBe(true);
     const pixels = events.at(-1).completed.results[0];
-    const stat = await call('GET', `/api/v1/objects/${encodeURIComponent(pixels.objectId)}`);
+    const capability = `capability=${encodeURIComponent(pixels.capability)}`;
+    const stat = await call('GET', `/api/v1/objects/${encodeURIComponent(pixels.objectId)}?${capability}`);
     expect(stat.status).toBe(200);
     expect(stat.body.ref).toMatchObject({ objectId: pixels.objectId, sizeBytes: String(256 * 256 * 3) });
-    const content = await call('GET', `/api/v1/objects/${encodeURIComponent(pixels.objectId)}/content?length=16`);
+    // The id alone is not enough to read an object.
+    expect((await call('GET', `/api/v1/objects/${encodeURIComponent(pixels.objectId)}`)).status).toBe(403);
+    const content = await call('GET', `/api/v1/objects/${encodeURIComponent(pixels.objectId)}/content?length=16&${capability}`);
     const parts = content.text
       .trim()
       .split('\n')
@@ -181,16 +184,25 @@ describe('routes derived from the google.api.http annotations', () => {
     const pixels = done.completed.results.find((r: { name: string }) => r.name === 'pixels');
     expect(pixels.inlineData ?? '').toBe(''); // stored in tensor-svc, not passed by value
 
-    const png = await fetch(`${gw.address}/v1/images/objects/${encodeURIComponent(pixels.objectId)}.png`, {
+    const objectUrl = `${gw.address}/v1/images/objects/${encodeURIComponent(pixels.objectId)}.png`;
+    expect(pixels.capability).toMatch(/^v1\./);
+    const png = await fetch(`${objectUrl}?capability=${encodeURIComponent(pixels.capability)}`, {
       headers: { authorization: `Bearer ${KEY}` },
     });
     expect(png.status).toBe(200);
     expect(png.headers.get('content-type')).toBe('image/png');
     expect(decodePng(new Uint8Array(await png.arrayBuffer()))).toMatchObject({ width: 256, height: 256 });
-    expect((await fetch(`${gw.address}/v1/images/objects/${encodeURIComponent(pixels.objectId)}.png`)).status).toBe(401);
-    const missing = await call('GET', `/v1/images/objects/${encodeURIComponent('nope:pixels:0')}.png`);
-    expect(missing.status).toBe(404);
-    expect(missing.body.error).toMatchObject({ type: 'not_found_error', code: 'object_not_found' });
+    expect((await fetch(`${objectUrl}?capability=${encodeURIComponent(pixels.capability)}`)).status).toBe(401);
+    // Knowing the id is not enough: without the ref's capability, or with another object's, it
+    // is refused, the same way whether or not the object exists.
+    for (const path of [
+      `/v1/images/objects/${encodeURIComponent(pixels.objectId)}.png`,
+      `/v1/images/objects/${encodeURIComponent('nope:pixels:0')}.png?capability=${encodeURIComponent(pixels.capability)}`,
+    ]) {
+      const refused = await call('GET', path);
+      expect(refused.status).toBe(403);
+      expect(refused.body.error.code).toBe('capability_required');
+    }
 
     const status = await call('GET', '/api/v1/status');
     expect(status.status).toBe(200);
@@ -218,7 +230,7 @@ describe('routes derived from the google.api.http annotations', () => {
       expect(r.body?.error?.reason, `${b.httpMethod} ${b.pathTemplate}`).not.toBe('UNKNOWN_ROUTE');
       expect(r.status, `${b.httpMethod} ${b.pathTemplate}: ${r.text}`).not.toBe(405);
       expect(r.status, `${b.httpMethod} ${b.pathTemplate}: ${r.text}`).toBeLessThan(500);
-      if (r.status >= 400) expect(r.body.error.reason).toMatch(/^(REQUEST_NOT_FOUND|OBJECT_NOT_FOUND|INVALID_PARAMETER)$/);
+      if (r.status >= 400) expect(r.body.error.reason).toMatch(/^(REQUEST_NOT_FOUND|OBJECT_NOT_FOUND|INVALID_PARAMETER|CAPABILITY_REQUIRED)$/);
     }
     const metrics = await (await fetch(`${gw.adminAddress}/metrics`)).text();
     for (const b of bindings) {

@@ -97,6 +97,12 @@ export const SchedulerConfigSchema = z.object({
     .max(MAX_TIMEOUT_MS)
     .default(10_000)
     .describe("how long a dispatched task stays taken without renewal: a dead scheduler's tasks return to their queues after this"),
+  tenantsFile: z
+    .string()
+    .default('')
+    .describe(
+      'tenants file (YAML or JSON: each tenant with its API keys, certificate identities, weight, limits, admin), reloaded when it changes; empty = tenancy off',
+    ),
   ffmpeg: z.string().default('ffmpeg').describe('ffmpeg binary for MP4 and WebM results of GetResult (a name on PATH or a path)'),
   metricsListen: z.string().default('').describe('host:port of the Prometheus /metrics endpoint (empty = off; port 0 = any free port)'),
   tls: TlsConfigSchema.prefault({}).describe('TLS of the scheduler API and of its calls to stage services and tensor-svc'),
@@ -136,6 +142,7 @@ export const schedulerConfig = defineConfig({
     QUEUE_NAMESPACE: 'queueNamespace',
     LEASE_MS: 'leaseMs',
     FFMPEG: 'ffmpeg',
+    TENANTS_FILE: 'tenantsFile',
     METRICS_LISTEN: 'metricsListen',
     LOG_LEVEL: 'log.level',
     ...tlsConfigMappings().env,
@@ -168,6 +175,7 @@ export const schedulerConfig = defineConfig({
     'queue-namespace': 'queueNamespace',
     'lease-ms': 'leaseMs',
     ffmpeg: 'ffmpeg',
+    'tenants-file': 'tenantsFile',
     'metrics-listen': 'metricsListen',
     'log-level': 'log.level',
     ...tlsConfigMappings().flags,

@@ -320,6 +320,7 @@ export class Dispatcher {
       ...(item.stageIndex === ctx.executionPlan.stages.length - 1 ? { lastStage: true } : {}),
       // The instance continues the trace from the dispatch span.
       traceContext: injectTraceContext(trace.setSpan(parent, span)),
+      ...(ctx.tenant ? { tenant: ctx.tenant } : {}),
     };
     const cancel = new Cancellation(Math.min(MAX_TIMEOUT_MS, this.opts.limits.stageTimeoutMs));
     held.cancel = cancel;

@@ -3,6 +3,7 @@ import { trace } from '@opentelemetry/api';
 import {
   ATTR,
   Code,
+  DEFAULT_TENANT,
   DiffmeshError,
   SPAN,
   SpanKind,
@@ -158,7 +159,7 @@ export class RequestLifecycle {
     if (req.requestId) checkRequestId(req.requestId);
     if (!this.stopped && req.requestId) {
       const existing = await this.opts.store.read(req.requestId);
-      if (existing) return { state: existing.state, created: false };
+      if (existing) return { state: ownExisting(existing.state, req), created: false };
     }
     // One trace per request: the client's span (if it sent a traceparent) is the parent.
     const parent = extractTraceContext(req.traceContext);
@@ -171,6 +172,7 @@ export class RequestLifecycle {
     try {
       const { record, created } = await this.accept(req, reqId, span, trace.setSpan(parent, span));
       if (!created) {
+        ownExisting(record.state, req);
         span.setAttribute(ATTR.requestStatus, 'existing');
         span.end();
       }
@@ -252,6 +254,7 @@ export class RequestLifecycle {
       retryCount: 0,
       // The request span's context: every hop of the request continues from it.
       traceContext: injectTraceContext(traceCtx),
+      ...(req.tenant && req.tenant !== DEFAULT_TENANT ? { tenant: req.tenant } : {}),
     };
     const record: RequestRecord = {
       state: { context, planName: entry.model ?? entry.pattern ?? req.model, step: 0, totalSteps: 0, timings: [], result: {} },
@@ -940,7 +943,19 @@ function isRetryable(e: DiffmeshError): boolean {
   return e.code === Code.UNAVAILABLE || e.code === Code.DEADLINE_EXCEEDED || e.code === Code.RESOURCE_EXHAUSTED || e.code === Code.INTERNAL;
 }
 
-function notFound(reqId: string): DiffmeshError {
+/**
+ * The request a repeated client id names, when the same tenant sent it. Another tenant's
+ * id is refused without telling anything of that request (a client id is a name in the
+ * mesh's one namespace: the client picks another).
+ */
+function ownExisting(state: RequestState, req: GenerateRequest): RequestState {
+  if ((state.context.tenant ?? DEFAULT_TENANT) === (req.tenant ?? DEFAULT_TENANT)) return state;
+  throw new DiffmeshError(Code.ALREADY_EXISTS, 'INVALID_PARAMETER', 'request_id: is in use; choose another id', {
+    metadata: { field: 'request_id' },
+  });
+}
+
+export function notFound(reqId: string): DiffmeshError {
   return new DiffmeshError(Code.NOT_FOUND, 'REQUEST_NOT_FOUND', `request "${reqId}" not found`, { metadata: { field: 'req_id' } });
 }
 

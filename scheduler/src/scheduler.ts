@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { Code, DiffmeshError, type Logger, type RequestEvent, type StageName } from '@diffmesh/core';
+import { Code, DiffmeshError, TenantDirectory, type Logger, type RequestEvent, type StageName, type Tenant } from '@diffmesh/core';
 import type { TensorStore } from '@diffmesh/tensor-client';
 import { Dispatcher } from './dispatch.js';
 import { InstanceSlots, busy, type ForeignInstance } from './instances.js';
-import { RequestLifecycle, type RequestListener } from './lifecycle.js';
+import { notFound, RequestLifecycle, type RequestListener } from './lifecycle.js';
 import type { PlanRegistry } from './plans/registry.js';
 import { RecentRequests } from './retention.js';
 import { MemoryStore } from './storage/memory.js';
@@ -252,10 +252,12 @@ export class Scheduler {
   /**
    * The latest requests accepted here, newest first: up to `recentRequests` of them, running
    * ones included. A request stays here after its retention ends, until newer ones push it
-   * out, as a summary (no object refs, prompts cut to 200 characters).
+   * out, as a summary (no object refs, prompts cut to 200 characters). With `scope`, only
+   * the requests that tenant may see.
    */
-  recentRequests(): RequestState[] {
-    return this.recent.states();
+  recentRequests(scope?: Tenant): RequestState[] {
+    const states = this.recent.states();
+    return scope && !scope.admin ? states.filter((s) => TenantDirectory.mayAccess(scope, s.context.tenant)) : states;
   }
 
   // ---- requests --------------------------------------------------------------------------
@@ -276,24 +278,32 @@ export class Scheduler {
     return this.lifecycle.submit(req);
   }
 
-  /** The current state of a request; NOT_FOUND when unknown or expired. */
-  async get(reqId: string): Promise<RequestState> {
+  /**
+   * The current state of a request; NOT_FOUND when unknown or expired, or when `scope` (the
+   * caller's tenant) may not see it: another tenant's request is answered exactly as an
+   * unknown one.
+   */
+  async get(reqId: string, scope?: Tenant): Promise<RequestState> {
     if (this.phase === 'INITIALIZED') await this.start();
-    return (await this.lifecycle.record(reqId)).state;
+    const state = (await this.lifecycle.record(reqId)).state;
+    if (scope && !TenantDirectory.mayAccess(scope, state.context.tenant)) throw notFound(reqId);
+    return state;
   }
 
   /**
    * Follows a request's events after sequence `after` (0 = from the first): everything so
    * far, then live events, then `close` after the terminal one; each with the request's
    * latest state. Resolves with a function that stops listening; NOT_FOUND when unknown or
-   * expired.
+   * expired, or not `scope`'s (see {@link get}).
    */
   async listen(
     reqId: string,
     after: number,
     listener: { item(event: RequestEvent, sequence: number, state: RequestState): void; close(): void },
+    scope?: Tenant,
   ): Promise<() => void> {
-    if (this.phase === 'INITIALIZED') await this.start();
+    if (scope) await this.get(reqId, scope);
+    else if (this.phase === 'INITIALIZED') await this.start();
     const l: RequestListener = { item: (e, seq, rec) => listener.item(e, seq, rec.state), close: () => listener.close() };
     return this.lifecycle.listen(reqId, after, l);
   }
@@ -302,20 +312,25 @@ export class Scheduler {
    * Events of a request: everything so far, then live events until the terminal one.
    * Ends when `signal` aborts. NOT_FOUND (on the first read) when unknown.
    */
-  async *watch(reqId: string, signal?: AbortSignal): AsyncGenerator<RequestEvent> {
+  async *watch(reqId: string, signal?: AbortSignal, scope?: Tenant): AsyncGenerator<RequestEvent> {
     const queue: RequestEvent[] = [];
     let closed = false;
     let wake: (() => void) | undefined;
-    const stop = await this.listen(reqId, 0, {
-      item: (e) => {
-        queue.push(e);
-        wake?.();
+    const stop = await this.listen(
+      reqId,
+      0,
+      {
+        item: (e) => {
+          queue.push(e);
+          wake?.();
+        },
+        close: () => {
+          closed = true;
+          wake?.();
+        },
       },
-      close: () => {
-        closed = true;
-        wake?.();
-      },
-    });
+      scope,
+    );
     const onAbort = (): void => wake?.();
     signal?.addEventListener('abort', onAbort);
     try {
@@ -331,9 +346,13 @@ export class Scheduler {
     }
   }
 
-  /** Cancels a request: removes its queued task, aborts its running stage, deletes its objects. */
-  async cancel(reqId: string): Promise<RequestState> {
-    if (this.phase === 'INITIALIZED') await this.start();
+  /**
+   * Cancels a request: removes its queued task, aborts its running stage, deletes its
+   * objects. NOT_FOUND when `scope` may not see it (see {@link get}).
+   */
+  async cancel(reqId: string, scope?: Tenant): Promise<RequestState> {
+    if (scope) await this.get(reqId, scope);
+    else if (this.phase === 'INITIALIZED') await this.start();
     return this.lifecycle.cancel(reqId);
   }
 

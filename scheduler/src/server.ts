@@ -7,6 +7,7 @@ import {
   hostOf,
   loadTlsFiles,
   startMetricsEndpoint,
+  TenantDirectory,
   type Logger,
 } from '@diffmesh/core';
 import { DurableStores, InlineTensorStore, RemoteTensorStore, RoutedTensorStore, durableSettingsFromEnv } from '@diffmesh/tensor-client';
@@ -101,11 +102,15 @@ export async function startSchedulerService(
     log,
   );
   const unfollow = followDiscovery(scheduler, discovery, { log, ...(tls ? { tls } : {}) });
+  const tenants = TenantDirectory.fromFile(config.tenantsFile || undefined);
+  const unwatchTenants = tenants.watch(log);
+  if (tenants.enabled)
+    log.info({ file: config.tenantsFile, tenants: tenants.tenants().length }, 'tenants loaded: requests are scoped to their tenant');
   const binding = schedulerServiceBinding(
     scheduler,
     registry,
     { instanceId, version },
-    { eventIntervalMs: config.eventIntervalMs, results: { store, log, ffmpegPath: config.ffmpeg } },
+    { eventIntervalMs: config.eventIntervalMs, results: { store, log, ffmpegPath: config.ffmpeg }, tenants },
   );
   metrics.countSessions(() => binding.openSessions());
   const server = await GrpcServer.start({
@@ -171,6 +176,7 @@ export async function startSchedulerService(
         // Those streams end at once; other calls (a result being sent) get up to 1 s.
         await server.drain(1000);
         unfollow();
+        unwatchTenants();
         await discovery.close();
         await store.close();
         await endpoint?.close();

@@ -7,6 +7,8 @@ import {
   type CancelResponse,
   type GenerateRequest__Output,
   type GenerateResponse,
+  type GetResultRequest__Output,
+  type GetResultResponse,
   type GetStatusResponse,
   type SchedulerGetRequest__Output,
   type ListModelsResponse,
@@ -25,9 +27,12 @@ import {
   type RecentRequest,
 } from '@diffmesh/protos';
 import {
+  callCredentials,
   Code,
   DEFAULT_STRENGTH,
+  DEFAULT_TENANT,
   DiffmeshError,
+  TenantDirectory,
   errorDetailToWire,
   inputImageFromWire,
   objectRefsToWire,
@@ -44,6 +49,7 @@ import {
   type Reason,
   type ServiceBinding,
   type RequestEvent,
+  type Tenant,
 } from '@diffmesh/core';
 import { submitWithInputImage } from './input-image.js';
 import { type PlanRegistry } from './plans/registry.js';
@@ -91,6 +97,12 @@ export interface StreamOptions {
   eventIntervalMs?: number;
   /** Where GetResult reads results from and how it encodes videos; absent = UNIMPLEMENTED. */
   results?: Omit<ResultServiceDeps, 'get'>;
+  /**
+   * Who may call: each call's bearer key or client certificate names its tenant, and every
+   * read or action on a request is scoped to it (another tenant's request is NOT_FOUND).
+   * Absent or without a tenants file: tenancy off, every caller is `default`.
+   */
+  tenants?: TenantDirectory;
 }
 
 /** Default of {@link StreamOptions.eventIntervalMs}. */
@@ -121,6 +133,17 @@ export function schedulerServiceBinding(
   streams: StreamOptions = {},
 ): SchedulerServiceBinding {
   const interval = streams.eventIntervalMs ?? DEFAULT_EVENT_INTERVAL_MS;
+  const tenants = streams.tenants ?? TenantDirectory.open();
+  /** The caller's tenant (UNAUTHENTICATED when tenancy is on and its credentials name none). */
+  const tenantOf = (call: CallWithCredentials): Tenant => tenants.resolve(callCredentials(call));
+  /** Runs a streaming handler as the caller's tenant; a refusal ends the call. */
+  const asTenant = (call: CallWithCredentials & { emit(event: 'error', err: unknown): boolean }, run: (tenant: Tenant) => void): void => {
+    try {
+      run(tenantOf(call));
+    } catch (err) {
+      call.emit('error', toWire(err));
+    }
+  };
   const proto = loadDiffmeshProtos();
   /** Open sessions, each by the function that half-closes it. */
   const sessions = new Set<() => void>();
@@ -137,43 +160,32 @@ export function schedulerServiceBinding(
     name: 'diffmesh.scheduler.v1.SchedulerService',
     definition: proto.diffmesh.scheduler.v1.SchedulerService.service,
     implementation: {
-      Submit: unary<SubmitRequest__Output, SubmitResponse>(async (req, metadata) => {
-        const existing = req.requestId !== '' && (await hasRequest(scheduler, req.requestId));
-        const state = await submit(scheduler, req, traceContextFromMetadata(metadata));
+      Submit: unary<SubmitRequest__Output, SubmitResponse>(async (req, call) => {
+        const tenant = tenantOf(call);
+        const existing = req.requestId !== '' && (await hasRequest(scheduler, req.requestId, tenant));
+        const state = await submit(scheduler, req, traceContextFromMetadata(call.metadata), tenant);
         return { reqId: state.context.reqId, status: requestStatusToWire(state.context.status), existing };
       }),
-      Get: unary<SchedulerGetRequest__Output, SchedulerGetResponse>(async (req) => getResponse(await scheduler.get(requireId(req.reqId)))),
-      Cancel: unary<CancelRequest__Output, CancelResponse>(async (req) => ({
-        status: requestStatusToWire((await scheduler.cancel(requireId(req.reqId))).context.status),
+      Get: unary<SchedulerGetRequest__Output, SchedulerGetResponse>(async (req, call) =>
+        getResponse(await scheduler.get(requireId(req.reqId), tenantOf(call))),
+      ),
+      Cancel: unary<CancelRequest__Output, CancelResponse>(async (req, call) => ({
+        status: requestStatusToWire((await scheduler.cancel(requireId(req.reqId), tenantOf(call))).context.status),
       })),
-      ListModels: unary<unknown, ListModelsResponse>(() => ({
-        models: registry.entries.map((e) => ({
-          ...modelAvailability({ instances: (pool) => scheduler.servingInstances(pool) }, e),
-          name: e.model ?? e.pattern ?? '',
-          pattern: e.model === undefined,
-          modalities: e.modalities.map((m) => MODALITY[m]),
-          plan: planToWire({ model: e.model ?? e.pattern ?? '', stages: e.stages.map((s) => ({ ...s })) }),
-          defaults: paramsToWire({
-            width: e.defaults.width,
-            height: e.defaults.height,
-            numFrames: e.defaults.numFrames,
-            numInferenceSteps: e.defaults.steps,
-            guidanceScale: e.defaults.guidanceScale,
-            fps: e.defaults.fps,
-            // A model that takes an input image: the strength a request with one gets by default.
-            ...(e.modalities.some((m) => IMAGE_MODALITIES.includes(m)) ? { strength: e.defaults.strength ?? DEFAULT_STRENGTH } : {}),
-          }),
-        })),
-      })),
-      GetStatus: unary<unknown, GetStatusResponse>(() => statusResponse(scheduler, identity)),
-      GetResult: streams.results
-        ? getResultHandler({ ...streams.results, get: (reqId) => scheduler.get(reqId) })
-        : (call: grpc.ServerWritableStream<unknown, unknown>) =>
-            call.emit('error', toWire(new DiffmeshError(Code.UNIMPLEMENTED, 'INTERNAL', 'this scheduler serves no results'))),
+      ListModels: unary<unknown, ListModelsResponse>((_req, call) => {
+        tenantOf(call);
+        return listModels();
+      }),
+      GetStatus: unary<unknown, GetStatusResponse>((_req, call) => statusResponse(scheduler, identity, tenantOf(call))),
+      GetResult: (call: grpc.ServerWritableStream<GetResultRequest__Output, GetResultResponse>) =>
+        asTenant(call, (tenant) => {
+          if (!streams.results) throw new DiffmeshError(Code.UNIMPLEMENTED, 'INTERNAL', 'this scheduler serves no results');
+          getResultHandler({ ...streams.results, get: (reqId) => scheduler.get(reqId, tenant) })(call);
+        }),
       Generate: async (call: grpc.ServerWritableStream<GenerateRequest__Output, GenerateResponse>) => {
         let reqId: string;
         try {
-          reqId = (await submit(scheduler, call.request, traceContextFromMetadata(call.metadata))).context.reqId;
+          reqId = (await submit(scheduler, call.request, traceContextFromMetadata(call.metadata), tenantOf(call))).context.reqId;
         } catch (err) {
           call.emit('error', toWire(err));
           return;
@@ -187,15 +199,36 @@ export function schedulerServiceBinding(
           return;
         }
         // A client that goes away before the end cancels its request.
-        stream(scheduler, reqId, 0, call, interval, open, cancel);
+        stream(scheduler, reqId, 0, call, interval, open, undefined, cancel);
       },
       Session: (call: grpc.ServerDuplexStream<SessionRequest__Output, SessionResponse>) =>
-        session(scheduler, call, interval, sessions, open),
-      Watch: (call: grpc.ServerWritableStream<WatchRequest__Output, WatchResponse>) => {
-        stream(scheduler, call.request.reqId, call.request.afterSequence ?? 0, call, interval, open);
-      },
+        asTenant(call, (tenant) => session(scheduler, call, interval, sessions, open, tenant)),
+      Watch: (call: grpc.ServerWritableStream<WatchRequest__Output, WatchResponse>) =>
+        asTenant(call, (tenant) => stream(scheduler, call.request.reqId, call.request.afterSequence ?? 0, call, interval, open, tenant)),
     },
   };
+
+  function listModels(): ListModelsResponse {
+    return {
+      models: registry.entries.map((e) => ({
+        ...modelAvailability({ instances: (pool) => scheduler.servingInstances(pool) }, e),
+        name: e.model ?? e.pattern ?? '',
+        pattern: e.model === undefined,
+        modalities: e.modalities.map((m) => MODALITY[m]),
+        plan: planToWire({ model: e.model ?? e.pattern ?? '', stages: e.stages.map((s) => ({ ...s })) }),
+        defaults: paramsToWire({
+          width: e.defaults.width,
+          height: e.defaults.height,
+          numFrames: e.defaults.numFrames,
+          numInferenceSteps: e.defaults.steps,
+          guidanceScale: e.defaults.guidanceScale,
+          fps: e.defaults.fps,
+          // A model that takes an input image: the strength a request with one gets by default.
+          ...(e.modalities.some((m) => IMAGE_MODALITIES.includes(m)) ? { strength: e.defaults.strength ?? DEFAULT_STRENGTH } : {}),
+        }),
+      })),
+    };
+  }
 }
 
 /**
@@ -309,6 +342,7 @@ function stream(
   call: grpc.ServerWritableStream<unknown, { events: WireRequestEvent[] }>,
   intervalMs: number,
   open: Set<(error: DiffmeshError) => void>,
+  scope?: Tenant,
   onGone?: () => void,
 ): void {
   const writer = new BatchWriter<WireRequestEvent>(call, intervalMs, (events) => eventMessages.encodeReady({ events }));
@@ -345,6 +379,7 @@ function stream(
       open.delete(end);
       writer.end();
     },
+    scope,
   ).then(
     (s) => {
       stop = s;
@@ -364,14 +399,20 @@ function follow(
   after: number,
   item: (event: WireRequestEvent, end: boolean) => void,
   close: () => void,
+  scope?: Tenant,
 ): Promise<() => void> {
-  return scheduler.listen(reqId, after, {
-    item: (e, sequence, state) => {
-      const end = e.type === 'completed' || e.type === 'failed' || e.type === 'cancelled';
-      item(eventToWire(e, sequence, e.type === 'completed' || e.type === 'stage_finished' ? state : undefined), end);
+  return scheduler.listen(
+    reqId,
+    after,
+    {
+      item: (e, sequence, state) => {
+        const end = e.type === 'completed' || e.type === 'failed' || e.type === 'cancelled';
+        item(eventToWire(e, sequence, e.type === 'completed' || e.type === 'stage_finished' ? state : undefined), end);
+      },
+      close,
     },
-    close,
-  });
+    scope,
+  );
 }
 
 /** Cancels a request whose client went away, unless this scheduler is shutting down. */
@@ -406,6 +447,7 @@ function session(
   intervalMs: number,
   sessions: Set<() => void>,
   streams: Set<(error: DiffmeshError) => void>,
+  tenant: Tenant,
 ): void {
   const writer = new BatchWriter<SessionItem>(call, intervalMs, encodeSession);
   const open = new Map<string, () => void>();
@@ -451,7 +493,7 @@ function session(
           });
         }
         const traceContext = Object.keys(msg.traceContext).length > 0 ? msg.traceContext : traceContextFromMetadata(call.metadata);
-        const reqId = (await submit(scheduler, msg.generate, traceContext)).context.reqId;
+        const reqId = (await submit(scheduler, msg.generate, traceContext, tenant)).context.reqId;
         // The client went away while the request was being stored: its request goes too.
         if (writer.ended) {
           cancelQuietly(scheduler, reqId);
@@ -477,7 +519,7 @@ function session(
         else if (!closed) stop();
       } else if (msg.cancel) {
         const reqId = requireId(msg.cancel.reqId);
-        answer({ tag, reqId, status: requestStatusToWire((await scheduler.cancel(reqId)).context.status) });
+        answer({ tag, reqId, status: requestStatusToWire((await scheduler.cancel(reqId, tenant)).context.status) });
       } else {
         throw new DiffmeshError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'action: a session message needs generate or cancel', {
           metadata: { field: 'action' },
@@ -507,9 +549,9 @@ function session(
   });
 }
 
-async function hasRequest(scheduler: Scheduler, id: string): Promise<boolean> {
+async function hasRequest(scheduler: Scheduler, id: string, scope: Tenant): Promise<boolean> {
   try {
-    await scheduler.get(id);
+    await scheduler.get(id, scope);
     return true;
   } catch {
     return false;
@@ -523,10 +565,13 @@ function requireId(id: string): string {
   return id;
 }
 
-function unary<Req, Res>(fn: (req: Req, metadata: grpc.Metadata) => Res | Promise<Res>): grpc.handleUnaryCall<Req, Res> {
+/** The parts of a call that carry the caller's credentials. */
+type CallWithCredentials = Pick<grpc.ServerUnaryCall<unknown, unknown>, 'metadata' | 'getAuthContext'>;
+
+function unary<Req, Res>(fn: (req: Req, call: grpc.ServerUnaryCall<Req, Res>) => Res | Promise<Res>): grpc.handleUnaryCall<Req, Res> {
   return (call, cb) => {
     try {
-      const res = fn(call.request, call.metadata);
+      const res = fn(call.request, call);
       if (res instanceof Promise)
         res.then(
           (r) => cb(null, r),
@@ -544,8 +589,11 @@ function submit(
   scheduler: Scheduler,
   req: SubmitRequest__Output | GenerateRequest__Output,
   traceContext: Record<string, string>,
+  tenant: Tenant,
 ): Promise<RequestState> {
-  return submitWithInputImage(scheduler, fromWireRequest(req, traceContext), inputImageFromWire(req.params));
+  const request = fromWireRequest(req, traceContext);
+  if (tenant.name !== DEFAULT_TENANT) request.tenant = tenant.name;
+  return submitWithInputImage(scheduler, request, inputImageFromWire(req.params));
 }
 
 /** A client's request; its W3C trace context (`traceparent`/`tracestate` metadata) makes the request's trace a child of the client's span. */
@@ -633,14 +681,14 @@ function recentToWire(state: RequestState): RecentRequest {
 }
 
 /** GetStatus: the scheduler's pools and its latest requests. */
-export async function statusResponse(scheduler: Scheduler, identity: SchedulerIdentity): Promise<GetStatusResponse> {
+export async function statusResponse(scheduler: Scheduler, identity: SchedulerIdentity, scope?: Tenant): Promise<GetStatusResponse> {
   const pools = await scheduler.pools();
   return {
     schedulerId: identity.instanceId,
     version: identity.version,
     inFlight: scheduler.inFlightCount(),
     pools: pools.map(poolToWire),
-    recentRequests: scheduler.recentRequests().map(recentToWire),
+    recentRequests: scheduler.recentRequests(scope).map(recentToWire),
     time: timestampToWire(Date.now()),
   };
 }

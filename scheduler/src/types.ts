@@ -94,6 +94,12 @@ export interface GenerateRequest {
    * them as task inputs, and they are deleted with the request's other objects.
    */
   inputs?: Record<string, ObjectRef>;
+  /**
+   * The tenant the request belongs to, from the caller's credentials (the service sets it;
+   * absent = `default`, tenancy off). Only this tenant (and admins) may read, follow or
+   * cancel the request.
+   */
+  tenant?: string;
 }
 
 /** Timing of one stage of a request. Times are ms since the epoch; 0 = not yet. */

@@ -125,6 +125,7 @@ interface Tracked {
   objectId: string;
   address: string;
   sizeBytes: number;
+  capability?: string;
 }
 
 /** Node file errors after which a same-node read falls back to the owner's Get. */
@@ -233,7 +234,12 @@ export class RemoteTensorStore implements TensorStore {
         }
         this.counters.puts += 1;
         span.setAttributes({ [ATTR.tensorOwnerNode]: ref.ownerNodeId, [ATTR.tensorSameNode]: ref.ownerNodeId === this.nodeId });
-        this.track(input.requestId, { objectId: ref.objectId, address: ref.ownerAddress || this.address, sizeBytes: ref.sizeBytes });
+        this.track(input.requestId, {
+          objectId: ref.objectId,
+          address: ref.ownerAddress || this.address,
+          sizeBytes: ref.sizeBytes,
+          ...(ref.capability ? { capability: ref.capability } : {}),
+        });
         return ref;
       },
       { kind: SpanKind.CLIENT },
@@ -287,6 +293,7 @@ export class RemoteTensorStore implements TensorStore {
             ...(range.offset ? { offset: range.offset } : {}),
             ...(range.length ? { length: range.length } : {}),
             ...(ref?.checksum ? { expectedChecksum: ref.checksum } : {}),
+            ...capabilityOf(key),
             ...this.transferOptions(),
           }),
         );
@@ -300,7 +307,7 @@ export class RemoteTensorStore implements TensorStore {
 
   async stat(key: ObjectKey): Promise<ObjectInfo> {
     this.checkOpen();
-    const info = await this.withOwner(this.ownerOf(key), 'Stat', (client) => client.stat(idOf(key)));
+    const info = await this.withOwner(this.ownerOf(key), 'Stat', (client) => client.stat(idOf(key), capabilityOf(key)));
     checkRefChecksum(key, info.ref);
     return info;
   }
@@ -308,7 +315,7 @@ export class RemoteTensorStore implements TensorStore {
   async delete(key: ObjectKey): Promise<boolean> {
     this.checkOpen();
     const id = idOf(key);
-    const deleted = await this.withOwner(this.ownerOf(key), 'Delete', (client) => client.delete(id));
+    const deleted = await this.withOwner(this.ownerOf(key), 'Delete', (client) => client.delete(id, capabilityOf(key)));
     for (const [req, objects] of this.byRequest) {
       if (objects.delete(id) && objects.size === 0) this.byRequest.delete(req);
     }
@@ -322,7 +329,10 @@ export class RemoteTensorStore implements TensorStore {
     this.byRequest.delete(requestId);
     let n = 0;
     for (const t of objects.values()) {
-      if (await this.withOwner(t.address, 'Delete', (client) => client.delete(t.objectId))) n += 1;
+      if (
+        await this.withOwner(t.address, 'Delete', (client) => client.delete(t.objectId, t.capability ? { capability: t.capability } : {}))
+      )
+        n += 1;
     }
     return n;
   }
@@ -332,7 +342,7 @@ export class RemoteTensorStore implements TensorStore {
     if (ttlMs !== undefined && (!Number.isSafeInteger(ttlMs) || ttlMs < 0 || ttlMs > 0xffffffff)) {
       throw invalidParameter('ttl_ms', `must be a non-negative integer number of milliseconds, got ${ttlMs}`);
     }
-    const info = await this.withOwner(this.ownerOf(key), 'Touch', (client) => client.touch(idOf(key), ttlMs ?? 0));
+    const info = await this.withOwner(this.ownerOf(key), 'Touch', (client) => client.touch(idOf(key), ttlMs ?? 0, capabilityOf(key)));
     checkRefChecksum(key, info.ref);
     return info;
   }
@@ -596,6 +606,11 @@ function removeQuietly(file: string): void {
 
 function idOf(key: ObjectKey): string {
   return typeof key === 'string' ? key : key.objectId;
+}
+
+/** The call option carrying a ref's capability (none for a bare id). */
+function capabilityOf(key: ObjectKey): { capability?: string } {
+  return typeof key !== 'string' && key.capability ? { capability: key.capability } : {};
 }
 
 function copyRef(ref: ObjectRef): ObjectRef {

@@ -61,6 +61,8 @@ export interface TensorCallOptions {
   signal?: AbortSignal;
   /** Deadline from now in milliseconds; 0 or absent = none for streams, the client default for unary calls. */
   timeoutMs?: number;
+  /** The object's capability, from its ObjectRef (Get, Stat, Delete, Touch; see `ObjectRef.capability`). */
+  capability?: string;
 }
 
 /** What a Put stores: the header fields of `diffmesh.tensor.v1.PutHeader`. */
@@ -247,7 +249,7 @@ export class TensorServiceClient {
     const verify = opts.verify ?? true;
     if (opts.signal?.aborted) throw cancelled('tensor get cancelled');
     const call = this.raw.Get(
-      { objectId, offset: String(offset), length: String(length) },
+      { objectId, offset: String(offset), length: String(length), capability: opts.capability ?? '' },
       traceMetadata(),
       this.callOptions(opts.timeoutMs ?? 0),
     );
@@ -311,7 +313,7 @@ export class TensorServiceClient {
   /** An object's ref and expiry, without its bytes. */
   async stat(objectId: string, opts: TensorCallOptions = {}): Promise<ObjectInfo> {
     const { response, trailer } = await this.unary<{ ref: WireObjectRef | null }>(
-      (o, cb) => this.raw.Stat({ objectId }, traceMetadata(), o, cb),
+      (o, cb) => this.raw.Stat({ objectId, capability: opts.capability ?? '' }, traceMetadata(), o, cb),
       opts,
     );
     return this.info(response.ref, trailer, 'Stat');
@@ -319,14 +321,17 @@ export class TensorServiceClient {
 
   /** Deletes an object; false when it did not exist. */
   async delete(objectId: string, opts: TensorCallOptions = {}): Promise<boolean> {
-    const { response } = await this.unary<{ deleted: boolean }>((o, cb) => this.raw.Delete({ objectId }, traceMetadata(), o, cb), opts);
+    const { response } = await this.unary<{ deleted: boolean }>(
+      (o, cb) => this.raw.Delete({ objectId, capability: opts.capability ?? '' }, traceMetadata(), o, cb),
+      opts,
+    );
     return response.deleted;
   }
 
   /** Restarts an object's TTL, with `ttlMs` when given (0 or absent = keep its TTL). */
   async touch(objectId: string, ttlMs = 0, opts: TensorCallOptions = {}): Promise<ObjectInfo> {
     const { response, trailer } = await this.unary<{ ref: WireObjectRef | null }>(
-      (o, cb) => this.raw.Touch({ objectId, ttlMs }, traceMetadata(), o, cb),
+      (o, cb) => this.raw.Touch({ objectId, ttlMs, capability: opts.capability ?? '' }, traceMetadata(), o, cb),
       opts,
     );
     return this.info(response.ref, trailer, 'Touch');

@@ -158,6 +158,18 @@ export const TensorSvcConfigSchema = z
         "file with this process's NATS credentials: an nkey user seed (SU…), a .creds file or user:password (the file, never the secret, so it stays out of argv)",
       ),
     instanceId: z.string().default('').describe('instance id in discovery (empty = tensor-svc-<nodeId>)'),
+    capabilities: z
+      .boolean()
+      .default(true)
+      .describe(
+        "issue a capability in each stored object's ref and require it to read, touch or delete the object (false = anyone who knows an id may)",
+      ),
+    capabilityKeyFile: z
+      .string()
+      .default('')
+      .describe(
+        'file holding the capability key (made with a random key, mode 0600, when missing; share it between tensor services that should honour each other’s refs) (empty = <os tmpdir>/diffmesh-capability-<nodeId>.key)',
+      ),
     tls: TlsConfigSchema.prefault({}).describe('TLS of the TensorService API'),
     log: LogConfigSchema.prefault({}),
   })
@@ -237,6 +249,8 @@ export const tensorSvcConfig = defineConfig({
     WRITE_THROUGH_MAX_BYTES: 'writeThroughMaxBytes',
     DURABLE_SWEEP_INTERVAL_MS: 'durableSweepIntervalMs',
     RECOVER: 'recover',
+    CAPABILITIES: 'capabilities',
+    CAPABILITY_KEY_FILE: 'capabilityKeyFile',
     NATS_URL: 'natsUrl',
     NATS_CREDENTIALS: 'natsCredentials',
     INSTANCE_ID: 'instanceId',
@@ -268,6 +282,8 @@ export const tensorSvcConfig = defineConfig({
     'write-through-max-bytes': 'writeThroughMaxBytes',
     'durable-sweep-interval-ms': 'durableSweepIntervalMs',
     recover: 'recover',
+    capabilities: 'capabilities',
+    'capability-key-file': 'capabilityKeyFile',
     nats: 'natsUrl',
     'nats-credentials': 'natsCredentials',
     'instance-id': 'instanceId',
@@ -330,6 +346,7 @@ export function resolveTensorSvcConfig(input: TensorSvcConfigInput | TensorSvcCo
     ...c,
     shmDir: c.shmDir || defaultShmDir(c.nodeId),
     spillDir: c.spillDir || path.join(tmpdir(), `diffmesh-spill-${node}`),
+    capabilityKeyFile: c.capabilityKeyFile || path.join(tmpdir(), `diffmesh-capability-${node}.key`),
     spillThresholdBytes: c.spillThresholdBytes || Math.floor(c.memoryCapacityBytes * 0.8),
     maxStreamBufferedBytes: c.maxStreamBufferedBytes || 2 * c.chunkBytes,
     ...(durableLocation ? { durableLocation } : {}),

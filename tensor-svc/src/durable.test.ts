@@ -56,6 +56,9 @@ async function service(cfg: TensorSvcConfigInput = {}): Promise<RunningTensorSer
       sweepIntervalMs: 0,
       durableSweepIntervalMs: 0,
       drainGraceMs: 1000,
+      // The tensor services of one mesh share their capability key: a ref one of them issued
+      // is honoured by another that serves the object from the durable copy.
+      capabilityKeyFile: path.join(root, 'capability.key'),
       ...cfg,
     },
     log,
@@ -150,10 +153,12 @@ describe('write-through (backend memory with --durable)', () => {
     expect(ref.durableUri).toBe(uri);
     await first.stop(0); // a graceful stop deletes its local objects; the durable copy stays
     const second = await service({ durable: uri });
-    const got = await remote(second).get(ref.objectId);
+    // The ref, its owner gone: asked of the new service (which shares the mesh's capability key).
+    const moved = { ...ref, ownerAddress: '', ownerNodeId: '' };
+    const got = await remote(second).get(moved);
     expect(got.data.byteLength).toBe(2 * MiB + 5);
     expect(got.ref.checksum).toBe(ref.checksum);
-    const part = await remote(second).get(ref.objectId, { offset: MiB, length: 10 });
+    const part = await remote(second).get(moved, { offset: MiB, length: 10 });
     expect(Buffer.from(part.data).equals(tensor('latents', 2 * MiB + 5).data.subarray(MiB, MiB + 10))).toBe(true);
   });
 });
@@ -204,7 +209,7 @@ describe.each(['redis', 's3'] as const)('backend %s', (backend) => {
     expect(sameNode.stats().shmReads + sameNode.stats().shmWrites).toBe(0);
     const c = new TensorServiceClient(svc.address);
     closers.push(async () => c.close());
-    const part = await c.get(ref.objectId, { offset: 4 * MiB, length: 100 });
+    const part = await c.get(ref.objectId, { offset: 4 * MiB, length: 100, ...(ref.capability ? { capability: ref.capability } : {}) });
     expect(Buffer.from(part.data).equals(big.data.subarray(4 * MiB, 4 * MiB + 100))).toBe(true);
     expect((await durable(uri).get(small.objectId)).data.byteLength).toBe(2000);
     const info = await sameNode.touch(small, 99_000);

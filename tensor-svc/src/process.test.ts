@@ -110,7 +110,7 @@ describe('tensor-svc as a separate process', () => {
 
     const Ctor = loadDiffmeshProtos().diffmesh.tensor.v1.TensorService;
     const raw = new Ctor(svc.address, grpc.credentials.createInsecure(), channelOptions());
-    const stream = raw.Get({ objectId: ref.objectId });
+    const stream = raw.Get({ objectId: ref.objectId, capability: ref.capability ?? '' });
     const chunks: Buffer[] = [];
     let paused = false;
     stream.on('data', (msg: TensorGetResponse__Output) => {

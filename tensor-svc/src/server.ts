@@ -16,6 +16,7 @@ import {
   type TensorSvcConfigInput,
   type TensorSvcEnv,
 } from './config.js';
+import { ObjectCapabilities } from './capabilities.js';
 import { DurableBackedStore } from './durable-backed-store.js';
 import { TensorMetrics } from './metrics.js';
 import type { ObjectStore } from './object-store.js';
@@ -86,6 +87,7 @@ export async function startTensorService(
     log,
     chunkBytes: c.chunkBytes,
     maxStreamBufferedBytes: c.maxStreamBufferedBytes,
+    capabilities: c.capabilities ? ObjectCapabilities.fromFile(c.capabilityKeyFile) : ObjectCapabilities.off(),
   });
   let server: GrpcServer;
   try {

@@ -18,6 +18,7 @@ import {
 } from '@diffmesh/tensor-client';
 import { loadTensorSvcConfig, resolveTensorSvcConfig, type TensorSvcConfigInput } from './config.js';
 import { startTensorService, type RunningTensorService } from './server.js';
+import { ObjectCapabilities } from './capabilities.js';
 import { TensorServiceImpl } from './service.js';
 import { INCOMING_ABANDONED_MS } from './store-directories.js';
 import type { TieredStore } from './store.js';
@@ -52,6 +53,9 @@ async function service(cfg: TensorSvcConfigInput = {}, now?: () => number): Prom
       spillDir: path.join(root, `spill-${seq}`),
       sweepIntervalMs: 0,
       drainGraceMs: 1000,
+      // These tests are about storage and streaming and call by bare id; the capability
+      // tests below turn capabilities on.
+      capabilities: false,
       ...cfg,
     },
     log,
@@ -447,6 +451,63 @@ describe('TTL, Stat, Touch, Delete', () => {
   });
 });
 
+describe('object capabilities', () => {
+  it('issues a capability in each ref and requires it to read, stat, touch and delete, the same way whether or not the object exists', async () => {
+    const svc = await service({ capabilities: true, capabilityKeyFile: path.join(root, `cap-${seq + 1}.key`) });
+    const c = client(svc);
+    const mine = await c.put({ name: 'x', shape: [8], dtype: 'uint8' }, new Uint8Array(8).fill(7));
+    const other = await c.put({ name: 'y', shape: [8], dtype: 'uint8' }, new Uint8Array(8));
+    expect(mine.capability).toMatch(/^v1\.[A-Za-z0-9_-]{43}$/);
+    expect(other.capability).not.toBe(mine.capability);
+    const calls = (id: string, capability?: string) => {
+      const opts = capability === undefined ? {} : { capability };
+      return [c.get(id, opts), c.stat(id, opts), c.touch(id, 0, opts), c.delete(id, opts)];
+    };
+    // No capability, another object's, a made-up one, and an unknown id with a real one: all refused alike.
+    for (const [id, cap] of [
+      [mine.objectId, undefined],
+      [mine.objectId, other.capability],
+      [mine.objectId, 'v1.' + 'A'.repeat(43)],
+      ['nobody:x:000000000000', mine.capability],
+    ] as const) {
+      for (const p of calls(id, cap)) {
+        const err = await rejection(p);
+        expect(err.code).toBe(Code.PERMISSION_DENIED);
+        expect(err.reason).toBe('CAPABILITY_REQUIRED');
+        expect(err.field).toBe('capability');
+      }
+    }
+    // Still there after all that: the holder of the ref reads it.
+    const got = await c.get(mine.objectId, { capability: mine.capability! });
+    expect([...got.data]).toEqual(new Array(8).fill(7));
+    expect(got.ref.capability).toBe(mine.capability);
+    expect((await c.stat(mine.objectId, { capability: mine.capability! })).ref.objectId).toBe(mine.objectId);
+    expect(await c.delete(mine.objectId, { capability: mine.capability! })).toBe(true);
+  });
+
+  it('a store client passes the ref’s capability on every call; the key is kept in its file (0600) and reused', async () => {
+    const keyFile = path.join(root, 'kept-cap.key');
+    const first = await service({ capabilities: true, capabilityKeyFile: keyFile });
+    const store = remoteStore(first);
+    const ref = await store.put(
+      { requestId: 'req1', name: 'latents', data: floats(256), shape: [256], dtype: 'float32' },
+      { ttlMs: 60_000 },
+    );
+    expect((await store.get(ref)).data.byteLength).toBe(1024);
+    expect((await store.stat(ref)).ref.objectId).toBe(ref.objectId);
+    await store.touch(ref, 60_000);
+    // A bare id is refused: whoever wants the bytes must hold the ref.
+    expect((await rejection(store.get(ref.objectId))).reason).toBe('CAPABILITY_REQUIRED');
+    // deleteRequest deletes what the client put, with the capabilities it was given.
+    expect(await store.deleteRequest('req1')).toBe(1);
+    expect(lstatSync(keyFile).mode & 0o777).toBe(0o600);
+    // A second service with the same key file (a restart, or a peer given the mesh's key) honours the same refs.
+    const second = await service({ capabilities: true, capabilityKeyFile: keyFile });
+    const ref2 = await remoteStore(second).put({ requestId: 'req2', name: 'x', data: floats(4), shape: [4], dtype: 'float32' });
+    expect(ObjectCapabilities.fromFile(keyFile).issue(ref2.objectId)).toBe(ref2.capability);
+  });
+});
+
 describe('capacity and spill', () => {
   it('fills memory to the threshold, spills to disk, then refuses with STORE_FULL', async () => {
     const svc = await service({
@@ -534,7 +595,13 @@ describe('malformed Put streams', () => {
   let svc: RunningTensorService;
   beforeAll(async () => {
     svc = await startTensorService(
-      { nodeId: 'malformed', shmDir: path.join(root, 'shm-malformed'), spillDir: path.join(root, 'spill-malformed'), sweepIntervalMs: 0 },
+      {
+        nodeId: 'malformed',
+        shmDir: path.join(root, 'shm-malformed'),
+        spillDir: path.join(root, 'spill-malformed'),
+        sweepIntervalMs: 0,
+        capabilities: false,
+      },
       log,
     );
     const Ctor = loadDiffmeshProtos().diffmesh.tensor.v1.TensorService;

@@ -43,6 +43,7 @@ import {
   type Span,
 } from '@diffmesh/core';
 import { ByteBudget, EXPIRES_AT_METADATA, byteLengthOf, formatChecksum } from '@diffmesh/tensor-client';
+import { ObjectCapabilities } from './capabilities.js';
 import type { TensorMetrics, TensorMethod } from './metrics.js';
 import { checkObjectId, type ObjectHeader } from './object-header.js';
 import type { ObjectSource, ObjectStore, ObjectWriter, StoredObjectInfo } from './object-store.js';
@@ -67,6 +68,8 @@ export interface TensorServiceOptions {
   owner?: TensorOwner;
   /** HTTP/2 receive window offered to Put clients. Default 16 MiB, as clients' `channelOptions()`. */
   receiveWindowBytes?: number;
+  /** Capabilities issued in refs and required to read, touch or delete; default off. */
+  capabilities?: ObjectCapabilities;
 }
 
 const RECEIVE_WINDOW_BYTES = 16 * 1024 * 1024;
@@ -155,6 +158,7 @@ export class TensorServiceImpl {
   private readonly chunkBytes: number;
   private readonly maxBuffered: number;
   private readonly receiveWindowBytes: number;
+  private readonly capabilities: ObjectCapabilities;
   /** Open PutObjects streams: what each still has to answer, and how to end it. */
   private readonly objectStreams = new Set<{ queue: Promise<void>; end(): void }>();
 
@@ -166,6 +170,7 @@ export class TensorServiceImpl {
     this.maxBuffered = Math.max(opts.maxStreamBufferedBytes, opts.chunkBytes);
     this.owner = opts.owner ?? { address: '', nodeId: '' };
     this.receiveWindowBytes = opts.receiveWindowBytes ?? RECEIVE_WINDOW_BYTES;
+    this.capabilities = opts.capabilities ?? ObjectCapabilities.off();
   }
 
   /** The service for {@link GrpcServer.start}. */
@@ -424,6 +429,7 @@ export class TensorServiceImpl {
       const req = call.request;
       span.setAttribute(ATTR.tensorObjectId, req.objectId);
       const id = checkedId(req.objectId);
+      this.capabilities.check(id, req.capability);
       const offset = uint64(req.offset, 'offset');
       const length = uint64(req.length, 'length');
       reader = await this.store.openRead(id);
@@ -508,16 +514,16 @@ export class TensorServiceImpl {
   // ---- unary ----
 
   private async stat(req: StatRequest__Output): Promise<{ response: StatResponse; trailer: grpc.Metadata }> {
-    const info = await this.store.stat(checkedId(req.objectId));
+    const info = await this.store.stat(this.permitted(req));
     return { response: { ref: objectRefToWire(this.withOwner(info.ref)) }, trailer: expiryTrailer(info) };
   }
 
   private async delete(req: DeleteRequest__Output): Promise<{ response: DeleteResponse }> {
-    return { response: { deleted: await this.store.delete(checkedId(req.objectId)) } };
+    return { response: { deleted: await this.store.delete(this.permitted(req)) } };
   }
 
   private async touch(req: TouchRequest__Output): Promise<{ response: TouchResponse; trailer: grpc.Metadata }> {
-    const info = await this.store.touch(checkedId(req.objectId), req.ttlMs);
+    const info = await this.store.touch(this.permitted(req), req.ttlMs);
     return { response: { ref: objectRefToWire(this.withOwner(info.ref)) }, trailer: expiryTrailer(info) };
   }
 
@@ -539,8 +545,17 @@ export class TensorServiceImpl {
       );
   }
 
+  /** The request's object id, once its capability is checked. */
+  private permitted(req: { objectId: string; capability: string }): string {
+    const id = checkedId(req.objectId);
+    this.capabilities.check(id, req.capability);
+    return id;
+  }
+
+  /** A ref as this service hands it out: its owner, and the object's capability. */
   private withOwner(ref: ObjectRef): ObjectRef {
-    return { ...ref, ownerAddress: this.owner.address, ownerNodeId: this.owner.nodeId };
+    const capability = this.capabilities.issue(ref.objectId);
+    return { ...ref, ownerAddress: this.owner.address, ownerNodeId: this.owner.nodeId, ...(capability ? { capability } : {}) };
   }
 
   private logFailure(method: TensorMethod, err: unknown, span?: Span): void {

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { NatsServerNotFoundError, RedisServerNotFoundError } from '@diffmesh/testing';
 import { createDiscovery, type Instance } from '@diffmesh/discovery';
-import { createLogger, type LogLevel, redactUri } from '@diffmesh/core';
+import path from 'node:path';
+import { createLogger, type LogLevel, redactUri, TenantDirectory } from '@diffmesh/core';
 import { modelArgument } from '../model-argument.js';
 import { parseProviderSpec, startLocalMesh, type ReplicaService } from './local-mesh.js';
-import path from 'node:path';
 import { ensureMeshCredentials, type MeshCredentials } from './mesh-credentials.js';
 import { clearState, readState, stateDir, writeState, type MeshState } from './state.js';
 
@@ -27,6 +27,7 @@ export interface UpFlags {
   executionProviders?: string;
   /** Run without TLS and NATS credentials (`--insecure`). */
   insecure?: boolean;
+  tenants?: string;
 }
 
 /** Short names `--replicas` takes for each service. */
@@ -125,6 +126,14 @@ export async function runUp(flags: UpFlags): Promise<number> {
     process.stderr.write(`diffmesh: ${tensor}\n`);
     return 2;
   }
+  if (flags.tenants) {
+    try {
+      TenantDirectory.load(flags.tenants);
+    } catch (err) {
+      process.stderr.write(`diffmesh: ${(err as Error).message} (--tenants)\n`);
+      return 2;
+    }
+  }
   // Authenticated unless told otherwise: a CA and certificates for mutual TLS, and nkeys for
   // NATS, kept beside the state file and reused by the next `up`.
   let credentials: MeshCredentials | undefined;
@@ -180,6 +189,7 @@ export async function runUp(flags: UpFlags): Promise<number> {
   try {
     const started = startLocalMesh({
       ...(flags.nats ? { natsUrl: flags.nats } : {}),
+      ...(flags.tenants ? { tenantsFile: path.resolve(flags.tenants) } : {}),
       ...(flags.gateway ? { gateway: { listen: flags.gatewayListen, apiKeys: [apiKey] } } : {}),
       modelsDirs: flags.modelsDir,
       models,
@@ -244,9 +254,11 @@ export async function runUp(flags: UpFlags): Promise<number> {
   }
   if (mesh.gatewayUrl) {
     out(`gateway ${mesh.gatewayUrl} (OpenAPI: ${mesh.gatewayUrl}/openapi.json)`);
-    out(
-      `API key ${apiKey}${process.env.DIFFMESH_API_KEY ? ' (from DIFFMESH_API_KEY)' : ' (generated; set DIFFMESH_API_KEY to choose one)'}`,
-    );
+    if (flags.tenants) out(`API keys: those of the tenants in ${flags.tenants}`);
+    else
+      out(
+        `API key ${apiKey}${process.env.DIFFMESH_API_KEY ? ' (from DIFFMESH_API_KEY)' : ' (generated; set DIFFMESH_API_KEY to choose one)'}`,
+      );
   }
   state = {
     pid: process.pid,

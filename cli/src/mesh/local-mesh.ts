@@ -107,6 +107,11 @@ export interface LocalMeshOptions {
    * `…_TLS_REQUIRE_CLIENT_CERT`, `…_NATS_CREDENTIALS`), never the secrets and never in argv.
    */
   credentials?: MeshCredentials;
+  /**
+   * Tenants file of the schedulers and the gateway (their `--tenants-file`): each request
+   * belongs to its caller's tenant and only that tenant sees it. Default: tenancy off.
+   */
+  tenantsFile?: string;
   /** Start the HTTP gateway too (after the stages). */
   gateway?: { listen?: string; adminListen?: string; apiKeys: string[] };
   /** Slots per instance of each stage service (default: dit-svc 4, others 2). */
@@ -371,6 +376,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
           ...queueArgs,
           ...(opts.modelDirectories?.length ? ['--model-directories', opts.modelDirectories.join(',')] : []),
           ...(opts.plansFile ? ['--plans', opts.plansFile] : []),
+          ...(opts.tenantsFile ? ['--tenants-file', opts.tenantsFile] : []),
           ...(opts.schedulerArgs ?? []),
           ...(spec.args ?? []),
         ],
@@ -471,6 +477,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
             '--admin-listen',
             i === 0 ? (opts.gateway.adminListen ?? listen) : listen,
             ...(opts.tls ? ['--tls-ca', opts.tls.ca, '--tls-cert', opts.tls.cert, '--tls-key', opts.tls.key] : []),
+            ...(opts.tenantsFile ? ['--tenants-file', opts.tenantsFile] : []),
           ],
           // Keys go in the environment, not argv (argv is visible to every user in ps).
           env: {

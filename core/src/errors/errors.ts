@@ -28,6 +28,7 @@ export const REASONS = [
   'INTERNAL',
   'REQUEST_NOT_FINISHED',
   'INSTANCE_HELD',
+  'CAPABILITY_REQUIRED',
 ] as const;
 export type Reason = (typeof REASONS)[number];
 

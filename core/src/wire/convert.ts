@@ -139,6 +139,7 @@ export function objectRefToWire(ref: ObjectRef): WireObjectRef {
       ? { inlineData: Buffer.from(ref.inlineData.buffer, ref.inlineData.byteOffset, ref.inlineData.byteLength) }
       : {}),
     ...(ref.durableUri ? { durableUri: ref.durableUri } : {}),
+    ...(ref.capability ? { capability: ref.capability } : {}),
   };
 }
 
@@ -156,6 +157,7 @@ export function objectRefFromWire(ref: WireObjectRef): ObjectRef {
     checksum: ref.checksum ?? '',
     ...(ref.inlineData && ref.inlineData.length > 0 ? { inlineData: new Uint8Array(ref.inlineData as Uint8Array) } : {}),
     ...(ref.durableUri ? { durableUri: ref.durableUri } : {}),
+    ...(ref.capability ? { capability: ref.capability } : {}),
   };
 }
 
@@ -312,6 +314,7 @@ export function requestContextToWire(ctx: RequestContext): WireRequestContext {
     retryCount: ctx.retryCount,
     ...(ctx.error ? { error: contextErrorToWire(ctx.error) } : {}),
     traceContext: { ...ctx.traceContext },
+    tenant: ctx.tenant ?? '',
   };
 }
 
@@ -331,6 +334,7 @@ export function requestContextFromWire(ctx: WireRequestContext): RequestContext 
     retryCount: ctx.retryCount ?? 0,
     traceContext: { ...(ctx.traceContext ?? {}) },
   };
+  if (ctx.tenant) out.tenant = ctx.tenant;
   if (ctx.error) {
     const code = parseCode(ctx.error.code);
     out.error = {

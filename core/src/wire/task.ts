@@ -25,6 +25,7 @@ export function taskToWire(t: StageTask): Task {
     ...(t.deadline > 0 ? { deadline: timestampToWire(t.deadline) } : {}),
     traceContext: t.traceContext,
     ...(t.lastStage ? { lastStage: true } : {}),
+    ...(t.tenant ? { tenant: t.tenant } : {}),
   };
 }
 
@@ -42,5 +43,6 @@ export function taskFromWire(t: Task__Output | null | undefined): StageTask {
     deadline: t.deadline ? timestampFromWire(t.deadline) : 0,
     traceContext: { ...t.traceContext },
     ...(t.lastStage ? { lastStage: true } : {}),
+    ...(t.tenant ? { tenant: t.tenant } : {}),
   };
 }

@@ -68,6 +68,11 @@ export const ErrorReason = {
    * holds its Work stream.
    */
   ERROR_REASON_INSTANCE_HELD: 'ERROR_REASON_INSTANCE_HELD',
+  /**
+   * A tensor read, touch or delete without the object's capability (or with a
+   * wrong one).
+   */
+  ERROR_REASON_CAPABILITY_REQUIRED: 'ERROR_REASON_CAPABILITY_REQUIRED',
 } as const;
 
 /**
@@ -162,6 +167,12 @@ export type ErrorReason =
    */
   | 'ERROR_REASON_INSTANCE_HELD'
   | 23
+  /**
+   * A tensor read, touch or delete without the object's capability (or with a
+   * wrong one).
+   */
+  | 'ERROR_REASON_CAPABILITY_REQUIRED'
+  | 24
 
 /**
  * Why a diffmesh call failed. On gRPC errors the same value travels, without

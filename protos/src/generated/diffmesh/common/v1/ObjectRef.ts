@@ -59,6 +59,13 @@ export interface ObjectRef {
    * owner's node, then the owner, then this copy.
    */
   'durableUri'?: (string);
+  /**
+   * The capability to read, touch or delete the object: issued by the tensor
+   * service that stored it (an HMAC of the object id under the mesh's
+   * capability key), and required by it when capabilities are on. Whoever
+   * holds the ref may read the object; nobody else can guess it.
+   */
+  'capability'?: (string);
 }
 
 /**
@@ -116,4 +123,11 @@ export interface ObjectRef__Output {
    * owner's node, then the owner, then this copy.
    */
   'durableUri': (string);
+  /**
+   * The capability to read, touch or delete the object: issued by the tensor
+   * service that stored it (an HMAC of the object id under the mesh's
+   * capability key), and required by it when capabilities are on. Whoever
+   * holds the ref may read the object; nobody else can guess it.
+   */
+  'capability': (string);
 }

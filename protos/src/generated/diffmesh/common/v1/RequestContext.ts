@@ -43,6 +43,10 @@ export interface RequestContext {
    * W3C trace context (`traceparent`, `tracestate`).
    */
   'traceContext'?: ({[key: string]: string});
+  /**
+   * The tenant the request belongs to (`default` when the mesh has no tenants).
+   */
+  'tenant'?: (string);
 }
 
 /**
@@ -81,4 +85,8 @@ export interface RequestContext__Output {
    * W3C trace context (`traceparent`, `tracestate`).
    */
   'traceContext': ({[key: string]: string});
+  /**
+   * The tenant the request belongs to (`default` when the mesh has no tenants).
+   */
+  'tenant': (string);
 }

@@ -36,6 +36,10 @@ export interface Task {
    * request's result (stores may keep them durably, see PutHeader.final_result).
    */
   'lastStage'?: (boolean);
+  /**
+   * The tenant of the request (for logs, spans and metrics; empty = `default`).
+   */
+  'tenant'?: (string);
 }
 
 /**
@@ -69,4 +73,8 @@ export interface Task__Output {
    * request's result (stores may keep them durably, see PutHeader.final_result).
    */
   'lastStage': (boolean);
+  /**
+   * The tenant of the request (for logs, spans and metrics; empty = `default`).
+   */
+  'tenant': (string);
 }

@@ -12,6 +12,11 @@ export interface GetRequest {
    * Bytes to read; 0 = to the end.
    */
   'length'?: (number | string | Long);
+  /**
+   * The object's capability, from its ObjectRef (required when the tensor
+   * service issues capabilities; see ObjectRef.capability).
+   */
+  'capability'?: (string);
 }
 
 export interface GetRequest__Output {
@@ -24,4 +29,9 @@ export interface GetRequest__Output {
    * Bytes to read; 0 = to the end.
    */
   'length': (string);
+  /**
+   * The object's capability, from its ObjectRef (required when the tensor
+   * service issues capabilities; see ObjectRef.capability).
+   */
+  'capability': (string);
 }

@@ -3,8 +3,18 @@
 
 export interface StatRequest {
   'objectId'?: (string);
+  /**
+   * The object's capability, from its ObjectRef (required when the tensor
+   * service issues capabilities; see ObjectRef.capability).
+   */
+  'capability'?: (string);
 }
 
 export interface StatRequest__Output {
   'objectId': (string);
+  /**
+   * The object's capability, from its ObjectRef (required when the tensor
+   * service issues capabilities; see ObjectRef.capability).
+   */
+  'capability': (string);
 }

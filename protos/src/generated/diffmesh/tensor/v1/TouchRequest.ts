@@ -7,6 +7,11 @@ export interface TouchRequest {
    * New time to live; 0 = keep the current one.
    */
   'ttlMs'?: (number);
+  /**
+   * The object's capability, from its ObjectRef (required when the tensor
+   * service issues capabilities; see ObjectRef.capability).
+   */
+  'capability'?: (string);
 }
 
 export interface TouchRequest__Output {
@@ -15,4 +20,9 @@ export interface TouchRequest__Output {
    * New time to live; 0 = keep the current one.
    */
   'ttlMs': (number);
+  /**
+   * The object's capability, from its ObjectRef (required when the tensor
+   * service issues capabilities; see ObjectRef.capability).
+   */
+  'capability': (string);
 }
