@@ -92,8 +92,8 @@ describe('mesh credentials', () => {
   });
 
   it('tells the server who the caller is from its verified client certificate', async () => {
-    expect(await ask(address, clientCredentials(tlsOf(await creds.tls('client'))))).toBe('client');
-    expect(await ask(address, clientCredentials(tlsOf(await creds.tls('stage:dit'))))).toBe('stage:dit');
+    expect(await ask(address, clientCredentials(tlsOf(await creds.tls('client'))))).toBe('urn:diffmesh:client');
+    expect(await ask(address, clientCredentials(tlsOf(await creds.tls('stage:dit'))))).toBe('urn:diffmesh:stage:dit');
   });
 
   it('refuses a client without a certificate, and a plaintext one', async () => {

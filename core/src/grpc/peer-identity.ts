@@ -10,14 +10,15 @@ export interface CallWithAuthContext {
 
 /**
  * The identity of the client of a server-side call, from its **verified** client certificate
- * (mutual TLS): the first URI SAN `urn:diffmesh:<identity>` (e.g. `scheduler`, `gateway`,
- * `tensor-svc`, `stage:<pool>`, `client`), else the first other URI SAN as written, else the
- * subject CN. Undefined when the call is plaintext, when the client sent no certificate, or
- * when its certificate did not verify against the server's CA (grpc-js exposes only
- * authorized peers).
+ * (mutual TLS): its URI SAN `urn:diffmesh:<identity>` as written (e.g. `urn:diffmesh:scheduler`,
+ * `urn:diffmesh:gateway`, `urn:diffmesh:tensor-svc`, `urn:diffmesh:stage:<pool>`,
+ * `urn:diffmesh:client`: what diffmesh's certificates carry), else its first other URI SAN
+ * (`spiffe://…`), else its subject CN. Undefined when the call is plaintext, when the client sent
+ * no certificate, or when its certificate did not verify against the server's CA (grpc-js
+ * exposes only authorized peers).
  *
- * This is the one place that names a caller; mapping identities to tenants or permissions is
- * the caller's job.
+ * This is the one place that names a caller (the tenants file's `identities` use the same
+ * form); mapping identities to tenants or permissions is the caller's job.
  */
 export function peerIdentity(call: CallWithAuthContext): string | undefined {
   const cert = call.getAuthContext()?.sslPeerCertificate;
@@ -25,14 +26,16 @@ export function peerIdentity(call: CallWithAuthContext): string | undefined {
 }
 
 /** The identity a certificate names (see {@link peerIdentity}). */
-export function certificateIdentity(cert: Pick<PeerCertificate, 'subject' | 'subjectaltname'>): string | undefined {
+export function certificateIdentity(cert: {
+  subject?: { CN?: string | string[] };
+  subjectaltname?: string | undefined;
+}): string | undefined {
   const uris = (cert.subjectaltname ?? '')
     .split(/,\s*/)
     .filter((entry) => entry.startsWith('URI:'))
     .map((entry) => entry.slice('URI:'.length));
-  const own = uris.find((u) => u.startsWith(IDENTITY_URI_PREFIX));
-  if (own) return own.slice(IDENTITY_URI_PREFIX.length);
-  if (uris[0]) return uris[0];
+  const uri = uris.find((u) => u.startsWith(IDENTITY_URI_PREFIX)) ?? uris[0];
+  if (uri) return uri;
   const cn = cert.subject?.CN;
   return (Array.isArray(cn) ? cn[0] : cn) || undefined;
 }
