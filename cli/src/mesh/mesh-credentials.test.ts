@@ -1,5 +1,5 @@
 import { X509Certificate } from 'node:crypto';
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
@@ -80,9 +80,11 @@ describe('mesh credentials', () => {
 
   it('reuses what is there and valid, and makes again what is not', async () => {
     const before = await readFile((await creds.tls('client')).cert);
+    await chmod((await creds.tls('client')).key, 0o644);
     const seed = await readFile(creds.natsSeedFile('gateway'), 'utf8');
     const again = await ensureMeshCredentials(creds.dir);
     expect((await readFile((await again.tls('client')).cert)).equals(before)).toBe(true);
+    expect((await stat((await again.tls('client')).key)).mode & 0o077).toBe(0); // made private again
     expect(await readFile(again.natsSeedFile('gateway'), 'utf8')).toBe(seed);
     // A damaged certificate is replaced, still signed by the same CA.
     await writeFile((await again.tls('gateway')).cert, 'not a certificate');

@@ -95,6 +95,8 @@ export async function ensureMeshCredentials(dir: string, opts: MeshCredentialsOp
     if (natsCredentialsKind(seed) !== 'nkey') {
       seed = createNkeyUser().seed;
       await writeSecret(file, `${seed}\n`);
+    } else {
+      await chmod(file, 0o600);
     }
     publicKeys.push(nkeyPublicKey(seed));
     if (role === 'client') clientSeed = seed;
@@ -209,7 +211,9 @@ async function readPair(certFile: string, keyFile: string): Promise<{ cert: X509
   try {
     const [certPem, keyPem] = await Promise.all([readFile(certFile, 'utf8'), readFile(keyFile, 'utf8')]);
     const cert = new X509Certificate(certPem);
-    return cert.checkPrivateKey(createPrivateKey(keyPem)) ? { cert, keyPem } : undefined;
+    if (!cert.checkPrivateKey(createPrivateKey(keyPem))) return undefined;
+    await chmod(keyFile, 0o600); // reused: readable by the owner only, whatever happened to it since
+    return { cert, keyPem };
   } catch {
     return undefined;
   }
