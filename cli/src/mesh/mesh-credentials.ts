@@ -1,5 +1,5 @@
 import { X509Certificate, createPrivateKey, randomBytes, webcrypto } from 'node:crypto';
-import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import { IDENTITY_URI_PREFIX } from '@diffmesh/core';
@@ -69,6 +69,12 @@ export function identityFileName(identity: string): string {
  */
 export async function ensureMeshCredentials(dir: string, opts: MeshCredentialsOptions = {}): Promise<MeshCredentials> {
   await mkdir(path.join(dir, 'nats'), { recursive: true, mode: 0o700 });
+  // In a shared folder (`<tmp>/diffmesh` without XDG_RUNTIME_DIR) another user could have made
+  // it first, or put a link there: use only a real folder of our own.
+  const info = await lstat(dir);
+  if (!info.isDirectory() || (process.getuid && info.uid !== process.getuid())) {
+    throw new Error(`${dir} is not a folder owned by this user; remove it or set DIFFMESH_STATE_FILE elsewhere`);
+  }
   await chmod(dir, 0o700);
   const hosts = [...new Set(['localhost', '127.0.0.1', '::1', ...(opts.hosts ?? [])].filter((h) => h && !['0.0.0.0', '::'].includes(h)))];
   const ca = await ensureCa(dir, opts.caDays ?? 3650);
