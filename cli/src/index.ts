@@ -5,4 +5,8 @@ export type { GenerateArgs, GenerateOutcome, OutputPlan } from './generate.js';
 export { EXIT, main } from './main.js';
 export { parseProviderSpec, REPLICA_SERVICES, serviceEntry, startLocalMesh, waitForInstance } from './mesh/local-mesh.js';
 export type { LocalMesh, LocalMeshOptions, ReplicaService, SchedulerProcessSpec, StageProcessSpec } from './mesh/local-mesh.js';
+export { ensureMeshCredentials, identityFileName, NATS_ROLES } from './mesh/mesh-credentials.js';
+export type { IdentityTls, MeshCredentials, MeshCredentialsOptions, NatsRole } from './mesh/mesh-credentials.js';
+export { clientTls, readState, stateFile } from './mesh/state.js';
+export type { MeshState } from './mesh/state.js';
 export { generateRemote } from './remote.js';

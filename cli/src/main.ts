@@ -1,13 +1,13 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError, Option } from 'commander';
-import { Code, createLogger, DiffmeshError, invalidParameter, type GenerationParams, type LogLevel } from '@diffmesh/core';
+import { Code, createLogger, DiffmeshError, invalidParameter, type GenerationParams, type LogLevel, type TlsFiles } from '@diffmesh/core';
 import { defaultModelsRoot } from '@diffmesh/models';
 import { isUnreachable } from '@diffmesh/client';
 import { startEmbedded } from './embedded.js';
 import { generate, type GenerateOutcome } from './generate.js';
 import { runStatus, runUp, type UpFlags } from './mesh/commands.js';
-import { readState } from './mesh/state.js';
+import { clientTls, readState } from './mesh/state.js';
 import { createProgress } from './progress.js';
 import { readInputImage } from './input-image.js';
 import { modelArgument } from './model-argument.js';
@@ -232,6 +232,10 @@ export async function main(argv: string[]): Promise<number> {
       ).env('DIFFMESH_TENSOR_DURABLE'),
     )
     .addOption(new Option('--s3-endpoint <url>', 'endpoint of an S3-compatible server for s3:// stores').env('DIFFMESH_TENSOR_S3_ENDPOINT'))
+    .option(
+      '--insecure',
+      'run WITHOUT mutual TLS and NATS credentials (by default up makes a CA, certificates and NATS nkeys beside its state file)',
+    )
     .addOption(logLevelOption())
     .action(async (flags: UpFlags) => {
       code = await runUp(flags);
@@ -308,7 +312,8 @@ async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number
     const progress = createProgress(process.stderr, flags.progress && !flags.json);
     let result: GenerateOutcome;
     if (flags.remote) {
-      result = await generateRemote(await schedulerAddresses(flags.remote), args, progress, controller.signal, log);
+      const target = await schedulerTarget(flags.remote);
+      result = await generateRemote(target.addresses, args, progress, controller.signal, log, target.tls);
     } else {
       mesh = await startEmbedded({
         modelRoots: flags.modelsDir,
@@ -377,18 +382,24 @@ function logLevelOption(): Option {
 
 /**
  * `--remote`: one or more scheduler addresses (`host:port[,host:port…]`; any of them serves
- * any request), or `local` for the schedulers of the mesh `diffmesh up` started here.
+ * any request), or `local` for the schedulers of the mesh `diffmesh up` started here; with
+ * the TLS files to call them with (see {@link clientTls}): the local mesh's client
+ * certificate, found through its state file.
  */
-async function schedulerAddresses(remote: string): Promise<string[]> {
+async function schedulerTarget(remote: string): Promise<{ addresses: string[]; tls?: TlsFiles }> {
+  const state = await readState();
+  const withTls = (addresses: string[]): { addresses: string[]; tls?: TlsFiles } => {
+    const tls = clientTls(addresses, state);
+    return { addresses, ...(tls ? { tls } : {}) };
+  };
   if (remote !== 'local') {
     const list = remote
       .split(',')
       .map((a) => a.trim())
       .filter((a) => a !== '');
     if (list.length === 0) throw invalidParameter('remote', 'expected host:port[,host:port…] or local');
-    return list;
+    return withTls(list);
   }
-  const state = await readState();
   if (!state) {
     throw new DiffmeshError(
       Code.UNAVAILABLE,
@@ -396,7 +407,7 @@ async function schedulerAddresses(remote: string): Promise<string[]> {
       'no running mesh found on this machine; start one with `diffmesh up`, or give --remote host:port',
     );
   }
-  return state.schedulerAddresses?.length ? state.schedulerAddresses : [state.schedulerAddress];
+  return withTls(state.schedulerAddresses?.length ? state.schedulerAddresses : [state.schedulerAddress]);
 }
 
 async function runSubmit(prompt: string, flags: SubmitFlags): Promise<number> {
@@ -406,8 +417,9 @@ async function runSubmit(prompt: string, flags: SubmitFlags): Promise<number> {
     const priority = parseInteger(flags.priority, 'priority', -1_000_000, 1_000_000);
     const timeoutMs = flags.timeoutMs === undefined ? 0 : parseInteger(flags.timeoutMs, 'timeout_ms', 1, 2 ** 31 - 1);
     const image = flags.image !== undefined ? await readInputImage(flags.image) : undefined;
+    const target = await schedulerTarget(flags.remote);
     const answer = await submitRemote(
-      await schedulerAddresses(flags.remote),
+      target.addresses,
       {
         model: (await modelArgument(flags.model)).id,
         prompt,
@@ -418,6 +430,7 @@ async function runSubmit(prompt: string, flags: SubmitFlags): Promise<number> {
         ...(image ? { image } : {}),
       },
       log,
+      target.tls,
     );
     if (flags.json)
       process.stdout.write(`${JSON.stringify({ reqId: answer.reqId, status: statusName(answer.status), existing: answer.existing })}\n`);
@@ -434,8 +447,9 @@ async function runWatch(reqId: string, flags: WatchFlags): Promise<number> {
   const onSigint = (): void => controller.abort();
   process.once('SIGINT', onSigint);
   try {
+    const target = await schedulerTarget(flags.remote);
     const outcome = await watchRemote(
-      await schedulerAddresses(flags.remote),
+      target.addresses,
       {
         reqId: parseReqId(reqId),
         output: flags.output,
@@ -445,6 +459,7 @@ async function runWatch(reqId: string, flags: WatchFlags): Promise<number> {
       createProgress(process.stderr, flags.progress && !flags.json),
       controller.signal,
       log,
+      target.tls,
     );
     if (flags.json) process.stdout.write(`${JSON.stringify({ ...outcome, status: 'completed' })}\n`);
     else if (outcome.file) {
@@ -468,7 +483,8 @@ async function runWatch(reqId: string, flags: WatchFlags): Promise<number> {
 async function runCancel(reqId: string, flags: { remote: string; reason: string }): Promise<number> {
   try {
     const log = createLogger({ name: 'diffmesh', level: 'warn' });
-    const { status } = await cancelRemote(await schedulerAddresses(flags.remote), parseReqId(reqId), flags.reason, log);
+    const target = await schedulerTarget(flags.remote);
+    const { status } = await cancelRemote(target.addresses, parseReqId(reqId), flags.reason, log, target.tls);
     const name = statusName(status);
     process.stdout.write(
       name === 'cancelled' ? 'cancelled\n' : `not cancelled: the request had already ${name === 'completed' ? 'completed' : 'failed'}\n`,
@@ -482,7 +498,8 @@ async function runCancel(reqId: string, flags: { remote: string; reason: string 
 async function runModels(flags: { remote: string; json?: boolean }): Promise<number> {
   let client: ReturnType<typeof connectScheduler> | undefined;
   try {
-    client = connectScheduler(await schedulerAddresses(flags.remote), createLogger({ name: 'diffmesh', level: 'warn' }));
+    const target = await schedulerTarget(flags.remote);
+    client = connectScheduler(target.addresses, createLogger({ name: 'diffmesh', level: 'warn' }), target.tls);
     const { models } = await client.listModels({ timeoutMs: 10_000 });
     const rows = models.map((m) => ({
       model: m.name,

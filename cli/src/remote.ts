@@ -8,18 +8,24 @@ import {
   type Logger,
   type ObjectRef,
   type RequestEvent,
+  type TlsFiles,
 } from '@diffmesh/core';
 import type { RequestEvent__Output } from '@diffmesh/protos';
 import { follow, planOutput, writeResult, type GenerateArgs, type GenerateOutcome } from './generate.js';
 import type { Progress } from './progress.js';
 
 /**
- * A scheduler client over the given addresses (any of them may serve any call). With
- * `DIFFMESH_API_KEY` set, every call carries it: a mesh with tenants scopes the CLI's
- * requests to that key's tenant.
+ * A scheduler client over the given addresses (any of them may serve any call), on mutual TLS
+ * with `tls`. With `DIFFMESH_API_KEY` set, every call carries it: a mesh with tenants scopes
+ * the CLI's requests to that key's tenant.
  */
-export function connectScheduler(addresses: readonly string[], log: Logger, env: NodeJS.ProcessEnv = process.env): SchedulerClient {
-  const client = new SchedulerClient({ addresses, log });
+export function connectScheduler(
+  addresses: readonly string[],
+  log: Logger,
+  tls?: TlsFiles,
+  env: NodeJS.ProcessEnv = process.env,
+): SchedulerClient {
+  const client = new SchedulerClient({ addresses, log, ...(tls ? { tls } : {}) });
   return env.DIFFMESH_API_KEY ? client.withApiKey(env.DIFFMESH_API_KEY) : client;
 }
 
@@ -41,10 +47,10 @@ export function followEvents(events: AsyncIterable<RequestEvent__Output>, progre
  * or from their durable copy in redis/S3 (reached with `REDIS_URL` and `AWS_*`) when the
  * owner cannot serve them.
  */
-export function resultStore(log: Logger, env: Record<string, string | undefined> = process.env): InlineTensorStore {
+export function resultStore(log: Logger, env: Record<string, string | undefined> = process.env, tls?: TlsFiles): InlineTensorStore {
   return new InlineTensorStore(
     new RoutedTensorStore({
-      remote: new RemoteTensorStore({ address: '', nodeId: `client-${process.pid}`, log, sameNodeReads: false }),
+      remote: new RemoteTensorStore({ address: '', nodeId: `client-${process.pid}`, log, sameNodeReads: false, ...(tls ? { tls } : {}) }),
       durable: new DurableStores({ ...durableSettingsFromEnv(env), logger: log }),
       log,
     }),
@@ -54,7 +60,8 @@ export function resultStore(log: Logger, env: Record<string, string | undefined>
 /**
  * Runs one generation through a running mesh: Generate on one of the schedulers with live
  * progress (re-attaching to another one by request id if its scheduler goes away), then the
- * pixels streamed from the tensor-svc that owns them. Ctrl-C cancels the request.
+ * pixels streamed from the tensor-svc that owns them. Ctrl-C cancels the request. With `tls`
+ * every call (scheduler and tensor-svc) is on mutual TLS.
  */
 export async function generateRemote(
   addresses: readonly string[],
@@ -62,10 +69,11 @@ export async function generateRemote(
   progress: Progress,
   signal: AbortSignal,
   log: Logger,
+  tls?: TlsFiles,
 ): Promise<GenerateOutcome> {
   const started = Date.now();
-  const client = connectScheduler(addresses, log);
-  const store = resultStore(log);
+  const client = connectScheduler(addresses, log, tls);
+  const store = resultStore(log, process.env, tls);
   try {
     const models = await client.listModels({ signal });
     const model = models.models.find((m) => m.name === args.model && !m.pattern);

@@ -1,5 +1,5 @@
 import type { CancelResponse__Output, SubmitResponse__Output } from '@diffmesh/protos';
-import { invalidParameter, paramsToWire, type GenerationParams, type InputImageSource, type Logger } from '@diffmesh/core';
+import { invalidParameter, paramsToWire, type GenerationParams, type InputImageSource, type Logger, type TlsFiles } from '@diffmesh/core';
 import type { SchedulerClient } from '@diffmesh/client';
 import { checkOutputFolder, planOutput, writeResult, type GenerateOutcome } from './generate.js';
 import type { Progress } from './progress.js';
@@ -27,8 +27,13 @@ export interface SubmitArgs {
 
 const UNARY_TIMEOUT_MS = 10_000;
 
-async function withClient<T>(addresses: readonly string[], log: Logger, fn: (client: SchedulerClient) => Promise<T>): Promise<T> {
-  const client = connectScheduler(addresses, log);
+async function withClient<T>(
+  addresses: readonly string[],
+  log: Logger,
+  tls: TlsFiles | undefined,
+  fn: (client: SchedulerClient) => Promise<T>,
+): Promise<T> {
+  const client = connectScheduler(addresses, log, tls);
   try {
     return await fn(client);
   } finally {
@@ -37,8 +42,8 @@ async function withClient<T>(addresses: readonly string[], log: Logger, fn: (cli
 }
 
 /** Starts a request and returns at once with its id (Submit). */
-export function submitRemote(addresses: readonly string[], args: SubmitArgs, log: Logger): Promise<SubmitResponse__Output> {
-  return withClient(addresses, log, (client) =>
+export function submitRemote(addresses: readonly string[], args: SubmitArgs, log: Logger, tls?: TlsFiles): Promise<SubmitResponse__Output> {
+  return withClient(addresses, log, tls, (client) =>
     client.submit(
       {
         model: args.model,
@@ -53,8 +58,14 @@ export function submitRemote(addresses: readonly string[], args: SubmitArgs, log
 }
 
 /** Cancels a request; returns its status afterwards (`REQUEST_STATUS_CANCELLED`, or how it had already ended). */
-export function cancelRemote(addresses: readonly string[], reqId: string, reason: string, log: Logger): Promise<CancelResponse__Output> {
-  return withClient(addresses, log, (client) => client.cancel(reqId, reason, { timeoutMs: UNARY_TIMEOUT_MS }));
+export function cancelRemote(
+  addresses: readonly string[],
+  reqId: string,
+  reason: string,
+  log: Logger,
+  tls?: TlsFiles,
+): Promise<CancelResponse__Output> {
+  return withClient(addresses, log, tls, (client) => client.cancel(reqId, reason, { timeoutMs: UNARY_TIMEOUT_MS }));
 }
 
 /** What `diffmesh watch` was asked for. */
@@ -86,11 +97,12 @@ export async function watchRemote(
   progress: Progress,
   signal: AbortSignal,
   log: Logger,
+  tls?: TlsFiles,
 ): Promise<WatchOutcome> {
   const started = Date.now();
   // Only the folder can be checked now: the file's format depends on the result's frames.
   if (args.output !== undefined) await checkOutputFolder(args.output);
-  return withClient(addresses, log, async (client) => {
+  return withClient(addresses, log, tls, async (client) => {
     // An unknown id fails here, before anything is shown.
     const { model } = await client.get(args.reqId, { timeoutMs: UNARY_TIMEOUT_MS, signal });
     const outputs = await followEvents(client.watch(args.reqId, { signal }), progress);
@@ -98,7 +110,7 @@ export async function watchRemote(
     const pixels = outputs.pixels;
     const out = await planOutput(args.output, pixels.shape[0] ?? 1, args.ffmpegPath);
     const fps = args.fps ?? (await defaultFps(client, model));
-    const store = resultStore(log);
+    const store = resultStore(log, process.env, tls);
     try {
       const file = await writeResult(store, pixels, out, fps, args.ffmpegPath, signal);
       return { reqId: args.reqId, file, ms: Date.now() - started };

@@ -37,6 +37,8 @@ export {
   TlsConfigSchema,
 } from './grpc/options.js';
 export type { TlsConfig, TlsFiles } from './grpc/options.js';
+export { IDENTITY_URI_PREFIX, certificateIdentity, peerIdentity } from './grpc/peer-identity.js';
+export type { CallWithAuthContext } from './grpc/peer-identity.js';
 export { GrpcServer } from './grpc/server.js';
 export { HealthChecker } from './grpc/health-client.js';
 export type { HealthStatus } from './grpc/health-client.js';

@@ -139,9 +139,10 @@ export function healthTarget(cmd, args, env) {
   if (cmd.health.kind === 'http') return { http: `http://${address}${cmd.health.path}` };
   /** @type {Record<string, string>} */
   const tls = {};
-  for (const k of ['tls-ca', 'tls-cert', 'tls-key']) {
+  const fields = { 'tls-ca': 'ca', 'tls-cert': 'cert', 'tls-key': 'key', 'tls-server-name': 'serverName' };
+  for (const [k, field] of Object.entries(fields)) {
     const val = flagValue(args, k) ?? (cmd.envPrefix ? env[`${cmd.envPrefix}${envSuffix(k)}`] : undefined);
-    if (val) tls[k.slice(4)] = val;
+    if (val) tls[field] = val;
   }
   return { grpc: address, ...(Object.keys(tls).length ? { tls } : {}) };
 }

@@ -44,6 +44,10 @@ export const DiscoveryConfigSchema = z
       .describe('Prefix of the discovery notice and load subjects'),
     connectTimeoutMs: z.number().int().positive().default(5000).describe('Timeout of the first NATS connection (ms)'),
     connectionName: z.string().min(1).optional().describe('Client connection name shown by the NATS server'),
+    credentialsFile: z
+      .string()
+      .optional()
+      .describe('File with the NATS credentials: an nkey user seed (SU…), a .creds file or user:password (never the secret itself)'),
   })
   .superRefine((cfg, ctx) => {
     if (cfg.backend === 'nats' && !cfg.url) {
@@ -81,6 +85,7 @@ export async function createDiscovery(config: DiscoveryConfigInput = {}, log?: L
           subjectPrefix: cfg.subjectPrefix,
           connectTimeoutMs: cfg.connectTimeoutMs,
           ...(cfg.connectionName !== undefined ? { connectionName: cfg.connectionName } : {}),
+          ...(cfg.credentialsFile ? { credentialsFile: cfg.credentialsFile } : {}),
         },
       );
   }

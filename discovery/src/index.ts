@@ -9,6 +9,8 @@ export { MemoryDiscovery } from './memory.js';
 export type { MemoryDiscoveryOptions } from './memory.js';
 export { DEFAULT_DISCOVERY_SUBJECT_PREFIX, LOAD_ENDPOINT, NatsDiscovery } from './nats.js';
 export type { NatsDiscoveryConnectOptions, NatsDiscoveryOptions } from './nats.js';
+export { createNkeyUser, natsAuthenticatorFromFile, natsCredentialsKind, nkeyPublicKey } from './nats-credentials.js';
+export type { NatsCredentialsKind, NkeyUser } from './nats-credentials.js';
 export { INSTANCE_STAGES } from './types.js';
 export type {
   Discovery,

@@ -11,7 +11,7 @@ import {
   type ServiceStats,
   type Subscription,
 } from 'nats';
-import { Code, DiffmeshError, silentLogger, type Logger, injectTraceContext } from '@diffmesh/core';
+import { Code, ConfigError, DiffmeshError, silentLogger, type Logger, injectTraceContext } from '@diffmesh/core';
 import {
   ListenerSet,
   cloneInstance,
@@ -24,6 +24,7 @@ import {
   validateRegistration,
   type ServiceIdentityLike,
 } from './instance.js';
+import { natsAuthenticatorFromFile } from './nats-credentials.js';
 import type {
   Discovery,
   DiscoveryListener,
@@ -67,6 +68,11 @@ export interface NatsDiscoveryConnectOptions extends NatsDiscoveryOptions {
   connectionName?: string;
   /** Initial connection timeout. Default 5000 ms. */
   connectTimeoutMs?: number;
+  /**
+   * File with this process's NATS credentials (an nkey seed, a `.creds` file or
+   * `user:password`; see {@link natsAuthenticatorFromFile}). Absent: connect without any.
+   */
+  credentialsFile?: string;
 }
 
 /** Payload of the `<prefix>.up` and `<prefix>.down` notices. */
@@ -163,10 +169,16 @@ export class NatsDiscovery implements Discovery {
         timeout: opts.connectTimeoutMs ?? 5000,
         maxReconnectAttempts: -1,
         reconnectTimeWait: 250,
+        ...(opts.credentialsFile ? { authenticator: natsAuthenticatorFromFile(opts.credentialsFile) } : {}),
       });
     } catch (err) {
+      if (err instanceof ConfigError) throw err;
       const list = Array.isArray(servers) ? servers.join(', ') : servers;
-      throw new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', `discovery: cannot connect to NATS at ${list}: ${(err as Error).message}`, {
+      const refused = (err as { code?: string }).code === ErrorCode.AuthorizationViolation;
+      const why = refused
+        ? `authorization violation: the server refused ${opts.credentialsFile ? 'these credentials' : 'a connection without credentials (set the NATS credentials file)'}`
+        : (err as Error).message;
+      throw new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', `discovery: cannot connect to NATS at ${list}: ${why}`, {
         cause: err,
       });
     }

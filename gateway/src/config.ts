@@ -24,6 +24,12 @@ export const GatewayConfigSchema = z.object({
     .string()
     .default('')
     .describe('NATS server(s) for discovery of schedulers and tensor services (empty = static addresses only)'),
+  natsCredentials: z
+    .string()
+    .default('')
+    .describe(
+      "file with this process's NATS credentials: an nkey user seed (SU…), a .creds file or user:password (the file, never the secret, so it stays out of argv)",
+    ),
   schedulerAddresses: z
     .array(hostPort('a scheduler'))
     .default([])
@@ -123,6 +129,7 @@ export const gatewayConfig = defineConfig({
     PUBLIC_URL: 'publicUrl',
     NODE_ID: 'nodeId',
     NATS_URL: 'natsUrl',
+    NATS_CREDENTIALS: 'natsCredentials',
     SCHEDULER_ADDRESSES: 'schedulerAddresses',
     TENSOR_ADDRESSES: 'tensorAddresses',
     API_KEYS: 'apiKeys',
@@ -149,6 +156,7 @@ export const gatewayConfig = defineConfig({
     'public-url': 'publicUrl',
     'node-id': 'nodeId',
     nats: 'natsUrl',
+    'nats-credentials': 'natsCredentials',
     schedulers: 'schedulerAddresses',
     tensors: 'tensorAddresses',
     'api-keys': 'apiKeys',

@@ -146,7 +146,13 @@ async function connectUpstreams(
   given: Discovery | undefined,
   env: Record<string, string | undefined>,
 ): Promise<Upstreams> {
-  const ownDiscovery = !given && config.natsUrl ? await createDiscovery({ backend: 'nats', url: config.natsUrl }, log) : undefined;
+  const ownDiscovery =
+    !given && config.natsUrl
+      ? await createDiscovery(
+          { backend: 'nats', url: config.natsUrl, ...(config.natsCredentials ? { credentialsFile: config.natsCredentials } : {}) },
+          log,
+        )
+      : undefined;
   const discovery = given ?? ownDiscovery;
   // The first poll: schedulers already running are in the pools before the first request.
   if (discovery) await discovery.instances();

@@ -3,24 +3,10 @@
  * `diffmesh submit`, processes killed with SIGKILL mid-run, requests followed with
  * `diffmesh watch ID` (no flags beyond `--remote local`).
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { clientTls } from '@diffmesh/cli';
 import { SchedulerClient } from '@diffmesh/client';
-
-const BIN = fileURLToPath(import.meta.resolve('@diffmesh/cli/bin'));
-
-function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { env, timeout: 120_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
-    });
-  });
-}
+import { runCli, startUp, type UpProcess } from './up-process.js';
 
 /** Runs `fn` over `items`, `n` at a time. */
 async function pool<T, R>(items: T[], n: number, fn: (t: T) => Promise<R>): Promise<R[]> {
@@ -37,52 +23,28 @@ async function pool<T, R>(items: T[], n: number, fn: (t: T) => Promise<R>): Prom
   return out;
 }
 
-interface Up {
-  proc: ChildProcess;
-  env: NodeJS.ProcessEnv;
-  dir: string;
-  lines: string[];
-  state(): Promise<{ schedulerAddresses: string[]; processes: Array<{ name: string; pid: number; restarts: number }> }>;
+/** A client of the mesh's schedulers, with the client certificate `up` made for it. */
+async function schedulerClient(u: UpProcess, timeoutMs?: number): Promise<SchedulerClient> {
+  const state = await u.state();
+  const tls = clientTls(state.schedulerAddresses, state, {});
+  return new SchedulerClient({ addresses: state.schedulerAddresses, ...(tls ? { tls } : {}), ...(timeoutMs ? { timeoutMs } : {}) });
 }
 
-let current: Up | undefined;
+let current: UpProcess | undefined;
 afterEach(async () => {
-  if (current) {
-    if (current.proc.exitCode === null) {
-      current.proc.kill('SIGINT');
-      await new Promise((r) => current!.proc.once('exit', r));
-    }
-    await rm(current.dir, { recursive: true, force: true });
-    current = undefined;
-  }
+  await current?.stop();
+  current = undefined;
 });
 
-async function up(args: string[]): Promise<Up> {
-  const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-up-durable-'));
-  const env = { ...process.env, DIFFMESH_STATE_FILE: path.join(dir, 'mesh.json') };
-  const proc = spawn(process.execPath, [BIN, 'up', '--no-gateway', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const lines: string[] = [];
-  const u: Up = {
-    proc,
-    env,
-    dir,
-    lines,
-    state: async () => JSON.parse(await readFile(path.join(dir, 'mesh.json'), 'utf8')) as Awaited<ReturnType<Up['state']>>,
-  };
-  current = u;
-  createInterface({ input: proc.stderr }).on('line', (l) => lines.push(l));
-  await new Promise<void>((resolve, reject) => {
-    createInterface({ input: proc.stdout }).on('line', (l) => {
-      lines.push(l);
-      if (l.startsWith('mesh ready')) resolve();
-    });
-    proc.once('exit', (code) => reject(new Error(`diffmesh up exited with ${code}:\n${lines.join('\n')}`)));
-  });
-  return u;
+async function up(args: string[]): Promise<UpProcess> {
+  current = await startUp(['--no-gateway', ...args], 'diffmesh-up-durable-');
+  return current;
 }
 
+const run = (args: string[], env: NodeJS.ProcessEnv) => runCli(args, env);
+
 /** Submits `n` requests with `diffmesh submit`; returns their ids. */
-async function submitAll(u: Up, n: number): Promise<string[]> {
+async function submitAll(u: UpProcess, n: number): Promise<string[]> {
   return pool(
     Array.from({ length: n }, (_, i) => i),
     4,
@@ -98,14 +60,14 @@ async function submitAll(u: Up, n: number): Promise<string[]> {
 }
 
 /** Follows each with `diffmesh watch ID --remote local`; then reads each request's whole history. */
-async function watchAll(u: Up, ids: string[]): Promise<void> {
+async function watchAll(u: UpProcess, ids: string[]): Promise<void> {
   const outcomes = await pool(ids, 4, (id) => run(['watch', id, '--remote', 'local', '--no-progress'], u.env));
   for (const [i, o] of outcomes.entries()) {
     expect(o.stdout.trim(), `${ids[i]}: ${o.stderr}`).toBe('completed');
     expect(o.code).toBe(0);
   }
   // Exactly once: one end in each request's history, read again from its first event.
-  const client = new SchedulerClient({ addresses: (await u.state()).schedulerAddresses });
+  const client = await schedulerClient(u);
   try {
     for (const id of ids) {
       const ends: string[] = [];
@@ -126,9 +88,9 @@ async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 60_00
 }
 
 /** Resolves once a scheduler of the mesh answers a status call again. */
-async function waitForScheduler(u: Up): Promise<void> {
+async function waitForScheduler(u: UpProcess): Promise<void> {
   await waitFor(async () => {
-    const client = new SchedulerClient({ addresses: (await u.state()).schedulerAddresses, timeoutMs: 2_000 });
+    const client = await schedulerClient(u, 2_000);
     try {
       await client.status();
       return true;

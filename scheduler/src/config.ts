@@ -20,6 +20,12 @@ export const SchedulerConfigSchema = z.object({
     .default('')
     .describe('version reported in discovery and GetStatus (default: the package version), e.g. a release or image tag'),
   natsUrl: z.string().default('').describe('NATS server for discovery (empty = in-process discovery only)'),
+  natsCredentials: z
+    .string()
+    .default('')
+    .describe(
+      "file with this process's NATS credentials: an nkey user seed (SU…), a .creds file or user:password (the file, never the secret, so it stays out of argv); also used by the jetstream queue on the same server",
+    ),
   plansFile: z.string().default('').describe('ExecutionPlan registry file (empty = the shipped plans.yaml)'),
   modelDirectories: z
     .array(z.string())
@@ -119,6 +125,7 @@ export const schedulerConfig = defineConfig({
     INSTANCE_ID: 'instanceId',
     VERSION: 'version',
     NATS_URL: 'natsUrl',
+    NATS_CREDENTIALS: 'natsCredentials',
     PLANS_FILE: 'plansFile',
     MODEL_DIRECTORIES: 'modelDirectories',
     TENSOR_ADDRESS: 'tensorAddress',
@@ -152,6 +159,7 @@ export const schedulerConfig = defineConfig({
     'instance-id': 'instanceId',
     version: 'version',
     nats: 'natsUrl',
+    'nats-credentials': 'natsCredentials',
     plans: 'plansFile',
     'model-directories': 'modelDirectories',
     tensor: 'tensorAddress',

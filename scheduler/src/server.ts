@@ -63,6 +63,7 @@ export async function startSchedulerService(
       url: config.queueUrl || (config.queue === 'jetstream' ? config.natsUrl : config.queue === 'redis' ? (env.REDIS_URL ?? '') : ''),
       sqlitePath: config.sqlitePath,
       namespace: config.queueNamespace,
+      ...(config.natsCredentials ? { natsCredentials: config.natsCredentials } : {}),
     },
     { retentionMs: config.retentionMs, maxRetained: config.maxRetained, leaseMs: config.leaseMs },
   );
@@ -101,7 +102,9 @@ export async function startSchedulerService(
     : undefined;
   if (endpoint) log.info({ url: endpoint.url }, 'metrics endpoint listening');
   const discovery: Discovery = await createDiscovery(
-    config.natsUrl ? { backend: 'nats', url: config.natsUrl } : { backend: 'memory' },
+    config.natsUrl
+      ? { backend: 'nats', url: config.natsUrl, ...(config.natsCredentials ? { credentialsFile: config.natsCredentials } : {}) }
+      : { backend: 'memory' },
     log,
   );
   const unfollow = followDiscovery(scheduler, discovery, { log, ...(tls ? { tls } : {}) });

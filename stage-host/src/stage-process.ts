@@ -116,6 +116,12 @@ export const StageServiceConfigSchema = z.object({
       'run each served model once at start at its default size, so the first request does not pay for shader compilation (auto = on GPU providers only)',
     ),
   natsUrl: z.string().default('').describe('NATS server for registration (empty = not registered)'),
+  natsCredentials: z
+    .string()
+    .default('')
+    .describe(
+      "file with this process's NATS credentials: an nkey user seed (SU…), a .creds file or user:password (the file, never the secret, so it stays out of argv)",
+    ),
   tensorAddress: z.string().default('').describe("this node's tensor-svc host:port (empty = in-process store)"),
   tensorStore: z
     .string()
@@ -174,6 +180,7 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       WARMUP: 'warmup',
       STAGE: 'stage',
       NATS_URL: 'natsUrl',
+      NATS_CREDENTIALS: 'natsCredentials',
       TENSOR_ADDRESS: 'tensorAddress',
       TENSOR_STORE: 'tensorStore',
       S3_ENDPOINT: 's3Endpoint',
@@ -205,6 +212,7 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       warmup: 'warmup',
       stage: 'stage',
       nats: 'natsUrl',
+      'nats-credentials': 'natsCredentials',
       tensor: 'tensorAddress',
       'tensor-store': 'tensorStore',
       's3-endpoint': 's3Endpoint',
@@ -333,7 +341,10 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
   let discovery: Discovery | undefined;
   let registration: Registration | undefined;
   if (config.natsUrl) {
-    discovery = await createDiscovery({ backend: 'nats', url: config.natsUrl }, log);
+    discovery = await createDiscovery(
+      { backend: 'nats', url: config.natsUrl, ...(config.natsCredentials ? { credentialsFile: config.natsCredentials } : {}) },
+      log,
+    );
     registration = await discovery.register(
       {
         id: instanceId,

@@ -151,6 +151,12 @@ export const TensorSvcConfigSchema = z
       .string()
       .default('')
       .describe('NATS server(s) to register in as `tensor-svc` (stage `tensor`), comma-separated (empty = not registered)'),
+    natsCredentials: z
+      .string()
+      .default('')
+      .describe(
+        "file with this process's NATS credentials: an nkey user seed (SU…), a .creds file or user:password (the file, never the secret, so it stays out of argv)",
+      ),
     instanceId: z.string().default('').describe('instance id in discovery (empty = tensor-svc-<nodeId>)'),
     capabilities: z
       .boolean()
@@ -246,6 +252,7 @@ export const tensorSvcConfig = defineConfig({
     CAPABILITIES: 'capabilities',
     CAPABILITY_KEY_FILE: 'capabilityKeyFile',
     NATS_URL: 'natsUrl',
+    NATS_CREDENTIALS: 'natsCredentials',
     INSTANCE_ID: 'instanceId',
     ...tlsConfigMappings().env,
     LOG_LEVEL: 'log.level',
@@ -278,6 +285,7 @@ export const tensorSvcConfig = defineConfig({
     capabilities: 'capabilities',
     'capability-key-file': 'capabilityKeyFile',
     nats: 'natsUrl',
+    'nats-credentials': 'natsCredentials',
     'instance-id': 'instanceId',
     ...tlsConfigMappings().flags,
     'log-level': 'log.level',

@@ -95,7 +95,10 @@ async function registerInNats(
   version: string,
   log: Logger,
 ): Promise<() => Promise<void>> {
-  const discovery = await createDiscovery({ backend: 'nats', url: config.natsUrl }, log);
+  const discovery = await createDiscovery(
+    { backend: 'nats', url: config.natsUrl, ...(config.natsCredentials ? { credentialsFile: config.natsCredentials } : {}) },
+    log,
+  );
   try {
     const registration = await discovery.register(
       {

@@ -1,8 +1,8 @@
 import type { ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { connect } from 'nats';
+import { connect, nkeyAuthenticator, type Authenticator } from 'nats';
 import { silentLogger, type Logger } from '@diffmesh/core';
 import { findBinary } from './find-binary.js';
 import { spawnServer, type ServerProcess } from './server-process.js';
@@ -33,6 +33,14 @@ export interface StartNatsServerOptions {
   stopGraceMs?: number;
   /** Start it in its own process group, so a terminal's Ctrl-C does not reach it (see `Supervisor`). */
   ownProcessGroup?: boolean;
+  /**
+   * Only these users may connect: nkey public keys (`U…`), written into a config file
+   * (`authorization { users = [{ nkey: … }] }`, mode 0600, removed on stop) that the server
+   * reads with `-c`; a client without a matching seed is refused with an authorization
+   * violation. `clientSeed` is the seed (`SU…`) of one of them, for the readiness probe.
+   * Without it, anyone on the network may connect.
+   */
+  authorization?: { nkeys: string[]; clientSeed: string };
 }
 
 /** A running nats-server started by {@link startNatsServer}. */
@@ -87,11 +95,17 @@ export async function startNatsServer(opts: StartNatsServerOptions = {}): Promis
 
   let tempDir: string | undefined;
   let storeDir = opts.storeDir;
-  if (opts.jetstream && !storeDir) {
-    tempDir = await mkdtemp(path.join(tmpdir(), 'diffmesh-nats-'));
-    storeDir = tempDir;
-  }
+  if ((opts.jetstream && !storeDir) || opts.authorization) tempDir = await mkdtemp(path.join(tmpdir(), 'diffmesh-nats-'));
+  if (opts.jetstream && !storeDir) storeDir = tempDir;
   const args = ['-a', host, '-p', port === 0 ? '-1' : String(port)];
+  let authenticator: Authenticator | undefined;
+  if (opts.authorization) {
+    if (opts.authorization.nkeys.length === 0) throw new Error('startNatsServer: authorization needs at least one nkey');
+    const conf = path.join(tempDir!, 'auth.conf');
+    await writeFile(conf, natsAuthorizationConfig(opts.authorization.nkeys), { mode: 0o600 });
+    args.push('-c', conf);
+    authenticator = nkeyAuthenticator(new TextEncoder().encode(opts.authorization.clientSeed));
+  }
   if (opts.jetstream) args.push('-js', '-sd', storeDir!);
   args.push(...(opts.args ?? []));
 
@@ -116,8 +130,11 @@ export async function startNatsServer(opts: StartNatsServerOptions = {}): Promis
     const listenPort = await waitForPort(server, binary);
     const connectHost = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
     const url = `nats://${connectHost.includes(':') ? `[${connectHost}]` : connectHost}:${listenPort}`;
-    await waitForClient(url, child, tail, opts.readyTimeoutMs ?? 10_000);
-    log.info({ url, pid: child.pid, jetstream: Boolean(opts.jetstream) }, 'nats-server started');
+    await waitForClient(url, child, tail, opts.readyTimeoutMs ?? 10_000, authenticator);
+    log.info(
+      { url, pid: child.pid, jetstream: Boolean(opts.jetstream), authorization: opts.authorization ? 'nkeys' : 'none' },
+      'nats-server started',
+    );
     return { url, port: listenPort, pid: child.pid!, ...(storeDir && opts.jetstream ? { storeDir } : {}), stop };
   } catch (err) {
     await stop();
@@ -151,7 +168,13 @@ function waitForPort(server: ServerProcess, binary: string): Promise<number> {
 }
 
 /** Polls a client connection until the server accepts one, within a deadline. */
-async function waitForClient(url: string, child: ChildProcess, tail: string[], timeoutMs: number): Promise<void> {
+async function waitForClient(
+  url: string,
+  child: ChildProcess,
+  tail: string[],
+  timeoutMs: number,
+  authenticator: Authenticator | undefined,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
@@ -164,6 +187,7 @@ async function waitForClient(url: string, child: ChildProcess, tail: string[], t
         timeout: Math.max(100, Math.min(1000, deadline - Date.now())),
         reconnect: false,
         maxReconnectAttempts: 0,
+        ...(authenticator ? { authenticator } : {}),
       });
       await nc.close();
       return;
@@ -176,4 +200,14 @@ async function waitForClient(url: string, child: ChildProcess, tail: string[], t
   throw new Error(
     `nats-server at ${url} did not accept a client within ${timeoutMs} ms: ${(lastError as Error | undefined)?.message ?? 'timeout'}\n${tail.join('\n')}`,
   );
+}
+
+/**
+ * A nats-server config that admits only the given nkey users (public keys `U…`): the
+ * server keeps no secret, and each client proves it holds its seed by signing a nonce.
+ */
+export function natsAuthorizationConfig(nkeys: readonly string[]): string {
+  for (const k of nkeys)
+    if (!/^U[A-Z2-7]{55}$/.test(k)) throw new Error('startNatsServer: an authorization nkey is not a user public key (U…)');
+  return `authorization {\n  users = [\n${nkeys.map((k) => `    { nkey: "${k}" }`).join('\n')}\n  ]\n}\n`;
 }

@@ -5,7 +5,8 @@ import path from 'node:path';
 import { createLogger, type LogLevel, redactUri, TenantDirectory } from '@diffmesh/core';
 import { modelArgument } from '../model-argument.js';
 import { parseProviderSpec, startLocalMesh, type ReplicaService } from './local-mesh.js';
-import { clearState, readState, writeState, type MeshState } from './state.js';
+import { ensureMeshCredentials, type MeshCredentials } from './mesh-credentials.js';
+import { clearState, readState, stateDir, writeState, type MeshState } from './state.js';
 
 /** The flags of `diffmesh up`, as commander parses them. */
 export interface UpFlags {
@@ -24,6 +25,8 @@ export interface UpFlags {
   tensorDurable?: string;
   s3Endpoint?: string;
   executionProviders?: string;
+  /** Run without TLS and NATS credentials (`--insecure`). */
+  insecure?: boolean;
   tenants?: string;
 }
 
@@ -131,6 +134,21 @@ export async function runUp(flags: UpFlags): Promise<number> {
       return 2;
     }
   }
+  // Authenticated unless told otherwise: a CA and certificates for mutual TLS, and nkeys for
+  // NATS, kept beside the state file and reused by the next `up`.
+  let credentials: MeshCredentials | undefined;
+  if (flags.insecure) {
+    process.stderr.write(
+      'diffmesh: WARNING: running WITHOUT TLS and NATS credentials (--insecure): any process on this network can join the mesh and read its prompts and tensors\n',
+    );
+  } else {
+    try {
+      credentials = await ensureMeshCredentials(path.join(stateDir(), 'credentials'));
+    } catch (err) {
+      process.stderr.write(`diffmesh: could not prepare the mesh's credentials: ${err instanceof Error ? err.message : String(err)}\n`);
+      return 1;
+    }
+  }
   // The gateway turns auth on with a key from DIFFMESH_API_KEY, or one made up here.
   const apiKey = process.env.DIFFMESH_API_KEY || `dm-${randomBytes(24).toString('base64url')}`;
 
@@ -185,6 +203,7 @@ export async function runUp(flags: UpFlags): Promise<number> {
       replicas,
       restart: true,
       ownProcessGroup: true,
+      ...(credentials ? { credentials } : {}),
       onEvent: (e) => {
         if (e.type === 'exited' && e.restartInMs !== undefined) {
           process.stderr.write(`diffmesh: ${e.name} exited (${e.how}); restarting in ${e.restartInMs} ms (restart ${e.restarts + 1})\n`);
@@ -216,7 +235,9 @@ export async function runUp(flags: UpFlags): Promise<number> {
     return finish(1);
   }
   const out = (line: string): boolean => process.stdout.write(`${line}\n`);
-  out(`nats ${mesh.natsUrl}`);
+  const client = credentials ? await credentials.tls('client') : undefined;
+  out(`nats ${mesh.natsUrl}${credentials ? ' (nkey users only)' : ' (no credentials)'}`);
+  out(credentials ? `security mutual TLS and NATS nkeys; credentials in ${credentials.dir}` : 'security none (--insecure)');
   out(`queue ${queue}${mesh.queue.url ? ` ${mesh.queue.url}` : mesh.queue.sqlitePath ? ` ${mesh.queue.sqlitePath}` : ''}`);
   out(`tensor-svc ${mesh.tensorAddress}`);
   if (mesh.tensorStore) {
@@ -249,6 +270,9 @@ export async function runUp(flags: UpFlags): Promise<number> {
     logDir: mesh.logDir,
     startedAt: new Date().toISOString(),
     queue,
+    ...(credentials && client
+      ? { credentials: { ca: client.ca, cert: client.cert, key: client.key, nats: credentials.natsSeedFile('client') } }
+      : {}),
   };
   await writeProcesses();
   out(`mesh ready: serving ${models.join(', ')} (logs in ${mesh.logDir}; Ctrl-C stops it)`);
@@ -292,7 +316,10 @@ function tensorStoreArgs(
   return { tensorArgs, stageArgs: ['--s3-endpoint', flags.s3Endpoint], env: { AWS_ENDPOINT_URL_S3: flags.s3Endpoint } };
 }
 
-/** `diffmesh status`: prints the registered services. */
+/**
+ * `diffmesh status`: prints the registered services, signing in to NATS with the credentials of
+ * the mesh `up` runs here (or those `DIFFMESH_NATS_CREDENTIALS` names for another).
+ */
 export async function runStatus(flags: { nats?: string; json?: boolean }): Promise<number> {
   let url = flags.nats;
   const state = await readState();
@@ -303,12 +330,15 @@ export async function runStatus(flags: { nats?: string; json?: boolean }): Promi
     }
     url = state.natsUrl;
   }
-  // The processes `up` supervises (with their restarts), when this is its mesh.
-  const processes = state && state.natsUrl === url ? (state.processes ?? []) : [];
+  // The processes `up` supervises (with their restarts), when this is its mesh; and its NATS credentials.
+  const ours = state !== undefined && state.natsUrl === url;
+  const processes = ours ? (state.processes ?? []) : [];
+  // Another mesh's NATS: its credentials file from DIFFMESH_NATS_CREDENTIALS (a path, never the secret).
+  const credentialsFile = ours ? state.credentials?.nats : process.env.DIFFMESH_NATS_CREDENTIALS || undefined;
   const log = createLogger({ name: 'diffmesh-status', level: 'silent' });
   let discovery;
   try {
-    discovery = await createDiscovery({ backend: 'nats', url }, log);
+    discovery = await createDiscovery({ backend: 'nats', url, ...(credentialsFile ? { credentialsFile } : {}) }, log);
     await discovery.refresh();
     const instances = await discovery.instances();
     if (flags.json) {

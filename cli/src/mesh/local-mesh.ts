@@ -18,6 +18,7 @@ import {
 } from '@diffmesh/testing';
 import { type Logger, type StageName } from '@diffmesh/core';
 import { EXECUTION_PROVIDERS } from '@diffmesh/stage-host';
+import type { MeshCredentials, NatsRole } from './mesh-credentials.js';
 
 /** One stage service process to run. */
 export interface StageProcessSpec {
@@ -97,6 +98,15 @@ export interface LocalMeshOptions {
   tensorStore?: 'redis' | 's3';
   /** TLS files (PEM paths) for every service, as server and as client (mutual TLS). */
   tls?: { ca: string; cert: string; key: string };
+  /**
+   * Authenticate the mesh (see {@link ensureMeshCredentials}): every gRPC server requires a
+   * client certificate of the mesh's CA, every process calls with its own identity's
+   * certificate (`scheduler`, `tensor-svc`, `gateway`, `stage:<pool>`), and the nats-server
+   * started for the mesh admits only the mesh's nkey users. Each process gets the paths of
+   * its files in its environment (`DIFFMESH_<SERVICE>_TLS_CA`, `…_TLS_CERT`, `…_TLS_KEY`,
+   * `…_TLS_REQUIRE_CLIENT_CERT`, `…_NATS_CREDENTIALS`), never the secrets and never in argv.
+   */
+  credentials?: MeshCredentials;
   /**
    * Tenants file of the schedulers and the gateway (their `--tenants-file`): each request
    * belongs to its caller's tenant and only that tenant sees it. Default: tenancy off.
@@ -190,6 +200,38 @@ export function serviceEntry(pkg: 'scheduler' | 'tensor-svc' | 'encoder-svc' | '
   return fileURLToPath(import.meta.resolve(`@diffmesh/${pkg}/main`));
 }
 
+/** The environment prefix of each service's configuration. */
+const ENV_PREFIX: Record<'scheduler' | 'tensor-svc' | 'gateway' | StageProcessSpec['service'], string> = {
+  scheduler: 'DIFFMESH_SCHEDULER_',
+  'tensor-svc': 'DIFFMESH_TENSOR_',
+  gateway: 'DIFFMESH_GATEWAY_',
+  'encoder-svc': 'DIFFMESH_ENCODER_',
+  'dit-svc': 'DIFFMESH_DIT_',
+  'vae-svc': 'DIFFMESH_VAE_',
+};
+
+/**
+ * The environment that points `service` at its credentials: its identity's certificate and
+ * key, the CA, client certificates required, and its NATS role's seed file. Paths only.
+ */
+async function credentialEnv(
+  credentials: MeshCredentials | undefined,
+  service: keyof typeof ENV_PREFIX,
+  identity: string,
+): Promise<Record<string, string>> {
+  if (!credentials) return {};
+  const tls = await credentials.tls(identity);
+  const role: NatsRole = service === 'scheduler' || service === 'tensor-svc' || service === 'gateway' ? service : 'stage';
+  const p = ENV_PREFIX[service];
+  return {
+    [`${p}TLS_CA`]: tls.ca,
+    [`${p}TLS_CERT`]: tls.cert,
+    [`${p}TLS_KEY`]: tls.key,
+    [`${p}TLS_REQUIRE_CLIENT_CERT`]: 'true',
+    [`${p}NATS_CREDENTIALS`]: credentials.natsSeedFile(role),
+  };
+}
+
 const SERVICE_OF_STAGE: Partial<Record<StageName, StageProcessSpec['service']>> = {
   text_encoding: 'encoder-svc',
   text_encoding_2: 'encoder-svc',
@@ -256,6 +298,9 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
         log: opts.log,
         jetstream: queue === 'jetstream' && !opts.queueUrl,
         ...(opts.ownProcessGroup ? { ownProcessGroup: true } : {}),
+        ...(opts.credentials
+          ? { authorization: { nkeys: opts.credentials.natsPublicKeys, clientSeed: opts.credentials.natsClientSeed } }
+          : {}),
       });
     }
     const natsUrl = opts.natsUrl ?? nats!.url;
@@ -292,7 +337,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
       name: `${prefix}tensor-svc`,
       entry: serviceEntry('tensor-svc'),
       args: [...common, '--listen', listen, '--nats', natsUrl, ...tensorStoreArgs, ...(opts.tensorArgs ?? [])],
-      env,
+      env: { ...env, ...(await credentialEnv(opts.credentials, 'tensor-svc', 'tensor-svc')) },
       ...launcher,
       readyPrefix: 'tensor-svc listening on ',
       listenFlag: '--listen',
@@ -322,7 +367,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
       '--metrics-listen',
       listen,
     ];
-    const startScheduler = (name: string, spec: SchedulerProcessSpec = {}): Promise<ManagedProcess> =>
+    const startScheduler = async (name: string, spec: SchedulerProcessSpec = {}): Promise<ManagedProcess> =>
       supervisor.start({
         name,
         entry: serviceEntry('scheduler'),
@@ -335,14 +380,17 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
           ...(opts.schedulerArgs ?? []),
           ...(spec.args ?? []),
         ],
-        env: { ...env, ...spec.env },
+        env: { ...env, ...(await credentialEnv(opts.credentials, 'scheduler', 'scheduler')), ...spec.env },
         ...launcher,
         readyPrefix: 'scheduler listening on ',
         listenFlag: '--listen',
       });
     const schedulerProcs: ManagedProcess[] = [];
     for (const name of schedulerNames) schedulerProcs.push(await startScheduler(name));
-    discovery = await createDiscovery({ backend: 'nats', url: natsUrl }, opts.log);
+    discovery = await createDiscovery(
+      { backend: 'nats', url: natsUrl, ...(opts.credentials ? { credentialsFile: opts.credentials.natsSeedFile('client') } : {}) },
+      opts.log,
+    );
     const disc = discovery;
 
     const counters = new Map<string, number>();
@@ -369,7 +417,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
           ...(opts.stageArgs ?? []),
           ...(spec.args ?? []),
         ],
-        env: { ...env, ...spec.env },
+        env: { ...env, ...(await credentialEnv(opts.credentials, spec.service, `stage:${spec.pool}`)), ...spec.env },
         ...launcher,
         readyPrefix: `${spec.service} listening on `,
         listenFlag: '--listen',
@@ -432,7 +480,11 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
             ...(opts.tenantsFile ? ['--tenants-file', opts.tenantsFile] : []),
           ],
           // Keys go in the environment, not argv (argv is visible to every user in ps).
-          env: { ...env, DIFFMESH_GATEWAY_API_KEYS: opts.gateway.apiKeys.join(',') },
+          env: {
+            ...env,
+            ...(await credentialEnv(opts.credentials, 'gateway', 'gateway')),
+            DIFFMESH_GATEWAY_API_KEYS: opts.gateway.apiKeys.join(','),
+          },
           ...launcher,
           readyPrefix: 'gateway listening on ',
           listenFlag: '--listen',

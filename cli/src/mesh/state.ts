@@ -1,6 +1,7 @@
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { loadTlsFiles, type TlsFiles } from '@diffmesh/core';
 
 /** What `diffmesh up` leaves for `diffmesh status` and `generate --remote` on this machine. */
 export interface MeshState {
@@ -17,8 +18,19 @@ export interface MeshState {
   startedAt: string;
   /** The schedulers' queue backend (`--queue` of `up`). */
   queue?: string;
+  /**
+   * The client credentials of an authenticated mesh (paths, never the secrets): the CA, the
+   * `client` identity's certificate and key, and the NATS seed file of the `client` role.
+   * Absent for `up --insecure`.
+   */
+  credentials?: { ca: string; cert: string; key: string; nats: string };
   /** Every process `up` supervises, with its restarts so far (updated as they happen). */
   processes?: Array<{ name: string; pid: number; address: string; restarts: number; state: string }>;
+}
+
+/** The folder of the state file, where `up` also keeps the mesh's credentials (`credentials/`). */
+export function stateDir(file = stateFile()): string {
+  return path.dirname(file);
 }
 
 /** `$DIFFMESH_STATE_FILE`, else `<runtime dir or tmp>/diffmesh/mesh.json`. */
@@ -51,4 +63,29 @@ export async function readState(file = stateFile()): Promise<MeshState | undefin
 
 export async function clearState(file = stateFile()): Promise<void> {
   await rm(file, { force: true });
+}
+
+/**
+ * The TLS files a client uses to call the schedulers at `addresses`: those named by
+ * `DIFFMESH_TLS_CA`, `DIFFMESH_TLS_CERT` and `DIFFMESH_TLS_KEY` (any mesh), else the client
+ * certificate of the mesh `up` runs here when `addresses` are its schedulers; undefined
+ * (plaintext) otherwise.
+ */
+export function clientTls(
+  addresses: readonly string[],
+  state: MeshState | undefined,
+  env: Record<string, string | undefined> = process.env,
+): TlsFiles | undefined {
+  if (env.DIFFMESH_TLS_CA || env.DIFFMESH_TLS_CERT) {
+    return loadTlsFiles({
+      ca: env.DIFFMESH_TLS_CA ?? '',
+      cert: env.DIFFMESH_TLS_CERT ?? '',
+      key: env.DIFFMESH_TLS_KEY ?? '',
+      requireClientCert: false,
+    });
+  }
+  const ours = new Set([state?.schedulerAddress, ...(state?.schedulerAddresses ?? [])]);
+  if (!state?.credentials || !addresses.some((a) => ours.has(a))) return undefined;
+  const { ca, cert, key } = state.credentials;
+  return loadTlsFiles({ ca, cert, key, requireClientCert: false });
 }

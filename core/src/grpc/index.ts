@@ -12,6 +12,8 @@ export {
   tlsConfigMappings,
 } from './options.js';
 export type { TlsConfig, TlsFiles } from './options.js';
+export { IDENTITY_URI_PREFIX, certificateIdentity, peerIdentity } from './peer-identity.js';
+export type { CallWithAuthContext } from './peer-identity.js';
 export { GrpcServer } from './server.js';
 export { REFLECTION_SERVICE_NAMES, ReflectionService, type ReflectionServiceOptions } from './reflection.js';
 export type { GrpcServerOptions, ServiceBinding } from './server.js';

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { checkServerIdentity } from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { z } from 'zod';
 
@@ -30,6 +31,12 @@ export interface TlsFiles {
   key?: Buffer;
   /** Servers: require a client certificate signed by `ca`. */
   requireClientCert?: boolean;
+  /**
+   * Clients: the name the server's certificate must be valid for, instead of the address
+   * dialled. Pods dial each other by IP, which a certificate from a cert-manager `Certificate`
+   * cannot name; every certificate of the mesh then carries this DNS name.
+   */
+  serverName?: string;
 }
 
 export function serverCredentials(tls?: TlsFiles): grpc.ServerCredentials {
@@ -41,7 +48,13 @@ export function serverCredentials(tls?: TlsFiles): grpc.ServerCredentials {
 
 export function clientCredentials(tls?: TlsFiles): grpc.ChannelCredentials {
   if (!tls) return grpc.credentials.createInsecure();
-  return grpc.credentials.createSsl(tls.ca.length > 0 ? tls.ca : null, tls.key ?? null, tls.cert ?? null);
+  const name = tls.serverName;
+  return grpc.credentials.createSsl(
+    tls.ca.length > 0 ? tls.ca : null,
+    tls.key ?? null,
+    tls.cert ?? null,
+    name ? { checkServerIdentity: (_host, cert) => checkServerIdentity(name, cert) } : undefined,
+  );
 }
 
 /** TLS settings of a service, as files (PEM). Empty `cert` and `key` = plaintext. */
@@ -53,6 +66,10 @@ export const TlsConfigSchema = z.object({
   cert: z.string().default('').describe('PEM certificate chain of this service (server side, and client side for mutual TLS)'),
   key: z.string().default('').describe('PEM private key of `cert`'),
   requireClientCert: z.boolean().default(false).describe('servers ask clients for a certificate signed by `ca` (mutual TLS)'),
+  serverName: z
+    .string()
+    .default('')
+    .describe("clients: the DNS name peers' certificates must carry, instead of the address dialled (empty = the address)"),
 });
 export type TlsConfig = z.output<typeof TlsConfigSchema>;
 
@@ -64,12 +81,14 @@ export function tlsConfigMappings(prefix = 'tls'): { env: Record<string, string>
       TLS_CERT: `${prefix}.cert`,
       TLS_KEY: `${prefix}.key`,
       TLS_REQUIRE_CLIENT_CERT: `${prefix}.requireClientCert`,
+      TLS_SERVER_NAME: `${prefix}.serverName`,
     },
     flags: {
       'tls-ca': `${prefix}.ca`,
       'tls-cert': `${prefix}.cert`,
       'tls-key': `${prefix}.key`,
       'tls-require-client-cert': `${prefix}.requireClientCert`,
+      'tls-server-name': `${prefix}.serverName`,
     },
   };
 }
@@ -78,7 +97,7 @@ export function tlsConfigMappings(prefix = 'tls'): { env: Record<string, string>
  * Reads the PEM files of a TLS section; undefined when TLS is off (no cert and no CA).
  * A missing or unreadable file fails with a message naming the field.
  */
-export function loadTlsFiles(cfg: TlsConfig): TlsFiles | undefined {
+export function loadTlsFiles(cfg: Omit<TlsConfig, 'serverName'> & { serverName?: string }): TlsFiles | undefined {
   if (!cfg.cert && !cfg.key && !cfg.ca) return undefined;
   if (Boolean(cfg.cert) !== Boolean(cfg.key)) throw new Error('config: tls.cert and tls.key must be given together');
   const read = (field: string, file: string): Buffer => {
@@ -92,5 +111,6 @@ export function loadTlsFiles(cfg: TlsConfig): TlsFiles | undefined {
     ca: cfg.ca ? read('ca', cfg.ca) : Buffer.alloc(0),
     ...(cfg.cert ? { cert: read('cert', cfg.cert), key: read('key', cfg.key) } : {}),
     requireClientCert: cfg.requireClientCert,
+    ...(cfg.serverName ? { serverName: cfg.serverName } : {}),
   };
 }

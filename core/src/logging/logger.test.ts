@@ -83,6 +83,15 @@ describe('createLogger', () => {
     });
   });
 
+  it('redacts NATS seeds and private keys', () => {
+    const out = capture();
+    const log = createLogger({ name: 't', destination: out.stream });
+    log.info({ user: { seed: 'SUAXYZ', publicKey: 'UABC' }, mesh: { natsClientSeed: 'SUAQRS' }, tls: { privateKey: 'PEMKEY' } }, 'x');
+    const text = JSON.stringify(out.lines()[0]);
+    for (const secret of ['SUAXYZ', 'SUAQRS', 'PEMKEY']) expect(text).not.toContain(secret);
+    expect(text).toContain('UABC'); // a public key stays readable
+  });
+
   it('adds mixin fields to every line', () => {
     const out = capture();
     const log = createLogger({ name: 't', destination: out.stream, mixin: () => ({ traceId: 'abc' }) });

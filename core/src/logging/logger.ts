@@ -74,6 +74,20 @@ export const DEFAULT_REDACT_PATHS: readonly string[] = [
   '*.secretAccessKey',
   'AWS_SECRET_ACCESS_KEY',
   '*.AWS_SECRET_ACCESS_KEY',
+  // Mesh credentials: NATS nkey seeds and private keys (diffmesh passes only their file paths,
+  // but an object holding one must not print it either).
+  'seed',
+  '*.seed',
+  'natsClientSeed',
+  '*.natsClientSeed',
+  'clientSeed',
+  '*.clientSeed',
+  'privateKey',
+  '*.privateKey',
+  'private_key',
+  '*.private_key',
+  'pass',
+  '*.pass',
 ];
 
 /** Creates a pino logger writing JSON lines (or pretty lines) to standard error. */

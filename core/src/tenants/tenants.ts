@@ -14,6 +14,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { Code, DiffmeshError } from '../errors/errors.js';
 import type { Logger } from '../logging/logger.js';
+import { certificateIdentity } from '../grpc/peer-identity.js';
 
 /** The tenant of every caller when tenancy is off. */
 export const DEFAULT_TENANT = 'default';
@@ -275,14 +276,7 @@ export function callCredentials(call: CallLike): CallCredentials {
   const apiKey = bearer ?? call.metadata.get('x-api-key')[0];
   if (typeof apiKey === 'string' && apiKey !== '') out.apiKey = apiKey;
   const cert = call.getAuthContext?.()?.sslPeerCertificate;
-  if (cert) {
-    const uri = cert.subjectaltname
-      ?.split(',')
-      .map((s) => s.trim())
-      .find((s) => s.startsWith('URI:'));
-    const cn = Array.isArray(cert.subject?.CN) ? cert.subject.CN[0] : cert.subject?.CN;
-    const identity = uri ? uri.slice(4) : cn;
-    if (identity) out.certIdentity = identity;
-  }
+  const identity = cert ? certificateIdentity(cert) : undefined;
+  if (identity) out.certIdentity = identity;
   return out;
 }

@@ -60,6 +60,23 @@ export function scenarios(chartDir: string): Scenario[] {
       ],
     },
     {
+      name: 'mutual TLS from cert-manager (a Certificate per component), NATS nkey credentials from a Secret',
+      values: {
+        tls: {
+          enabled: true,
+          requireClientCert: true,
+          certManager: { enabled: true, issuerRef: { name: 'diffmesh-ca', kind: 'ClusterIssuer' } },
+        },
+        nats: { auth: { existingSecret: 'diffmesh-nats' } },
+      },
+      expect: [
+        ['Certificate', '-scheduler'],
+        ['Certificate', '-tensor'],
+        ['Certificate', '-gateway'],
+        ['Certificate', '-pool-dit-tiny'],
+      ],
+    },
+    {
       name: 'external NATS, no gateway, no scalers or monitors',
       values: {
         nats: { bundled: false, url: 'nats://nats.example:4222' },

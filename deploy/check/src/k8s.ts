@@ -7,6 +7,7 @@ type ModelClass = new (data: unknown) => { validate(): void };
 /** Where the schema of each API group lives (maintained packages, no network). */
 const MODULES: Record<string, string> = {
   'keda.sh': '@kubernetes-models/keda/keda.sh',
+  'cert-manager.io': '@kubernetes-models/cert-manager/cert-manager.io',
   'monitoring.coreos.com': '@kubernetes-models/prometheus-operator/monitoring.coreos.com',
 };
 

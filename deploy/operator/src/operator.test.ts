@@ -226,6 +226,48 @@ describe('rendering', () => {
     expect(v.registry.plans[0].stages[1]).toEqual({ name: 'denoising', pool: 'dit-wan2.1-t2v-1.3b', version: '>=1.1.0 <2.0.0' });
   });
 
+  it('renders mutual TLS from cert-manager and NATS credentials from a Secret: a Certificate per component, the seed mounted, never in argv', async () => {
+    const p = pipeline();
+    p.spec.tls = { certManagerIssuer: { name: 'mesh-ca', kind: 'ClusterIssuer' }, requireClientCert: true };
+    p.spec.nats = { credentialsSecret: 'wan-nats' };
+    expect(schema.validate(p)).toEqual([]);
+    const { objects } = await renderPipeline(p, { chartDir: CHART, helm });
+    const certs = objects.filter((o) => o.kind === 'Certificate') as Array<K8sObject & { spec: { issuerRef: unknown; uris: string[] } }>;
+    expect(certs.map((c) => c.metadata.name).sort()).toEqual(
+      [
+        'wan-t2v-gateway',
+        'wan-t2v-pool-dit-wan2-1-t2v-1-3b',
+        'wan-t2v-pool-encoder-umt5-xxl',
+        'wan-t2v-pool-vae-wan2-1',
+        'wan-t2v-scheduler',
+        'wan-t2v-tensor',
+      ].sort(),
+    );
+    expect(certs.find((c) => c.metadata.name === 'wan-t2v-scheduler')!.spec).toMatchObject({
+      issuerRef: { name: 'mesh-ca', kind: 'ClusterIssuer' },
+      uris: ['urn:diffmesh:scheduler'],
+    });
+    const scheduler = objects.find((o) => o.kind === 'Deployment' && o.metadata.name === 'wan-t2v-scheduler') as K8sObject & {
+      spec: {
+        template: { spec: { containers: Array<{ args: string[] }>; volumes: Array<{ name: string; secret?: { secretName: string } }> } };
+      };
+    };
+    const pod = scheduler.spec.template.spec;
+    expect(pod.containers[0].args).toEqual(
+      expect.arrayContaining([
+        '--tls-require-client-cert=true',
+        '--tls-server-name=wan-t2v-mesh',
+        '--nats-credentials=/etc/diffmesh/nats/credentials',
+      ]),
+    );
+    expect(pod.volumes).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ name: 'tls', secret: expect.objectContaining({ secretName: 'wan-t2v-scheduler-tls' }) }),
+        expect.objectContaining({ name: 'nats-credentials', secret: expect.objectContaining({ secretName: 'wan-nats' }) }),
+      ]),
+    );
+  });
+
   it('renders an image_encoding stage as the one that takes the input image (requires: input_image), for image-to-image too', () => {
     const p = pipeline();
     p.spec.modalities = ['text-to-image', 'image-to-image'];

@@ -103,7 +103,8 @@ export interface DiffusionPipelineSpec {
     nodeSelector?: Record<string, string>;
     tolerations?: Toleration[];
   };
-  nats?: { url?: string };
+  /** `credentialsSecret`: the services' NATS credentials (chart `nats.auth.existingSecret`). */
+  nats?: { url?: string; credentialsSecret?: string };
   tensorStore?: {
     backend?: 'memory' | 'redis' | 's3';
     durable?: string;
@@ -121,7 +122,8 @@ export interface DiffusionPipelineSpec {
     ingress?: { host: string; className?: string; tlsSecretName?: string };
   };
   telemetry?: { otlpEndpoint?: string };
-  tls?: { secretName: string; requireClientCert?: boolean };
+  /** Certificates from one Secret, or a cert-manager Certificate per component from `certManagerIssuer`. */
+  tls?: { secretName?: string; certManagerIssuer?: { name: string; kind?: 'Issuer' | 'ClusterIssuer' }; requireClientCert?: boolean };
   serviceMonitor?: boolean;
 }
 

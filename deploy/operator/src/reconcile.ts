@@ -62,6 +62,7 @@ export const PRUNABLE_KINDS: Array<[apiVersion: string, kind: string]> = [
   ['autoscaling/v2', 'HorizontalPodAutoscaler'],
   ['keda.sh/v1alpha1', 'ScaledObject'],
   ['monitoring.coreos.com/v1', 'ServiceMonitor'],
+  ['cert-manager.io/v1', 'Certificate'],
 ];
 
 /** Condition types a DiffusionPipeline reports. */

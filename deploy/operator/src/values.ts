@@ -106,7 +106,12 @@ export function pipelineToValues(pipeline: DiffusionPipeline): Values {
     }
     v.scheduler = s;
   }
-  if (spec.nats?.url) v.nats = { bundled: false, url: spec.nats.url };
+  if (spec.nats?.url || spec.nats?.credentialsSecret) {
+    v.nats = {
+      ...(spec.nats.url ? { bundled: false, url: spec.nats.url } : {}),
+      ...(spec.nats.credentialsSecret ? { auth: { existingSecret: spec.nats.credentialsSecret } } : {}),
+    };
+  }
 
   if (spec.tensorStore) {
     const t: Values = {};
@@ -154,7 +159,15 @@ export function pipelineToValues(pipeline: DiffusionPipeline): Values {
     v.gateway = g;
   }
   if (spec.telemetry?.otlpEndpoint) v.telemetry = { otlpEndpoint: spec.telemetry.otlpEndpoint };
-  if (spec.tls) v.tls = { enabled: true, secretName: spec.tls.secretName, requireClientCert: spec.tls.requireClientCert ?? false };
+  if (spec.tls) {
+    const issuer = spec.tls.certManagerIssuer;
+    v.tls = {
+      enabled: true,
+      ...(spec.tls.secretName ? { existingSecret: spec.tls.secretName } : {}),
+      ...(issuer ? { certManager: { enabled: true, issuerRef: { name: issuer.name, kind: issuer.kind ?? 'Issuer' } } } : {}),
+      requireClientCert: spec.tls.requireClientCert ?? false,
+    };
+  }
   if (spec.serviceMonitor !== undefined) v.metrics = { serviceMonitor: { enabled: spec.serviceMonitor } };
   return v;
 }

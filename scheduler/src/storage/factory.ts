@@ -15,6 +15,8 @@ export interface StoreConfig {
   sqlitePath?: string;
   /** Names the shared state (redis key prefix `{namespace}:`, JetStream streams and bucket). Default `diffmesh`. */
   namespace?: string;
+  /** jetstream: file with the NATS credentials (see `natsAuthenticatorFromFile` of discovery). */
+  natsCredentials?: string;
 }
 
 /**
@@ -43,6 +45,7 @@ export function createSchedulerStore(config: StoreConfig, opts: StoreOptions): S
         ...opts,
         url: config.url || fail('queueUrl', 'is required with queue jetstream (the NATS URL; --nats is used when it is set)'),
         namespace,
+        ...(config.natsCredentials ? { credentialsFile: config.natsCredentials } : {}),
       });
     default:
       return fail('queue', `unknown backend ${JSON.stringify(config.backend)} (available: ${STORE_BACKENDS.join(', ')})`);

@@ -14,6 +14,7 @@ import {
   type Subscription,
 } from 'nats';
 import { Code, DiffmeshError } from '@diffmesh/core';
+import { natsAuthenticatorFromFile } from '@diffmesh/discovery';
 import { copyRecord, decodeItem, decodeRecord, encodeItem, encodeRecord } from './codec.js';
 import { DrainRate, queueFullError, storeStoppedError } from './queue-full.js';
 import { setPosition } from './sqlite.js';
@@ -39,6 +40,8 @@ export interface JetStreamStoreOptions extends StoreOptions {
   url: string;
   /** Names streams, subjects and the bucket: stores with one namespace share state. Default `diffmesh`. */
   namespace?: string;
+  /** File with the NATS credentials (an nkey seed, a `.creds` file or `user:password`). */
+  credentialsFile?: string;
   /** How long JetStream remembers a task's `Nats-Msg-Id` to drop a repeated publish. Default 10 minutes. */
   duplicateWindowMs?: number;
 }
@@ -220,7 +223,12 @@ export class JetStreamStore implements SchedulerStore {
     if (this.nc) return;
     let nc: NatsConnection;
     try {
-      nc = await connect({ servers: this.opts.url, name: `diffmesh-scheduler-store-${this.id.slice(0, 8)}`, maxReconnectAttempts: -1 });
+      nc = await connect({
+        servers: this.opts.url,
+        name: `diffmesh-scheduler-store-${this.id.slice(0, 8)}`,
+        maxReconnectAttempts: -1,
+        ...(this.opts.credentialsFile ? { authenticator: natsAuthenticatorFromFile(this.opts.credentialsFile, 'natsCredentials') } : {}),
+      });
     } catch (err) {
       throw unreachable(this.opts.url, err);
     }

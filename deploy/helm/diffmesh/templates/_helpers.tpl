@@ -128,45 +128,130 @@ app.kubernetes.io/part-of: diffmesh
 {{- end }}
 {{- end -}}
 
+{{/* The TLS Secret of a component; arg: (list $root $component). cert-manager: its own Certificate's. */}}
 {{- define "diffmesh.tlsSecretName" -}}
-{{- if .Values.tls.create -}}
-{{- include "diffmesh.componentName" (list . "tls") -}}
+{{- $root := index . 0 -}}
+{{- $tls := $root.Values.tls -}}
+{{- if $tls.certManager.enabled -}}
+{{- printf "%s-tls" (include "diffmesh.componentName" (list $root (index . 1))) | trunc 253 -}}
+{{- else if $tls.create -}}
+{{- include "diffmesh.componentName" (list $root "tls") -}}
 {{- else -}}
-{{- required "tls.secretName is required when tls.enabled is true (or set tls.create)" .Values.tls.secretName -}}
+{{- required "tls.existingSecret is required when tls.enabled is true (or set tls.certManager.enabled or tls.create)" ($tls.existingSecret | default $tls.secretName) -}}
 {{- end -}}
 {{- end -}}
 
-{{/* TLS flags; arg: (list $root $server) — $server adds --tls-require-client-cert. */}}
+{{/* The DNS name clients check peers' certificates against (empty = the address dialled). */}}
+{{- define "diffmesh.tlsServerName" -}}
+{{- if .Values.tls.serverName -}}
+{{- .Values.tls.serverName -}}
+{{- else if .Values.tls.certManager.enabled -}}
+{{- include "diffmesh.componentName" (list . "mesh") -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+TLS and NATS credential flags (paths of mounted files, never secrets);
+arg: (list $root $server) — $server adds --tls-require-client-cert.
+*/}}
 {{- define "diffmesh.tlsArgs" -}}
 {{- $root := index . 0 -}}
 {{- if $root.Values.tls.enabled }}
 - --tls-ca=/etc/diffmesh/tls/ca.crt
 - --tls-cert=/etc/diffmesh/tls/tls.crt
 - --tls-key=/etc/diffmesh/tls/tls.key
+{{- with include "diffmesh.tlsServerName" $root }}
+- --tls-server-name={{ . }}
+{{- end }}
 {{- if and (index . 1) $root.Values.tls.requireClientCert }}
 - --tls-require-client-cert=true
 {{- end }}
 {{- end }}
+{{- if $root.Values.nats.auth.existingSecret }}
+- --nats-credentials=/etc/diffmesh/nats/credentials
+{{- end }}
 {{- end -}}
 
+{{/* arg: (list $root $component) */}}
 {{- define "diffmesh.commonVolumeMounts" -}}
+{{- $root := index . 0 -}}
 - name: tmp
   mountPath: /tmp
-{{- if .Values.tls.enabled }}
+{{- if $root.Values.tls.enabled }}
 - name: tls
   mountPath: /etc/diffmesh/tls
   readOnly: true
 {{- end }}
+{{- if $root.Values.nats.auth.existingSecret }}
+- name: nats-credentials
+  mountPath: /etc/diffmesh/nats
+  readOnly: true
+{{- end }}
 {{- end -}}
 
+{{/* arg: (list $root $component): the component names its TLS Secret (cert-manager). */}}
 {{- define "diffmesh.commonVolumes" -}}
+{{- $root := index . 0 -}}
 - name: tmp
   emptyDir:
     sizeLimit: 256Mi
-{{- if .Values.tls.enabled }}
+{{- if $root.Values.tls.enabled }}
 - name: tls
   secret:
     secretName: {{ include "diffmesh.tlsSecretName" . }}
+    defaultMode: 0440
+{{- end }}
+{{- with $root.Values.nats.auth }}
+{{- if .existingSecret }}
+- name: nats-credentials
+  secret:
+    secretName: {{ .existingSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ .credentialsKey }}
+        path: credentials
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+A cert-manager Certificate for one component, when tls.certManager is on (a document with its
+own leading ---). arg: (list $root $component $identity): $identity is the URI SAN
+urn:diffmesh:<identity> that peerIdentity() reads (scheduler, tensor-svc, gateway, stage:<pool>).
+*/}}
+{{- define "diffmesh.certificate" -}}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+{{- $tls := $root.Values.tls -}}
+{{- if and $tls.enabled $tls.certManager.enabled }}
+{{- $name := include "diffmesh.componentName" (list $root $component) }}
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "diffmesh.labels" (list $root $component) | nindent 4 }}
+spec:
+  secretName: {{ include "diffmesh.tlsSecretName" (list $root $component) }}
+  commonName: {{ index . 2 | quote }}
+  duration: {{ $tls.certManager.duration }}
+  renewBefore: {{ $tls.certManager.renewBefore }}
+  privateKey:
+    algorithm: ECDSA
+    size: 256
+    rotationPolicy: Always
+  usages: [digital signature, key encipherment, server auth, client auth]
+  dnsNames:
+    - {{ include "diffmesh.tlsServerName" $root }}
+    - {{ $name }}
+    - {{ printf "%s.%s.svc" $name $root.Release.Namespace }}
+  uris:
+    - {{ printf "urn:diffmesh:%s" (index . 2) | quote }}
+  issuerRef:
+    name: {{ required "tls.certManager.issuerRef.name is required with tls.certManager.enabled" $tls.certManager.issuerRef.name }}
+    kind: {{ $tls.certManager.issuerRef.kind }}
+    group: {{ $tls.certManager.issuerRef.group }}
 {{- end }}
 {{- end -}}
 
