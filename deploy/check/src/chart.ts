@@ -60,7 +60,7 @@ export function scenarios(chartDir: string): Scenario[] {
       ],
     },
     {
-      name: 'mutual TLS from cert-manager (a Certificate per component), NATS nkey credentials from a Secret',
+      name: 'mutual TLS from cert-manager (a Certificate per component), NATS nkey credentials, the tenants file and the capability key from Secrets',
       values: {
         tls: {
           enabled: true,
@@ -68,6 +68,8 @@ export function scenarios(chartDir: string): Scenario[] {
           certManager: { enabled: true, issuerRef: { name: 'diffmesh-ca', kind: 'ClusterIssuer' } },
         },
         nats: { auth: { existingSecret: 'diffmesh-nats' } },
+        tenants: { existingSecret: 'diffmesh-tenants' },
+        tensor: { capabilities: { existingSecret: 'diffmesh-capability-key' } },
       },
       expect: [
         ['Certificate', '-scheduler'],

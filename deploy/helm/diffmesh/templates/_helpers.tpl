@@ -187,6 +187,41 @@ arg: (list $root $server) — $server adds --tls-require-client-cert.
   mountPath: /etc/diffmesh/nats
   readOnly: true
 {{- end }}
+{{- if include "diffmesh.readsTenants" . }}
+- name: tenants
+  mountPath: /etc/diffmesh/tenants
+  readOnly: true
+{{- end }}
+{{- if include "diffmesh.capabilityKeySecret" . }}
+- name: capability-key
+  mountPath: /etc/diffmesh/capability
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* "true" when the component (scheduler, gateway) reads the tenants file. arg: (list $root $component) */}}
+{{- define "diffmesh.readsTenants" -}}
+{{- if and (index . 0).Values.tenants.existingSecret (has (index . 1) (list "scheduler" "gateway")) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The capability key's Secret, for tensor-svc. arg: (list $root $component) */}}
+{{- define "diffmesh.capabilityKeySecret" -}}
+{{- $cap := (index . 0).Values.tensor.capabilities -}}
+{{- if and (eq (index . 1) "tensor") $cap.enabled $cap.existingSecret -}}{{ $cap.existingSecret }}{{- end -}}
+{{- end -}}
+
+{{/* --tenants-file (scheduler, gateway) and the capability flags (tensor-svc). arg: (list $root $component) */}}
+{{- define "diffmesh.tenancyArgs" -}}
+{{- if include "diffmesh.readsTenants" . }}
+- --tenants-file=/etc/diffmesh/tenants/tenants.yaml
+{{- end }}
+{{- if eq (index . 1) "tensor" }}
+{{- if not (index . 0).Values.tensor.capabilities.enabled }}
+- --capabilities=false
+{{- else if include "diffmesh.capabilityKeySecret" . }}
+- --capability-key-file=/etc/diffmesh/capability/capability.key
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* arg: (list $root $component): the component names its TLS Secret (cert-manager). */}}
@@ -211,6 +246,24 @@ arg: (list $root $server) — $server adds --tls-require-client-cert.
       - key: {{ .credentialsKey }}
         path: credentials
 {{- end }}
+{{- end }}
+{{- if include "diffmesh.readsTenants" . }}
+- name: tenants
+  secret:
+    secretName: {{ $root.Values.tenants.existingSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ $root.Values.tenants.key }}
+        path: tenants.yaml
+{{- end }}
+{{- with include "diffmesh.capabilityKeySecret" . }}
+- name: capability-key
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
+    items:
+      - key: {{ $root.Values.tensor.capabilities.key }}
+        path: capability.key
 {{- end }}
 {{- end -}}
 
