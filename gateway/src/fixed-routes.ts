@@ -43,7 +43,9 @@ export interface RequestCtx {
 
 /** The OpenAI routes' services calling the scheduler as the route's caller (with its API key). */
 function forCaller(oa: OpenAiDeps, c: RequestCtx): OpenAiDeps {
-  return c.apiKey === undefined ? oa : { ...oa, api: oa.api.withApiKey(c.apiKey) };
+  if (c.apiKey === undefined) return oa;
+  const api = oa.api.withApiKey(c.apiKey);
+  return { ...oa, api, models: oa.models.through(api) };
 }
 
 /** One of the gateway's own routes. */
@@ -138,12 +140,12 @@ export function fixedRoutes({ openApi, statusPage, openAi: oa, maxBodyBytes, max
       query: ['capability'],
       handle: (c, mm) => sendObjectImage(oa, c.res, decode(mm[1], 'object_id'), c.query.get('capability') ?? '', c.signal),
     },
-    { method: 'GET', pattern: /^\/v1\/models$/, label: 'openai.models.list', handle: (c) => listModels(oa, c.res, c.signal) },
+    { method: 'GET', pattern: /^\/v1\/models$/, label: 'openai.models.list', handle: (c) => listModels(forCaller(oa, c), c.res, c.signal) },
     {
       method: 'GET',
       pattern: /^\/v1\/models\/(.+)$/,
       label: 'openai.models.retrieve',
-      handle: (c, mm) => retrieveModel(oa, c.res, decode(mm[1], 'model'), c.signal),
+      handle: (c, mm) => retrieveModel(forCaller(oa, c), c.res, decode(mm[1], 'model'), c.signal),
     },
     {
       method: 'POST',

@@ -67,17 +67,22 @@ type Modality = 'MODALITY_TEXT_TO_IMAGE' | 'MODALITY_TEXT_TO_VIDEO' | 'MODALITY_
 
 /** The models the schedulers serve, cached briefly. */
 export class ModelDirectory {
-  private cached?: { at: number; models: ModelInfo__Output[] };
-
   constructor(
     private readonly api: SchedulerClient,
     private readonly ttlMs = 5000,
+    private readonly cache: { value?: { at: number; models: ModelInfo__Output[] } } = {},
   ) {}
 
+  /** This directory asking the schedulers through `api` (a caller's view), with the same cache. */
+  through(api: SchedulerClient): ModelDirectory {
+    return new ModelDirectory(api, this.ttlMs, this.cache);
+  }
+
   async list(signal?: AbortSignal): Promise<ModelInfo__Output[]> {
-    if (this.cached && Date.now() - this.cached.at < this.ttlMs) return this.cached.models;
+    const cached = this.cache.value;
+    if (cached && Date.now() - cached.at < this.ttlMs) return cached.models;
     const res = await this.api.listModels(signal ? { signal } : {});
-    this.cached = { at: Date.now(), models: res.models };
+    this.cache.value = { at: Date.now(), models: res.models };
     return res.models;
   }
 

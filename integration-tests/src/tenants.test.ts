@@ -103,6 +103,23 @@ describe('tenants through the gateway and the scheduler', () => {
     expect((await http('not-a-key-of-anyone-0123', 'GET', '/api/v1/status')).status).toBe(401);
   });
 
+  it('the OpenAI routes call the scheduler as the caller: its models, and its images in its own recent requests', async () => {
+    expect((await http(KEYS.globex, 'GET', '/v1/models')).status).toBe(200);
+    const img = await http(KEYS.globex, 'POST', '/v1/images/generations', {
+      model: MODEL,
+      prompt: 'an openai-route picture for globex',
+      size: '64x64',
+      response_format: 'b64_json',
+      num_inference_steps: 2,
+    });
+    expect(img.status).toBe(200);
+    expect(img.body.data).toHaveLength(1);
+    const prompts = async (key: string): Promise<string[]> =>
+      ((await http(key, 'GET', '/api/v1/status')).body.recentRequests as Array<{ prompt: string }>).map((r) => r.prompt);
+    expect(await prompts(KEYS.globex)).toContain('an openai-route picture for globex');
+    expect(await prompts(KEYS.acme)).not.toContain('an openai-route picture for globex');
+  });
+
   it('the scheduler’s gRPC API scopes the same way, and refuses a caller without credentials', async () => {
     const client = new SchedulerClient({ addresses: [mesh.schedulerAddress], log: silentLogger() });
     try {
