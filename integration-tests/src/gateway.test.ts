@@ -230,7 +230,8 @@ describe('routes derived from the google.api.http annotations', () => {
       expect(r.body?.error?.reason, `${b.httpMethod} ${b.pathTemplate}`).not.toBe('UNKNOWN_ROUTE');
       expect(r.status, `${b.httpMethod} ${b.pathTemplate}: ${r.text}`).not.toBe(405);
       expect(r.status, `${b.httpMethod} ${b.pathTemplate}: ${r.text}`).toBeLessThan(500);
-      if (r.status >= 400) expect(r.body.error.reason).toMatch(/^(REQUEST_NOT_FOUND|OBJECT_NOT_FOUND|INVALID_PARAMETER|CAPABILITY_REQUIRED)$/);
+      if (r.status >= 400)
+        expect(r.body.error.reason).toMatch(/^(REQUEST_NOT_FOUND|OBJECT_NOT_FOUND|INVALID_PARAMETER|CAPABILITY_REQUIRED)$/);
     }
     const metrics = await (await fetch(`${gw.adminAddress}/metrics`)).text();
     for (const b of bindings) {
