@@ -64,6 +64,7 @@ describe('route table from the google.api.http annotations', () => {
       'path:object_id',
       'query:offset',
       'query:length',
+      'query:capability',
     ]);
     const params = doc.components.schemas['diffmesh.common.v1.GenerationParams'].properties!;
     expect(Object.keys(params)).toContain('numInferenceSteps');
