@@ -183,7 +183,8 @@ class DescriptorIndex {
   private readonly messages = new Set<string>();
   /** Extendee full name → extension number → file name. */
   private readonly extensions = new Map<string, Map<number, string>>();
-  private readonly registry: FileRegistry;
+  /** Every message, enum and service of the set, resolved. */
+  readonly registry: FileRegistry;
 
   constructor(descriptorSet: Uint8Array) {
     const set = fromBinary(FileDescriptorSetSchema, descriptorSet);
@@ -288,4 +289,12 @@ let defaultDescriptorIndex: DescriptorIndex | undefined;
 function defaultIndex(): DescriptorIndex {
   defaultDescriptorIndex ??= new DescriptorIndex(readDescriptorSet());
   return defaultDescriptorIndex;
+}
+
+/**
+ * Every type and service of the protos package's descriptor set (diffmesh's, health,
+ * reflection, google.rpc), resolved once per process: what request messages are checked against.
+ */
+export function defaultDescriptorRegistry(): FileRegistry {
+  return defaultIndex().registry;
 }
