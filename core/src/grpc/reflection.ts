@@ -22,6 +22,8 @@ import {
   type FileDescriptorProto,
 } from '@bufbuild/protobuf/wkt';
 import { readDescriptorSet } from '@diffmesh/protos';
+import { invalidParameter } from '../errors/index.js';
+import { toWire } from '../wire/errors.js';
 
 /** The reflection services a {@link ReflectionService} adds, newest first. */
 export const REFLECTION_SERVICE_NAMES = ['grpc.reflection.v1.ServerReflection', 'grpc.reflection.v1alpha.ServerReflection'] as const;
@@ -93,7 +95,8 @@ export class ReflectionService {
       const answer = this.answer(request.messageRequest, sent);
       if (!answer) {
         ended = true;
-        call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: 'reflection: the request sets no known message_request field' });
+        // A diffmesh error, so that the field travels in ErrorInfo and BadRequest as on every method.
+        call.emit('error', toWire(invalidParameter('message_request', 'the reflection request sets no known message_request field')));
         return;
       }
       call.write(create(responseSchema, { validHost: request.host, originalRequest: request, messageResponse: answer }));

@@ -1,0 +1,64 @@
+// Hostile input at scale: FUZZ_RUNS inputs (10,000 by default) over every surface of the mesh,
+// from one seed (FUZZ_SEED). Each surface is a module of this folder; this file starts the
+// mesh, runs them one after another with normal requests beside them, and checks at the end
+// that memory and tensor-svc's bytes came back to their baseline. The figures are printed and
+// written to fuzz-report.json (see README.md).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { memoryAfterGc, normalTraffic, tensorBytes } from './checks.js';
+import { FUZZ_SEED } from './generators.js';
+import { fuzzGrpcMethods } from './grpc-methods.js';
+import { startFuzzMesh, type FuzzMesh } from './mesh.js';
+import { FuzzReport } from './report.js';
+
+/** Growth of heap plus buffers after GC that still counts as "back to baseline" (MiB): generous, the inputs are ~10k small allocations. */
+const MEMORY_SLACK_MIB = 96;
+
+let mesh: FuzzMesh;
+const report = new FuzzReport(FUZZ_SEED);
+let baseline: { heapUsed: number; arrayBuffers: number; rss: number };
+let baselineBytes: number;
+
+beforeAll(async () => {
+  mesh = await startFuzzMesh();
+  // One normal request first: sessions, codecs and pools exist before the baseline is taken.
+  await normalTraffic(mesh, report, 'warm-up').stop();
+  baseline = memoryAfterGc();
+  baselineBytes = tensorBytes(mesh);
+}, 120_000);
+
+afterAll(async () => {
+  await mesh?.stop();
+});
+
+async function surface(name: string, run: () => Promise<void>): Promise<void> {
+  const started = Date.now();
+  const traffic = normalTraffic(mesh, report, name);
+  try {
+    await run();
+  } finally {
+    expect(await traffic.stop()).toBeGreaterThan(0);
+    report.surface(name).ms = Date.now() - started;
+  }
+  expect(report.surface(name).failures).toEqual([]);
+}
+
+describe('fuzz', () => {
+  it('raw gRPC messages to every method of every service', () => surface('grpc', () => fuzzGrpcMethods(mesh, report)), 600_000);
+
+  it('memory and tensor-svc bytes are back to their baseline; figures', async () => {
+    delete report.surfaces['warm-up'];
+    const after = memoryAfterGc();
+    report.memory = {
+      heapBaseline: baseline.heapUsed,
+      heapAfter: after.heapUsed,
+      buffersBaseline: baseline.arrayBuffers,
+      buffersAfter: after.arrayBuffers,
+      rssBaseline: baseline.rss,
+      rssAfter: after.rss,
+    };
+    report.tensorBytes = { baseline: baselineBytes, after: tensorBytes(mesh) };
+    report.write();
+    expect(report.tensorBytes.after).toBe(baselineBytes);
+    expect(after.heapUsed + after.arrayBuffers).toBeLessThan(baseline.heapUsed + baseline.arrayBuffers + MEMORY_SLACK_MIB);
+  });
+});
