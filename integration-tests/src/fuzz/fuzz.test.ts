@@ -8,6 +8,7 @@ import { memoryAfterGc, normalTraffic, tensorBytes } from './checks.js';
 import { FUZZ_SEED } from './generators.js';
 import { fuzzGrpcMethods } from './grpc-methods.js';
 import { fuzzTensorPut } from './tensor-put.js';
+import { fuzzHttpRoutes } from './http-routes.js';
 import { until } from '../harness.js';
 import { startFuzzMesh, type FuzzMesh } from './mesh.js';
 import { FuzzReport } from './report.js';
@@ -48,6 +49,12 @@ describe('fuzz', () => {
   it('raw gRPC messages to every method of every service', () => surface('grpc', () => fuzzGrpcMethods(mesh, report)), 600_000);
 
   it('tensor-svc Put streams gone wrong', () => surface('tensor-put', () => fuzzTensorPut(mesh, report)), 600_000);
+
+  it(
+    'every gateway route with hostile paths, queries, bodies and uploads',
+    () => surface('http', () => fuzzHttpRoutes(mesh, report)),
+    600_000,
+  );
 
   it('memory and tensor-svc bytes are back to their baseline; figures', async () => {
     delete report.surfaces['warm-up'];

@@ -296,8 +296,8 @@ export const hostileJsonValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.double(),
   fc.array(fc.jsonValue({ maxDepth: 2 }), { maxLength: 4 }),
   fc.dictionary(fc.string({ maxLength: 8 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 4 }),
-  fc.integer({ min: 100, max: 5000 }).map((d) => deepArray(d)),
-  fc.integer({ min: 100, max: 5000 }).map((d) => deepObject(d)),
+  fc.integer({ min: 100, max: 1500 }).map((d) => deepArray(d)),
+  fc.integer({ min: 100, max: 1500 }).map((d) => deepObject(d)),
   // Own `__proto__` and `constructor` keys, as JSON.parse makes them.
   fc
     .constantFrom('{"__proto__":{"polluted":true}}', '{"constructor":{"prototype":{"polluted":true}}}')

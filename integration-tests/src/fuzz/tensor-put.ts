@@ -90,10 +90,7 @@ const putInput: fc.Arbitrary<PutInput> = fc
       case 'malformed-checksum':
         return {
           kind,
-          messages: msgs(
-            { ...header, checksum: ['md5:00', 'crc32c:', 'crc32c:zzzzzzzz', 'crc32c:123456789', '\u0000'][pick % 5] },
-            chunks,
-          ),
+          messages: msgs({ ...header, checksum: ['md5:00', 'crc32c:', 'crc32c:zzzzzzzz', 'crc32c:123456789', '\u0000'][pick % 5] }, chunks),
         };
       case 'out-of-order': {
         // The first chunk last (a second chunk at its offset when there is only one).
