@@ -46,6 +46,16 @@ describe('readMultipart', () => {
     expect((await post(`--${B}\r\nContent-Disposition: form-data\r\n\r\nvalue\r\n`)).status).toBe(400);
   });
 
+  it('answers a form that ends inside a file with a 400 (found by the fuzz suite: an uncaught error on the file stream)', async () => {
+    for (const name of ['image', 'prompt', '']) {
+      const cut = await post(
+        `--${B}\r\nContent-Disposition: form-data; name="${name}"; filename="a.png"\r\nContent-Type: image/png\r\n\r\n\x89PNG`,
+      );
+      expect(cut.status, name).toBe(400);
+      expect(cut.body.message, name).toBeTruthy();
+    }
+  });
+
   it('still reads named fields and files', async () => {
     const ok = await post(
       `--${B}\r\nContent-Disposition: form-data; name="prompt"\r\n\r\nhi\r\n--${B}\r\nContent-Disposition: form-data; name="image"; filename="a.png"\r\n\r\nxx\r\n--${B}--\r\n`,

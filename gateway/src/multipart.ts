@@ -107,6 +107,11 @@ export function readMultipart(req: IncomingMessage, limits: FormLimits): Promise
       else add(name, value);
     });
     parser.on('file', (name, stream, info) => {
+      // A form that ends inside a file destroys the file's stream with busboy's error: without
+      // a listener that is an uncaught exception. The parser reports the same error (below).
+      stream.on('error', (err: Error) =>
+        fail(gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `request body is not valid form data: ${err.message}`)),
+      );
       if (problem || unnamed(name)) {
         stream.resume();
         return;
