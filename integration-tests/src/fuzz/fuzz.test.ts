@@ -21,7 +21,14 @@ const report = new FuzzReport(FUZZ_SEED);
 let baseline: { heapUsed: number; arrayBuffers: number; rss: number };
 let baselineBytes: number;
 
+const onCrash = (err: unknown): void => {
+  report.crashes.push(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+};
+
 beforeAll(async () => {
+  // Every service runs in this process: an exception nothing catches is a crash (vitest reports it too).
+  process.on('uncaughtException', onCrash);
+  process.on('unhandledRejection', onCrash);
   mesh = await startFuzzMesh();
   // One normal request first: sessions, codecs and pools exist before the baseline is taken.
   await normalTraffic(mesh, report, 'warm-up').stop();
@@ -30,6 +37,8 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
+  process.off('uncaughtException', onCrash);
+  process.off('unhandledRejection', onCrash);
   await mesh?.stop();
 });
 
@@ -74,6 +83,7 @@ describe('fuzz', () => {
     report.tensorBytes = { baseline: baselineBytes, after: tensorBytes(mesh) };
     if (report.tensorBytes.after !== baselineBytes) console.log(JSON.stringify(mesh.tensor.store.usage()));
     report.write();
+    expect(report.crashes).toEqual([]);
     expect(report.tensorBytes.after).toBe(baselineBytes);
     expect(after.heapUsed + after.arrayBuffers).toBeLessThan(baseline.heapUsed + baseline.arrayBuffers + MEMORY_SLACK_MIB);
   });

@@ -24,6 +24,8 @@ export interface SurfaceFigures {
 export class FuzzReport {
   readonly surfaces: Record<string, SurfaceFigures> = {};
   memory?: Record<string, number>;
+  /** Uncaught exceptions and unhandled rejections while the run went on (each one a crash of a service in a real deployment). */
+  readonly crashes: string[] = [];
   tensorBytes?: { baseline: number; after: number };
 
   constructor(readonly seed: number) {}
@@ -56,9 +58,17 @@ export class FuzzReport {
     const dir = path.join(tmpdir(), `diffmesh-fuzz-${this.seed}-${process.pid}`);
     mkdirSync(dir, { recursive: true });
     const file = path.join(dir, 'fuzz-report.json');
-    const json = { seed: this.seed, inputs: this.inputs, surfaces: this.surfaces, memory: this.memory, tensorBytes: this.tensorBytes };
+    const json = {
+      seed: this.seed,
+      inputs: this.inputs,
+      crashes: this.crashes,
+      surfaces: this.surfaces,
+      memory: this.memory,
+      tensorBytes: this.tensorBytes,
+    };
     writeFileSync(file, `${JSON.stringify(json, null, 2)}\n`);
-    const lines = [`fuzz run, seed ${this.seed}: ${this.inputs} inputs`];
+    const lines = [`fuzz run, seed ${this.seed}: ${this.inputs} inputs, ${this.crashes.length} crashes`];
+    for (const c of this.crashes) lines.push(`  CRASH: ${c}`);
     for (const [name, s] of Object.entries(this.surfaces)) {
       const answers = Object.entries(s.answers)
         .sort((a, b) => b[1] - a[1])
