@@ -9,6 +9,7 @@ import { FUZZ_SEED } from './generators.js';
 import { fuzzGrpcMethods } from './grpc-methods.js';
 import { fuzzTensorPut } from './tensor-put.js';
 import { fuzzHttpRoutes } from './http-routes.js';
+import { fuzzImages } from './images.js';
 import { until } from '../harness.js';
 import { startFuzzMesh, type FuzzMesh } from './mesh.js';
 import { FuzzReport } from './report.js';
@@ -64,6 +65,8 @@ describe('fuzz', () => {
     () => surface('http', () => fuzzHttpRoutes(mesh, report)),
     600_000,
   );
+
+  it('input images gone wrong, through the gateway and the scheduler', () => surface('images', () => fuzzImages(mesh, report)), 600_000);
 
   it('memory and tensor-svc bytes are back to their baseline; figures', async () => {
     delete report.surfaces['warm-up'];

@@ -13,7 +13,7 @@ import { StageServiceConfigSchema, startStageService, type OnnxStageDeps, type R
 import type { StageHandler } from '@diffmesh/core';
 import { TextEncodingStage } from '@diffmesh/encoder-svc';
 import { DenoisingStage } from '@diffmesh/dit-svc';
-import { VaeDecodingStage } from '@diffmesh/vae-svc';
+import { ImageEncodingStage, VaeDecodingStage } from '@diffmesh/vae-svc';
 import { gatewayConfigFrom, startGateway, type RunningGateway } from '@diffmesh/gateway';
 import { until } from '../harness.js';
 
@@ -39,6 +39,8 @@ const STAGES: Array<{ name: string; pool: string; handler: (deps: OnnxStageDeps)
   { name: 'encoder-svc', pool: 'encoder-tiny', handler: (deps) => new TextEncodingStage({ ...deps, stage: 'text_encoding' }) },
   { name: 'dit-svc', pool: 'dit-tiny', handler: (deps) => new DenoisingStage({ ...deps, maxBatch: 8 }) },
   { name: 'vae-svc', pool: 'vae-tiny', handler: (deps) => new VaeDecodingStage(deps) },
+  // tiny-shapes' image_encoding: requests whose input image is valid after all run to the end.
+  { name: 'vae-svc', pool: 'vae-encoder-tiny', handler: (deps) => new ImageEncodingStage(deps) },
 ];
 
 /** Starts nats-server, tensor-svc, the three tiny-shapes stages, the scheduler and the gateway, in this process. */
