@@ -10,6 +10,7 @@ import { fuzzGrpcMethods } from './grpc-methods.js';
 import { fuzzTensorPut } from './tensor-put.js';
 import { fuzzHttpRoutes } from './http-routes.js';
 import { fuzzImages } from './images.js';
+import { fuzzModelDirectories } from './model-directories.js';
 import { until } from '../harness.js';
 import { startFuzzMesh, type FuzzMesh } from './mesh.js';
 import { FuzzReport } from './report.js';
@@ -67,6 +68,12 @@ describe('fuzz', () => {
   );
 
   it('input images gone wrong, through the gateway and the scheduler', () => surface('images', () => fuzzImages(mesh, report)), 600_000);
+
+  it(
+    'model directories gone wrong, through the stage and scheduler loaders',
+    () => surface('model-directories', () => fuzzModelDirectories(report)),
+    600_000,
+  );
 
   it('memory and tensor-svc bytes are back to their baseline; figures', async () => {
     delete report.surfaces['warm-up'];

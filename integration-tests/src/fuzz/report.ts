@@ -43,6 +43,12 @@ export class FuzzReport {
     s.answers[answer] = (s.answers[answer] ?? 0) + 1;
   }
 
+  /** A further answer to an input already recorded (an input that two loaders read). */
+  answer(surface: string, answer: string): void {
+    const s = this.surface(surface);
+    s.answers[answer] = (s.answers[answer] ?? 0) + 1;
+  }
+
   fail(surface: string, what: string): void {
     const s = this.surface(surface);
     // The first few are enough to act on; the count is in the figures.
