@@ -5,7 +5,7 @@
 // written to fuzz-report.json (see README.md).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryAfterGc, normalTraffic, tensorBytes } from './checks.js';
-import { FUZZ_SEED } from './generators.js';
+import { FUZZ_SEED, type Surface } from './generators.js';
 import { fuzzGrpcMethods } from './grpc-methods.js';
 import { fuzzTensorPut } from './tensor-put.js';
 import { fuzzHttpRoutes } from './http-routes.js';
@@ -44,6 +44,10 @@ afterAll(async () => {
   await mesh?.stop();
 });
 
+/** FUZZ_SURFACE (comma-separated: grpc, tensorPut, http, images, modelDirectories) runs only those surfaces, e.g. to replay a failure. */
+const ONLY = process.env.FUZZ_SURFACE?.split(',').map((s) => s.trim());
+const runs = (s: Surface): boolean => !ONLY || ONLY.includes(s);
+
 async function surface(name: string, run: () => Promise<void>): Promise<void> {
   const started = Date.now();
   const traffic = normalTraffic(mesh, report, name);
@@ -57,19 +61,27 @@ async function surface(name: string, run: () => Promise<void>): Promise<void> {
 }
 
 describe('fuzz', () => {
-  it('raw gRPC messages to every method of every service', () => surface('grpc', () => fuzzGrpcMethods(mesh, report)), 600_000);
+  it.runIf(runs('grpc'))(
+    'raw gRPC messages to every method of every service',
+    () => surface('grpc', () => fuzzGrpcMethods(mesh, report)),
+    600_000,
+  );
 
-  it('tensor-svc Put streams gone wrong', () => surface('tensor-put', () => fuzzTensorPut(mesh, report)), 600_000);
+  it.runIf(runs('tensorPut'))('tensor-svc Put streams gone wrong', () => surface('tensor-put', () => fuzzTensorPut(mesh, report)), 600_000);
 
-  it(
+  it.runIf(runs('http'))(
     'every gateway route with hostile paths, queries, bodies and uploads',
     () => surface('http', () => fuzzHttpRoutes(mesh, report)),
     600_000,
   );
 
-  it('input images gone wrong, through the gateway and the scheduler', () => surface('images', () => fuzzImages(mesh, report)), 600_000);
+  it.runIf(runs('images'))(
+    'input images gone wrong, through the gateway and the scheduler',
+    () => surface('images', () => fuzzImages(mesh, report)),
+    600_000,
+  );
 
-  it(
+  it.runIf(runs('modelDirectories'))(
     'model directories gone wrong, through the stage and scheduler loaders',
     () => surface('model-directories', () => fuzzModelDirectories(report)),
     600_000,
