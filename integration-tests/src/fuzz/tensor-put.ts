@@ -26,6 +26,7 @@ const KINDS = [
   'no-header',
   'hostile-header',
   'client-cancels',
+  'client-stalls',
 ] as const;
 type Kind = (typeof KINDS)[number];
 
@@ -34,6 +35,8 @@ interface PutInput {
   messages: PutRequest[];
   /** Cancel the call after writing this many messages (client-cancels). */
   cancelAfter?: number;
+  /** Write the messages, then neither end nor cancel: the call's own short deadline ends it (client-stalls). */
+  stall?: boolean;
 }
 
 const DTYPES: Dtype[] = ['DTYPE_UINT8', 'DTYPE_FLOAT32', 'DTYPE_FLOAT16', 'DTYPE_INT64', 'DTYPE_INT32'];
@@ -122,14 +125,20 @@ const putInput: fc.Arbitrary<PutInput> = fc
         };
       case 'client-cancels':
         return { kind, messages: msgs(header, chunks), cancelAfter: pick % (chunks.length + 1) };
+      case 'client-stalls':
+        // Half of the chunks, then silence.
+        return { kind, messages: msgs(header, chunks.slice(0, Math.ceil(chunks.length / 2))), stall: true };
     }
   });
+
+/** Deadline of a stalling client's call: when it passes, the server must give back what the put reserved. */
+const STALL_DEADLINE_MS = 150;
 
 /** Sends a Put stream; resolves with the object id (OK) or the error. */
 function put(mesh: FuzzMesh, input: PutInput): Promise<{ objectId?: string; error?: DiffmeshError }> {
   return new Promise((resolve) => {
     const call = mesh.tensorClient.Put(
-      { deadline: Date.now() + CALL_DEADLINE_MS },
+      { deadline: Date.now() + (input.stall ? STALL_DEADLINE_MS : CALL_DEADLINE_MS) },
       (err: grpc.ServiceError | null, res?: PutResponse__Output) =>
         resolve(err ? { error: fromWire(err) } : { objectId: res?.ref?.objectId ?? '' }),
     );
@@ -140,6 +149,7 @@ function put(mesh: FuzzMesh, input: PutInput): Promise<{ objectId?: string; erro
       }
       call.write(m);
     }
+    if (input.stall) return;
     if (input.cancelAfter !== undefined && input.cancelAfter >= input.messages.length) {
       call.cancel();
       return;
@@ -160,7 +170,8 @@ export async function fuzzTensorPut(mesh: FuzzMesh, report: FuzzReport): Promise
       const what = `Put ${input.kind} (${input.messages.length} messages)`;
       // A cancelled call is the client's own doing; anything else must be a correct refusal.
       const wrong =
-        input.kind === 'client-cancels' && error?.code === grpc.status.CANCELLED
+        (input.kind === 'client-cancels' && error?.code === grpc.status.CANCELLED) ||
+        (input.kind === 'client-stalls' && error?.code === grpc.status.DEADLINE_EXCEEDED)
           ? undefined
           : (wrongGrpcAnswer(error) ??
             (input.kind !== 'valid' && input.kind !== 'hostile-header' && input.kind !== 'client-cancels' && !error
@@ -175,7 +186,15 @@ export async function fuzzTensorPut(mesh: FuzzMesh, report: FuzzReport): Promise
       }
     });
   } finally {
-    for (const objectId of stored) await new Promise<void>((resolve) => mesh.tensorClient.Delete({ objectId }, () => resolve()));
+    for (const objectId of stored) {
+      const deleted = await new Promise<string>((resolve) =>
+        mesh.tensorClient.Delete({ objectId }, (err, res) =>
+          resolve(err ? `${grpc.status[err.code]} ${err.details}` : res?.deleted ? 'deleted' : 'not there'),
+        ),
+      );
+      if (deleted !== 'deleted')
+        report.fail(surface, `the object ${JSON.stringify(objectId)} a put stored could not be deleted: ${deleted}`);
+    }
     client.close();
   }
 }
