@@ -225,9 +225,13 @@ function httpInput(ops: Operation[]): fc.Arbitrary<HttpInput> {
 }
 
 /** What is wrong with an answer, or undefined. */
-function wrongAnswer(status: number, text: string): string | undefined {
+function wrongAnswer(status: number, text: string, streaming: boolean): string | undefined {
   if (status >= 500) return `answered ${status}: ${text.slice(0, 300)}`;
-  if (status < 400) return undefined;
+  // A stream that has begun reports a later failure as a last `{"error": …}` line or SSE event.
+  if (status < 400)
+    return streaming && /"(status|code)":\s*"(INTERNAL|UNKNOWN)"/.test(text)
+      ? `a ${status} stream ended with an internal error: ${text.slice(-300)}`
+      : undefined;
   let body: { error?: { message?: string; field?: string; param?: string | null; reason?: string; code?: string | number } } | undefined;
   try {
     body = JSON.parse(text) as typeof body;
@@ -286,7 +290,8 @@ export async function fuzzHttpRoutes(mesh: FuzzMesh, report: FuzzReport): Promis
       throw new Error(`${what}: no answer (${String(err)})`);
     }
     report.record(surface, { made: input.made, target: `${op.method} ${op.template}` }, String(status));
-    const wrong = wrongAnswer(status, text);
+    // Generate and Watch stream their events (a failed request's event carries its error code).
+    const wrong = wrongAnswer(status, text, /\/generate|:watch/.test(op.template));
     if (wrong) {
       report.fail(surface, `${what}: ${wrong}`);
       throw new Error(`${what}: ${wrong}`);
