@@ -6,7 +6,7 @@
 import { request } from 'node:http';
 import fc from 'fast-check';
 import { hostileJsonValue, forEachInput } from './generators.js';
-import { FUZZ_KEY, type FuzzMesh } from './mesh.js';
+import { FUZZ_KEY, FUZZ_MODEL, type FuzzMesh } from './mesh.js';
 import type { FuzzReport } from './report.js';
 
 /** One operation of the OpenAPI document. */
@@ -120,6 +120,83 @@ function jsonObject(body: Operation['bodies'][number]): fc.Arbitrary<string> {
     .map((entries) => JSON.stringify(Object.fromEntries(entries)));
 }
 
+/**
+ * Valid bodies of the routes that start generations (small and fast: 64×64, 2 steps), each
+ * path a field that {@link oneBadField} may replace. The mesh's own validation is reached
+ * only when everything else is right.
+ */
+const VALID_BODIES: Record<string, { body: Record<string, unknown>; fields: string[][] }> = {
+  '/api/v1/requests': {
+    body: { model: FUZZ_MODEL, params: { prompt: 'a red circle', width: 64, height: 64, numInferenceSteps: 2 } },
+    fields: [
+      ['model'],
+      ['priority'],
+      ['timeoutMs'],
+      ['requestId'],
+      ...[
+        'prompt',
+        'negativePrompt',
+        'width',
+        'height',
+        'numFrames',
+        'numInferenceSteps',
+        'guidanceScale',
+        'seed',
+        'fps',
+        'strength',
+        'inputImage',
+      ].map((f) => ['params', f]),
+    ],
+  },
+  '/v1/images/generations': {
+    body: { model: FUZZ_MODEL, prompt: 'a red circle', size: '64x64', num_inference_steps: 2 },
+    fields: [
+      ['model'],
+      ['prompt'],
+      ['n'],
+      ['size'],
+      ['response_format'],
+      ['negative_prompt'],
+      ['num_inference_steps'],
+      ['guidance_scale'],
+      ['seed'],
+      ['priority'],
+      ['output_format'],
+    ],
+  },
+  '/v1/videos': {
+    body: { model: FUZZ_MODEL, prompt: 'a red circle', size: '64x64', num_frames: 2, num_inference_steps: 2 },
+    fields: [
+      ['model'],
+      ['prompt'],
+      ['size'],
+      ['seconds'],
+      ['num_frames'],
+      ['fps'],
+      ['seed'],
+      ['num_inference_steps'],
+      ['guidance_scale'],
+      ['input_reference'],
+    ],
+  },
+};
+VALID_BODIES['/api/v1/generate'] = VALID_BODIES['/api/v1/requests']!;
+
+/** A valid body of the route with one field holding a hostile value (none for other routes). */
+function oneBadField(template: string): Array<fc.Arbitrary<string>> {
+  const valid = VALID_BODIES[template];
+  if (!valid) return [];
+  return [
+    fc.tuple(fc.constantFrom(...valid.fields), hostileJsonValue).map(([fieldPath, value]) => {
+      const body = structuredClone(valid.body);
+      let at = body;
+      for (const key of fieldPath.slice(0, -1)) at = at[key] as Record<string, unknown>;
+      at[fieldPath.at(-1)!] = value;
+      return JSON.stringify(body);
+    }),
+  ];
+}
+
 function formBody(body: Operation['bodies'][number]): fc.Arbitrary<string> {
   return fc
     .array(
@@ -200,6 +277,7 @@ function httpInput(ops: Operation[]): fc.Arbitrary<HttpInput> {
       if (b.type === 'application/x-www-form-urlencoded') return formBody(b).map((t) => ({ made: 'form', body: t, type: b.type }));
       return fc.oneof(
         jsonObject(b).map((t) => ({ made: 'json object', body: t, type: 'application/json' })),
+        ...oneBadField(op.template).map((arb) => arb.map((t) => ({ made: 'json one bad field', body: t, type: 'application/json' }))),
         fc
           .jsonValue({ maxDepth: 2 })
           .map((v) => ({ made: 'json not an object', body: JSON.stringify(v) ?? 'null', type: 'application/json' })),
