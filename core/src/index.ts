@@ -42,7 +42,14 @@ export type { CallWithAuthContext } from './grpc/peer-identity.js';
 export { GrpcServer } from './grpc/server.js';
 export { HealthChecker } from './grpc/health-client.js';
 export type { HealthStatus } from './grpc/health-client.js';
-export { REFLECTION_SERVICE_NAMES, ReflectionService, type ReflectionServiceOptions } from './grpc/reflection.js';
+export {
+  REFLECTION_SERVICE_NAMES,
+  ReflectionService,
+  defaultDescriptorRegistry,
+  type ReflectionServiceOptions,
+} from './grpc/reflection.js';
+export { MalformedRequest, malformedRequestError } from './grpc/request-decoding.js';
+export { MAX_REPEATED_ELEMENTS, MAX_WIRE_DEPTH, checkWire, type WireProblem } from './grpc/wire-check.js';
 export type { GrpcServerOptions, ServiceBinding } from './grpc/server.js';
 export {
   createLogger,

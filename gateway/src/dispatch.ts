@@ -120,8 +120,9 @@ export class Dispatcher {
           await handleProtoRoute(proto, found.route, found.params, req, res, c.query, c.signal);
           return;
         case 'none':
+          // No route, so no variable to name: the path as a whole is at fault.
           if (percentDecode(rawPath) === undefined)
-            throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'malformed percent-encoding in the URL path');
+            throw gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', 'malformed percent-encoding in the URL path', { field: 'path' });
           throw new HttpStatusError(404, 'NOT_FOUND', `no route for ${method} ${rawPath}`, 'UNKNOWN_ROUTE');
       }
     } catch (err) {

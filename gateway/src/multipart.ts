@@ -90,8 +90,16 @@ export function readMultipart(req: IncomingMessage, limits: FormLimits): Promise
       else values.set(name, value);
     };
 
+    // busboy reports a part without `name=` in its Content-Disposition with an undefined name:
+    // a 400, not a TypeError thrown out of its event (which would leave the request unanswered).
+    const unnamed = (name: string | undefined): boolean => {
+      if (typeof name === 'string' && name !== '') return false;
+      fail(invalid('form', 'a part has no name (expected Content-Disposition: form-data; name="…")'));
+      return true;
+    };
+
     parser.on('field', (name, value, info) => {
-      if (problem) return;
+      if (problem || unnamed(name)) return;
       fields += 1;
       if (info.nameTruncated) fail(invalid(name, 'field name is too long'));
       else if (fields > limits.maxFields) fail(invalid(name, `too many form fields (at most ${limits.maxFields})`));
@@ -99,14 +107,21 @@ export function readMultipart(req: IncomingMessage, limits: FormLimits): Promise
       else add(name, value);
     });
     parser.on('file', (name, stream, info) => {
-      if (problem || !limits.fileFields.includes(name)) {
-        if (!problem) {
-          fail(
-            limits.fileFields.length === 0
-              ? invalid(name, 'expected a text value, got a file (this route takes no file)')
-              : invalid(name, `expected a text value, got a file (files go in ${limits.fileFields.join(', ')})`),
-          );
-        }
+      // A form that ends inside a file destroys the file's stream with busboy's error: without
+      // a listener that is an uncaught exception. The parser reports the same error (below).
+      stream.on('error', (err: Error) =>
+        fail(gatewayError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `request body is not valid form data: ${err.message}`)),
+      );
+      if (problem || unnamed(name)) {
+        stream.resume();
+        return;
+      }
+      if (!limits.fileFields.includes(name)) {
+        fail(
+          limits.fileFields.length === 0
+            ? invalid(name, 'expected a text value, got a file (this route takes no file)')
+            : invalid(name, `expected a text value, got a file (files go in ${limits.fileFields.join(', ')})`),
+        );
         stream.resume();
         return;
       }

@@ -59,9 +59,9 @@ export function preview(s: string, max = 40): string {
   return s.length > max ? `${s.slice(0, max)}…` : s;
 }
 
-/** A field name the client wrote, for an error (a long unknown key is cut short). */
+/** A field name the client wrote, for an error (a long unknown key is cut short; the empty key is `""`, so that it is still named). */
 export function previewName(key: string): string {
-  return preview(key, 64);
+  return key === '' ? '""' : preview(key, 64);
 }
 
 function join2(path: string, key: string | number): string {

@@ -180,3 +180,14 @@ export function last(events: RequestEvent[]): RequestEvent {
   if (!e) throw new Error('no events');
   return e;
 }
+
+/** Polls `fn` until it returns a value (bounded); for state only visible by asking. */
+export async function until<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

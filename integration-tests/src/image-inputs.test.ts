@@ -16,7 +16,7 @@ import { decodePng, encodeImage, encodePng } from '@diffmesh/media';
 import { silentLogger, type StageTask } from '@diffmesh/core';
 import { gatewayConfigFrom, startGateway } from '@diffmesh/gateway';
 import { StageServiceConfigSchema, startStageService, type RunningStageService } from '@diffmesh/stage-host';
-import { startTestMesh, type TestMesh } from './harness.js';
+import { startTestMesh, until, type TestMesh } from './harness.js';
 
 const KEY = 'dm-image-inputs-key-0123456789';
 const MODEL = 'diffmesh/tiny-shapes';
@@ -93,17 +93,6 @@ afterAll(async () => {
   await t?.stop();
   await rm(dir, { recursive: true, force: true });
 });
-
-/** Polls `fn` until it returns a value (bounded). */
-async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** A PNG of random-looking pixels: `size` 16 stays under 64 KiB (passed inline), 256 does not. */
 function noisePng(size: number, seed: number): Buffer {

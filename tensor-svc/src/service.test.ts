@@ -4,7 +4,7 @@ import { mkdtemp, open, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadDiffmeshProtos, type PutRequest, type TensorServiceClient as RawClient } from '@diffmesh/protos';
 import { Code, ConfigError, DiffmeshError, channelOptions, fromWire, silentLogger, type ObjectRef } from '@diffmesh/core';
 import {
@@ -662,6 +662,21 @@ describe('malformed Put streams', () => {
     } finally {
       c.close();
     }
+  });
+
+  it('keeps nothing of a put whose client cancels after its last byte (found by the fuzz suite: the client was told CANCELLED, the object stayed)', async () => {
+    const before = svc.store.usage().memory.objects;
+    const err = await new Promise<DiffmeshError>((resolve) => {
+      const call = raw.Put((e) => resolve(fromWire(e)));
+      call.on('error', () => undefined);
+      call.write(header());
+      call.write(chunk(0, [1, 2, 3, 4]));
+      // Every byte is there; the stream is reset instead of ended.
+      setTimeout(() => call.cancel(), 100);
+    });
+    expect(err.code).toBe(Code.CANCELLED);
+    // The commit may complete after the cancellation; the object goes once it does.
+    await vi.waitFor(() => expect(svc.store.usage().memory).toMatchObject({ objects: before, reservedBytes: 0 }), { timeout: 3000 });
   });
 });
 

@@ -311,7 +311,13 @@ export class TensorServiceImpl {
     let waitingForHeader = false;
 
     const finish = (err: unknown, ref?: ObjectRef): void => {
-      if (finished) return;
+      if (finished) {
+        // A commit that completed after the call ended: the client cancelled after its last
+        // byte (grpc-js reads the reset as the end of the stream, then as a cancellation), so
+        // it was told CANCELLED and holds no ref. Keeping the object would leak it until its TTL.
+        if (ref) this.discardPut(ref);
+        return;
+      }
       finished = true;
       this.metrics.streamClosed();
       span.setAttribute(ATTR.tensorBytes, ref?.sizeBytes ?? received);
@@ -333,6 +339,8 @@ export class TensorServiceImpl {
         call.removeAllListeners('data');
         call.on('data', () => undefined);
         call.resume();
+      } else if (call.cancelled) {
+        this.discardPut(ref as ObjectRef);
       } else {
         callback(null, { ref: objectRefToWire(this.withOwner(ref as ObjectRef)) });
       }
@@ -409,6 +417,13 @@ export class TensorServiceImpl {
     });
     call.on('error', (err: unknown) => finish(err));
     call.on('cancelled', () => finish(cancelled('Put cancelled by the client')));
+  }
+
+  /** Deletes the object of a put whose client is gone before it learnt of it. */
+  private discardPut(ref: ObjectRef): void {
+    this.store
+      .delete(ref.objectId)
+      .catch((err: unknown) => this.log.warn({ err, objectId: ref.objectId }, 'Put: could not delete the object of a cancelled put'));
   }
 
   // ---- Get ----

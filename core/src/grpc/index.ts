@@ -15,5 +15,7 @@ export type { TlsConfig, TlsFiles } from './options.js';
 export { IDENTITY_URI_PREFIX, certificateIdentity, peerIdentity } from './peer-identity.js';
 export type { CallWithAuthContext } from './peer-identity.js';
 export { GrpcServer } from './server.js';
-export { REFLECTION_SERVICE_NAMES, ReflectionService, type ReflectionServiceOptions } from './reflection.js';
+export { REFLECTION_SERVICE_NAMES, ReflectionService, defaultDescriptorRegistry, type ReflectionServiceOptions } from './reflection.js';
+export { MalformedRequest, malformedRequestError } from './request-decoding.js';
+export { MAX_REPEATED_ELEMENTS, MAX_WIRE_DEPTH, checkWire, type WireProblem } from './wire-check.js';
 export type { GrpcServerOptions, ServiceBinding } from './server.js';

@@ -22,6 +22,8 @@ import {
   type FileDescriptorProto,
 } from '@bufbuild/protobuf/wkt';
 import { readDescriptorSet } from '@diffmesh/protos';
+import { invalidParameter } from '../errors/index.js';
+import { toWire } from '../wire/errors.js';
 
 /** The reflection services a {@link ReflectionService} adds, newest first. */
 export const REFLECTION_SERVICE_NAMES = ['grpc.reflection.v1.ServerReflection', 'grpc.reflection.v1alpha.ServerReflection'] as const;
@@ -93,7 +95,8 @@ export class ReflectionService {
       const answer = this.answer(request.messageRequest, sent);
       if (!answer) {
         ended = true;
-        call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: 'reflection: the request sets no known message_request field' });
+        // A diffmesh error, so that the field travels in ErrorInfo and BadRequest as on every method.
+        call.emit('error', toWire(invalidParameter('message_request', 'the reflection request sets no known message_request field')));
         return;
       }
       call.write(create(responseSchema, { validHost: request.host, originalRequest: request, messageResponse: answer }));
@@ -183,7 +186,8 @@ class DescriptorIndex {
   private readonly messages = new Set<string>();
   /** Extendee full name → extension number → file name. */
   private readonly extensions = new Map<string, Map<number, string>>();
-  private readonly registry: FileRegistry;
+  /** Every message, enum and service of the set, resolved. */
+  readonly registry: FileRegistry;
 
   constructor(descriptorSet: Uint8Array) {
     const set = fromBinary(FileDescriptorSetSchema, descriptorSet);
@@ -288,4 +292,12 @@ let defaultDescriptorIndex: DescriptorIndex | undefined;
 function defaultIndex(): DescriptorIndex {
   defaultDescriptorIndex ??= new DescriptorIndex(readDescriptorSet());
   return defaultDescriptorIndex;
+}
+
+/**
+ * Every type and service of the protos package's descriptor set (diffmesh's, health,
+ * reflection, google.rpc), resolved once per process: what request messages are checked against.
+ */
+export function defaultDescriptorRegistry(): FileRegistry {
+  return defaultIndex().registry;
 }

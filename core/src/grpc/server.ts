@@ -2,7 +2,8 @@ import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import type { Logger } from '../logging/index.js';
 import { channelOptions, serverCredentials, type TlsFiles } from './options.js';
-import { ReflectionService } from './reflection.js';
+import { defaultDescriptorRegistry, ReflectionService } from './reflection.js';
+import { guardServiceDefinition, rejectMalformedRequests } from './request-decoding.js';
 
 const HEALTH_SERVICE = 'grpc.health.v1.Health';
 
@@ -20,6 +21,23 @@ export interface GrpcServerOptions {
   services: ServiceBinding[];
   log: Logger;
   tls?: TlsFiles;
+}
+
+/**
+ * A grpc-js server whose every service (health and reflection too) answers a malformed
+ * request message with INVALID_ARGUMENT naming the message type and field, never INTERNAL
+ * (see request-decoding.ts).
+ */
+class CheckedServer extends grpc.Server {
+  private readonly registry = defaultDescriptorRegistry();
+
+  constructor(options: grpc.ServerOptions) {
+    super({ ...options, interceptors: [rejectMalformedRequests, ...(options.interceptors ?? [])] });
+  }
+
+  override addService(service: grpc.ServiceDefinition, implementation: grpc.UntypedServiceImplementation): void {
+    super.addService(guardServiceDefinition(service, this.registry), implementation);
+  }
 }
 
 /**
@@ -49,7 +67,7 @@ export class GrpcServer {
   }
 
   static async start(opts: GrpcServerOptions): Promise<GrpcServer> {
-    const server = new grpc.Server(channelOptions());
+    const server = new CheckedServer(channelOptions());
     const names = opts.services.map((s) => s.name);
     const health = new HealthImplementation(Object.fromEntries([['', 'NOT_SERVING'], ...names.map((n) => [n, 'NOT_SERVING'])]));
     health.addToServer(server);

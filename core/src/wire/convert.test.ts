@@ -178,6 +178,11 @@ describe('GenerationParams', () => {
     expect(inputImageFromWire(asRef)).toStrictEqual({ kind: 'ref', ref: ref('image') });
     expect(inputImageFromWire(paramsCodec().decode(paramsCodec().encode({ prompt: 'p' })))).toBeUndefined();
   });
+
+  it('refuses an input image whose data is set and empty (found by the fuzz suite: it passed as no image)', () => {
+    const empty = paramsCodec().decode(paramsCodec().encode({ prompt: 'p', inputImage: { data: Buffer.alloc(0) } }));
+    expect(() => inputImageFromWire(empty)).toThrow(expect.objectContaining({ code: Code.INVALID_ARGUMENT, field: 'input_image.data' }));
+  });
 });
 
 describe('ExecutionPlan', () => {

@@ -277,7 +277,11 @@ export function paramsFromWire(params: WireGenerationParams | null | undefined):
   return { prompt: '', ...input } as GenerationParams;
 }
 
-/** The input image of a request, if it has one. */
+/**
+ * The input image of a request, if it has one. An image whose `data` is set but empty is
+ * INVALID_ARGUMENT naming `input_image.data` (it used to pass as "no image", so that a
+ * client that lost its file got a text-only result instead of an error).
+ */
 export function inputImageFromWire(params: WireGenerationParams | null | undefined): InputImageSource | undefined {
   const image = params?.inputImage;
   if (!image) return undefined;
@@ -285,6 +289,8 @@ export function inputImageFromWire(params: WireGenerationParams | null | undefin
   if (image.data !== undefined && image.data !== null) {
     const data = typeof image.data === 'string' ? Buffer.from(image.data, 'base64') : new Uint8Array(image.data);
     if (data.byteLength > 0) return { kind: 'data', data, mediaType: image.mediaType ?? '' };
+    if (image.kind === 'data')
+      throw invalidParameter('input_image.data', 'is empty (an input image needs its encoded bytes: PNG, JPEG or WebP)');
   }
   return undefined;
 }
