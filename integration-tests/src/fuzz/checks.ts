@@ -15,8 +15,9 @@ export const CALL_DEADLINE_MS = 5_000;
 /**
  * gRPC answers that are a service doing its job with a bad input: the input is refused
  * (INVALID_ARGUMENT, OUT_OF_RANGE, FAILED_PRECONDITION), names something that does not
- * exist (NOT_FOUND), collides (ALREADY_EXISTS), is over a limit (RESOURCE_EXHAUSTED), or
- * fails its checksum (DATA_LOSS, tensor-svc's CHECKSUM_MISMATCH). INTERNAL, UNKNOWN,
+ * exist (NOT_FOUND), collides (ALREADY_EXISTS), is over a limit (RESOURCE_EXHAUSTED), lacks
+ * an object's capability (PERMISSION_DENIED, tensor-svc's CAPABILITY_REQUIRED), or fails its
+ * checksum (DATA_LOSS, tensor-svc's CHECKSUM_MISMATCH). INTERNAL, UNKNOWN,
  * UNAVAILABLE and DEADLINE_EXCEEDED are never right.
  */
 const ACCEPTED_CODES = new Set<number>([
@@ -29,6 +30,7 @@ const ACCEPTED_CODES = new Set<number>([
   grpc.status.RESOURCE_EXHAUSTED,
   grpc.status.DATA_LOSS,
   grpc.status.UNAUTHENTICATED,
+  grpc.status.PERMISSION_DENIED,
 ]);
 
 /** What is wrong with a gRPC answer, or undefined when it is correct for a bad input. */

@@ -41,29 +41,37 @@ export function grpcTargets(mesh: FuzzMesh): Target[] {
   return targets;
 }
 
-const putResponse = () => messageCodec<object, { ref?: { objectId: string } | null }>('diffmesh.tensor.v1.PutResponse');
+const putResponse = () =>
+  messageCodec<object, { ref?: { objectId: string; capability?: string } | null }>('diffmesh.tensor.v1.PutResponse');
 const putObjectsResponse = () =>
-  messageCodec<object, { ref?: { objectId: string } | null; error?: { code: number; message: string; field: string } | null }>(
-    'diffmesh.tensor.v1.PutObjectsResponse',
-  );
+  messageCodec<
+    object,
+    { ref?: { objectId: string; capability?: string } | null; error?: { code: number; message: string; field: string } | null }
+  >('diffmesh.tensor.v1.PutObjectsResponse');
 
 /**
  * Objects an input managed to store (a mutated Put that is still a valid put): they are the
  * client's, not a leak, and are deleted so that tensor-svc's bytes can be compared.
  */
-function storedObjects(target: Target, outcome: RawOutcome): { ids: string[]; innerError?: string } {
-  const ids: string[] = [];
+/** An object a fuzz input stored, and the capability to delete it. */
+export interface StoredObject {
+  objectId: string;
+  capability: string;
+}
+
+function storedObjects(target: Target, outcome: RawOutcome): { ids: StoredObject[]; innerError?: string } {
+  const ids: StoredObject[] = [];
   let innerError: string | undefined;
   if (target.path === '/diffmesh.tensor.v1.TensorService/Put') {
     for (const r of outcome.responses) {
-      const id = putResponse().decode(r).ref?.objectId;
-      if (id) ids.push(id);
+      const ref = putResponse().decode(r).ref;
+      if (ref?.objectId) ids.push({ objectId: ref.objectId, capability: ref.capability ?? '' });
     }
   }
   if (target.path === '/diffmesh.tensor.v1.TensorService/PutObjects') {
     for (const r of outcome.responses) {
       const res = putObjectsResponse().decode(r);
-      if (res.ref?.objectId) ids.push(res.ref.objectId);
+      if (res.ref?.objectId) ids.push({ objectId: res.ref.objectId, capability: res.ref.capability ?? '' });
       // An object's own error travels in the stream: it must be as correct as a call's.
       if (res.error && (res.error.code === grpc.status.INTERNAL || res.error.code === grpc.status.UNKNOWN)) {
         innerError = `PutObjects answered an object with ${grpc.status[res.error.code]}: ${res.error.message}`;
@@ -81,7 +89,7 @@ function describeInput(path: string, h: { mutation: Mutation; bytes: Buffer }): 
 export async function fuzzGrpcMethods(mesh: FuzzMesh, report: FuzzReport): Promise<void> {
   const surface = 'grpc';
   const targets = grpcTargets(mesh);
-  const stored: string[] = [];
+  const stored: StoredObject[] = [];
   // Inputs name their target by index and path: a failure report prints them, not the client.
   const input = fc.integer({ min: 0, max: targets.length - 1 }).chain((i) =>
     hostileMessage(targets[i].method.input).map((h) => ({
@@ -126,8 +134,8 @@ export async function fuzzGrpcMethods(mesh: FuzzMesh, report: FuzzReport): Promi
     });
   } finally {
     const tensor = mesh.tensorClient;
-    for (const objectId of stored) {
-      await new Promise<void>((resolve) => tensor.Delete({ objectId }, () => resolve()));
+    for (const object of stored) {
+      await new Promise<void>((resolve) => tensor.Delete(object, () => resolve()));
     }
     for (const t of targets) t.client.close();
   }

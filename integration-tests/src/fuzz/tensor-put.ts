@@ -3,6 +3,7 @@
 // chunks before the header, two headers, headers whose shape, dtype and size disagree, and
 // clients that stop mid-stream. Every refused or abandoned put must give back what it
 // reserved: tensor-svc's bytes are compared with their baseline at the end of the run.
+import type { StoredObject } from './grpc-methods.js';
 import * as grpc from '@grpc/grpc-js';
 import fc from 'fast-check';
 import type { Dtype__Output as Dtype, PutRequest, PutResponse__Output } from '@diffmesh/protos';
@@ -135,12 +136,14 @@ const putInput: fc.Arbitrary<PutInput> = fc
 const STALL_DEADLINE_MS = 150;
 
 /** Sends a Put stream; resolves with the object id (OK) or the error. */
-function put(mesh: FuzzMesh, input: PutInput): Promise<{ objectId?: string; error?: DiffmeshError }> {
+function put(mesh: FuzzMesh, input: PutInput): Promise<{ object?: StoredObject; error?: DiffmeshError }> {
   return new Promise((resolve) => {
     const call = mesh.tensorClient.Put(
       { deadline: Date.now() + (input.stall ? STALL_DEADLINE_MS : CALL_DEADLINE_MS) },
       (err: grpc.ServiceError | null, res?: PutResponse__Output) =>
-        resolve(err ? { error: fromWire(err) } : { objectId: res?.ref?.objectId ?? '' }),
+        resolve(
+          err ? { error: fromWire(err) } : { object: { objectId: res?.ref?.objectId ?? '', capability: res?.ref?.capability ?? '' } },
+        ),
     );
     for (const [i, m] of input.messages.entries()) {
       if (input.cancelAfter === i) {
@@ -161,12 +164,12 @@ function put(mesh: FuzzMesh, input: PutInput): Promise<{ objectId?: string; erro
 export async function fuzzTensorPut(mesh: FuzzMesh, report: FuzzReport): Promise<void> {
   const surface = 'tensor-put';
   const client = new grpc.Client(mesh.tensor.address, grpc.credentials.createInsecure());
-  const stored: string[] = [];
+  const stored: StoredObject[] = [];
   try {
     await forEachInput('tensorPut', putInput, async (input) => {
-      const { objectId, error } = await put(mesh, input);
+      const { object, error } = await put(mesh, input);
       report.record(surface, { made: input.kind, target: 'TensorService/Put' }, error ? grpc.status[error.code] : 'OK');
-      if (objectId) stored.push(objectId);
+      if (object?.objectId) stored.push(object);
       const what = `Put ${input.kind} (${input.messages.length} messages)`;
       // A cancelled call is the client's own doing; anything else must be a correct refusal.
       const wrong =
@@ -186,9 +189,9 @@ export async function fuzzTensorPut(mesh: FuzzMesh, report: FuzzReport): Promise
       }
     });
   } finally {
-    for (const objectId of stored) {
+    for (const { objectId, capability } of stored) {
       const deleted = await new Promise<string>((resolve) =>
-        mesh.tensorClient.Delete({ objectId }, (err, res) =>
+        mesh.tensorClient.Delete({ objectId, capability }, (err, res) =>
           resolve(err ? `${grpc.status[err.code]} ${err.details}` : res?.deleted ? 'deleted' : 'not there'),
         ),
       );
