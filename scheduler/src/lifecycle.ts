@@ -174,7 +174,15 @@ export class RequestLifecycle {
     const reqId = req.requestId || randomUUID();
     const span = diffmeshTracer().startSpan(
       SPAN.request,
-      { kind: SpanKind.SERVER, attributes: { [ATTR.requestId]: reqId, [ATTR.model]: req.model, [ATTR.priority]: req.priority ?? 0 } },
+      {
+        kind: SpanKind.SERVER,
+        attributes: {
+          [ATTR.requestId]: reqId,
+          [ATTR.tenant]: req.tenant ?? DEFAULT_TENANT,
+          [ATTR.model]: req.model,
+          [ATTR.priority]: req.priority ?? 0,
+        },
+      },
       parent,
     );
     try {

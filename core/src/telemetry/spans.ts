@@ -11,6 +11,7 @@ import {
 } from '@opentelemetry/api';
 import { Code, DiffmeshError } from '../errors/index.js';
 import type { StageTask } from '../stage-task.js';
+import { DEFAULT_TENANT } from '../tenants/tenants.js';
 
 export { SpanKind };
 export type { Attributes, Context, Span, Tracer };
@@ -51,6 +52,8 @@ export const SPAN = {
 /** Attribute keys of diffmesh spans. */
 export const ATTR = {
   requestId: 'diffmesh.request_id',
+  /** The request's tenant (`default` when the mesh has no tenants). */
+  tenant: 'diffmesh.tenant',
   model: 'diffmesh.model',
   priority: 'diffmesh.priority',
   /** Final request status: completed | failed | cancelled. */
@@ -157,11 +160,12 @@ export function traceLogFields(): { traceId?: string; spanId?: string } {
  * stage service and an in-process instance, so embedded traces have the mesh's shape.
  */
 export function stageExecuteAttributes(
-  task: Pick<StageTask, 'reqId' | 'model' | 'stage' | 'stageIndex' | 'attempt'>,
+  task: Pick<StageTask, 'reqId' | 'model' | 'stage' | 'stageIndex' | 'attempt' | 'tenant'>,
   instance: { pool: string; instanceId: string; nodeId: string },
 ): Record<string, string | number> {
   return {
     [ATTR.requestId]: task.reqId,
+    [ATTR.tenant]: task.tenant ?? DEFAULT_TENANT,
     [ATTR.model]: task.model,
     [ATTR.stage]: task.stage,
     [ATTR.stageIndex]: task.stageIndex,
