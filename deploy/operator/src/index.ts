@@ -6,7 +6,9 @@ export {
   GROUP,
   KIND,
   PLURAL,
+  REPO_ID,
   VERSION,
+  canonicalStage,
   checkCrdRules,
   crdFile,
   defaultChartDir,
@@ -19,11 +21,14 @@ export type {
   DiffusionPipeline,
   DiffusionPipelineSpec,
   DiffusionPipelineStatus,
+  ModelPathStatus,
   PipelineSchema,
   SpecProblem,
+  StageAlias,
+  StageName,
   StageSpec,
 } from './pipeline.js';
-export { pipelineToValues } from './values.js';
+export { pipelineToValues, resolveModelPaths } from './values.js';
 export { MANAGED_BY, PIPELINE_LABEL, adopt, objectKey, parseManifests, renderPipeline, sortForApply } from './render.js';
 export type { K8sObject, RenderedPipeline } from './render.js';
 export { CONDITIONS, FIELD_MANAGER, PRUNABLE_KINDS, Reconciler, readiness } from './reconcile.js';

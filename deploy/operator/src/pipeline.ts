@@ -55,12 +55,24 @@ export interface AutoscalingSpec {
   pollingInterval?: number;
   cooldownPeriod?: number;
   prometheusAddress?: string;
+  /** Design-style target: `[{ type: queue_size, target }]`, the same as targetTasksPerReplica. */
+  metrics?: Array<{ type: 'queue_size'; target: number }>;
 }
 
 export type StageName = 'text_encoding' | 'text_encoding_2' | 'image_encoding' | 'denoising' | 'vae_decoding';
+/** The hyphenated stage names the CRD accepts as aliases. */
+export type StageAlias = 'text-encoding' | 'text-encoding-2' | 'image-encoding' | 'vae-decoding';
+
+/** The canonical stage of a stage name or alias (`text-encoding` → `text_encoding`). */
+export function canonicalStage(name: StageName | StageAlias): StageName {
+  return name.replace(/-/g, '_') as StageName;
+}
+
+/** Hugging Face repo id (`org/name`, optionally `@revision`), as the CRD's model.path accepts it. */
+export const REPO_ID = /^([A-Za-z0-9][A-Za-z0-9._-]*)\/([A-Za-z0-9][A-Za-z0-9._-]*)(?:@([A-Za-z0-9][A-Za-z0-9._-]*))?$/;
 
 export interface StageSpec {
-  name: StageName;
+  name: StageName | StageAlias;
   pool: string;
   replicas?: number;
   capacity?: number;
@@ -113,6 +125,8 @@ export interface DiffusionPipelineSpec {
     credentialsSecret?: string;
   };
   models?: { volume?: Record<string, unknown>; mountPath?: string };
+  /** The Redis server of the scheduler's queue (queueBackend redis). */
+  redis?: { host: string; port?: number; db?: number; passwordSecret?: { name: string; key?: string } };
   stages: StageSpec[];
   autoscaling?: AutoscalingSpec;
   gateway?: {
@@ -132,7 +146,18 @@ export interface DiffusionPipelineStatus {
   renderedHash?: string;
   appliedObjects?: number;
   pools?: Array<{ name: string; stage?: string; replicas?: number; readyReplicas?: number }>;
+  /** Each stage's model path as given and as its pool loads it (a repo id resolved under the models volume). */
+  models?: ModelPathStatus[];
   conditions?: Condition[];
+}
+
+export interface ModelPathStatus {
+  stage: StageName;
+  pool: string;
+  path: string;
+  resolvedPath: string;
+  resolvedFrom: 'RepoId' | 'Path';
+  revision?: string;
 }
 
 export interface DiffusionPipeline {
@@ -184,10 +209,21 @@ export function toJsonSchema(s: JsonSchema): JsonSchema {
 export const CEL_RULES: Record<string, (self: any) => boolean> = {
   '!has(self.constraints) || !has(self.defaults) || (self.defaults.width <= self.constraints.maxWidth && self.defaults.height <= self.constraints.maxHeight)':
     (s) => !s.constraints || !s.defaults || (s.defaults.width <= s.constraints.maxWidth && s.defaults.height <= s.constraints.maxHeight),
-  "!self.stages.exists(s, s.name == 'image_encoding') || (has(self.modalities) && self.modalities.exists(m, m in ['image-to-video', 'image-to-image']))":
+  "!self.stages.exists(s, s.name in ['image_encoding', 'image-encoding']) || (has(self.modalities) && self.modalities.exists(m, m in ['image-to-video', 'image-to-image']))":
     (s) =>
-      !s.stages.some((st: StageSpec) => st.name === 'image_encoding') ||
+      !s.stages.some((st: StageSpec) => canonicalStage(st.name) === 'image_encoding') ||
       (Array.isArray(s.modalities) && s.modalities.some((m: string) => m === 'image-to-video' || m === 'image-to-image')),
+  "!has(self.redis) || (self.scheduler.queueBackend == 'redis' && !has(self.scheduler.queueUrl))": (s) =>
+    !s.redis || (s.scheduler.queueBackend === 'redis' && s.scheduler.queueUrl === undefined),
+  "self.scheduler.queueBackend != 'redis' || has(self.redis) || has(self.scheduler.queueUrl) || (has(self.tensorStore) && has(self.tensorStore.credentialsSecret))":
+    (s) =>
+      s.scheduler.queueBackend !== 'redis' ||
+      s.redis !== undefined ||
+      s.scheduler.queueUrl !== undefined ||
+      s.tensorStore?.credentialsSecret !== undefined,
+  "self.all(s, self.filter(t, t.name.replace('-', '_') == s.name.replace('-', '_')).size() == 1)": (s) =>
+    s.every((a: StageSpec) => s.filter((b: StageSpec) => canonicalStage(b.name) === canonicalStage(a.name)).length === 1),
+  '!has(self.metrics) || !has(self.targetTasksPerReplica)': (s) => s.metrics === undefined || s.targetTasksPerReplica === undefined,
   'self.remainder < self.modulus': (s) => s.remainder < s.modulus,
   "self.replicas <= 1 || self.queueBackend in ['redis', 'jetstream']": (s) =>
     s.replicas <= 1 || ['redis', 'jetstream'].includes(s.queueBackend),

@@ -2,6 +2,7 @@ import { PatchStrategy, type KubernetesListObject, type KubernetesObject } from 
 import type { Logger } from 'pino';
 import type { Condition, DiffusionPipeline, DiffusionPipelineStatus, PipelineSchema } from './pipeline.js';
 import { MANAGED_BY, PIPELINE_LABEL, objectKey, renderPipeline, type K8sObject, type RenderedPipeline } from './render.js';
+import { resolveModelPaths } from './values.js';
 
 /** Field manager of every server-side apply the operator makes. */
 export const FIELD_MANAGER = 'diffmesh-operator';
@@ -211,11 +212,15 @@ export class Reconciler {
     // 5. Status.
     const { pools, waiting } = readiness(rendered.objects, live);
     const ready = waiting.length === 0;
+    // Where each stage's model path points; a repo id is reported as resolved under the models
+    // volume. Always written (empty too): the status is a merge patch, so a list left out stays.
+    const models = resolveModelPaths(pipeline.spec);
     const status: DiffusionPipelineStatus = {
       observedGeneration: generation,
       renderedHash: rendered.hash,
       appliedObjects: applied.length,
       pools,
+      models,
       conditions: [
         this.condition(
           previous,

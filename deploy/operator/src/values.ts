@@ -1,4 +1,12 @@
-import type { AutoscalingSpec, DiffusionPipeline, StageSpec } from './pipeline.js';
+import {
+  canonicalStage,
+  REPO_ID,
+  type AutoscalingSpec,
+  type DiffusionPipeline,
+  type DiffusionPipelineSpec,
+  type ModelPathStatus,
+  type StageSpec,
+} from './pipeline.js';
 
 type Values = Record<string, unknown>;
 
@@ -23,12 +31,61 @@ function autoscalingValues(a: AutoscalingSpec | undefined): Values | undefined {
     pollingInterval: 'pollingInterval',
     cooldownPeriod: 'cooldownPeriod',
   });
+  // The design's `metrics: [{ type: queue_size, target }]` is the pool-tasks scaler's target.
+  const queueSize = a.metrics?.find((m) => m.type === 'queue_size');
+  if (queueSize) out.targetTasksPerReplica = queueSize.target;
   if (a.prometheusAddress) out.prometheus = { serverAddress: a.prometheusAddress };
   return out;
 }
 
+/** The chart's models mount (`models.mountPath`, /models unless the spec sets it). */
+function modelsMount(spec: DiffusionPipelineSpec): string {
+  return (spec.models?.mountPath ?? '/models').replace(/\/+$/, '');
+}
+
+/**
+ * Each stage's model path as given and as its pool loads it: an absolute path (a models root)
+ * as it is; a Hugging Face repo id `org/name` as the model directory `<models.mountPath>/org/name`
+ * (the volume's `<org>/<name>/` layout), `org/name@rev` as `<models.mountPath>/org/name@rev`.
+ * Nothing is downloaded: the files must be on the volume.
+ */
+export function resolveModelPaths(spec: DiffusionPipelineSpec): ModelPathStatus[] {
+  const out: ModelPathStatus[] = [];
+  for (const s of spec.stages) {
+    const p = s.model?.path;
+    if (!p) continue;
+    const m = p.startsWith('/') ? null : REPO_ID.exec(p);
+    out.push({
+      stage: canonicalStage(s.name),
+      pool: s.pool,
+      path: p,
+      resolvedPath: m ? `${modelsMount(spec)}/${m[1]}/${m[2]}${m[3] ? `@${m[3]}` : ''}` : p,
+      resolvedFrom: m ? 'RepoId' : 'Path',
+      ...(m?.[3] ? { revision: m[3] } : {}),
+    });
+  }
+  return out;
+}
+
+/**
+ * The scheduler's queue on `spec.redis`: `--queue-url redis://host:port/db`; with a password,
+ * the URL goes through the environment instead (Kubernetes expands `$(REDIS_PASSWORD)`, which
+ * comes from the Secret), so the password is in no argument.
+ */
+function redisQueue(redis: NonNullable<DiffusionPipelineSpec['redis']>): { url?: string; extraEnv?: Values[] } {
+  const hostPort = `${redis.host}:${redis.port ?? 6379}/${redis.db ?? 0}`;
+  const secret = redis.passwordSecret;
+  if (!secret) return { url: `redis://${hostPort}` };
+  return {
+    extraEnv: [
+      { name: 'REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: secret.name, key: secret.key ?? 'password' } } },
+      { name: 'DIFFMESH_SCHEDULER_QUEUE_URL', value: `redis://:$(REDIS_PASSWORD)@${hostPort}` },
+    ],
+  };
+}
+
 function poolValues(model: string, s: StageSpec): Values {
-  const p: Values = { stage: s.name, models: [model] };
+  const p: Values = { stage: canonicalStage(s.name), models: [model] };
   pick(p, s as unknown as Record<string, unknown>, {
     replicas: 'replicas',
     capacity: 'capacity',
@@ -78,10 +135,10 @@ export function pipelineToValues(pipeline: DiffusionPipeline): Values {
   plan.modalities = spec.modalities ?? ['text-to-image'];
   // The image encoder takes the request's input image, and runs only for requests with one.
   plan.stages = spec.stages.map((s) => ({
-    name: s.name,
+    name: canonicalStage(s.name),
     pool: s.pool,
     ...(s.versionRange ? { version: s.versionRange } : {}),
-    ...(s.name === 'image_encoding' ? { requires: 'input_image' } : {}),
+    ...(canonicalStage(s.name) === 'image_encoding' ? { requires: 'input_image' } : {}),
   }));
   plan.defaults = { ...(spec.defaults ?? {}) };
   plan.constraints = { ...(spec.constraints ?? {}) };
@@ -101,9 +158,12 @@ export function pipelineToValues(pipeline: DiffusionPipeline): Values {
       nodeSelector: 'nodeSelector',
       tolerations: 'tolerations',
     });
-    if (sc.queueBackend || sc.queueUrl) {
-      s.queue = { ...(sc.queueBackend ? { backend: sc.queueBackend } : {}), ...(sc.queueUrl ? { url: sc.queueUrl } : {}) };
+    const redis = sc.queueBackend === 'redis' && spec.redis ? redisQueue(spec.redis) : {};
+    const url = sc.queueUrl ?? redis.url;
+    if (sc.queueBackend || url) {
+      s.queue = { ...(sc.queueBackend ? { backend: sc.queueBackend } : {}), ...(url ? { url } : {}) };
     }
+    if (redis.extraEnv) s.extraEnv = redis.extraEnv;
     v.scheduler = s;
   }
   if (spec.nats?.url || spec.nats?.credentialsSecret) {
@@ -132,10 +192,19 @@ export function pipelineToValues(pipeline: DiffusionPipeline): Values {
   }
 
   const pools: Values = {};
+  const paths = new Map(resolveModelPaths(spec).map((m) => [m.pool, m]));
   for (const s of spec.stages) {
     const p = poolValues(spec.model, s);
-    // A stage's model path is a models root of its own, searched before the image's built-ins.
-    if (s.model?.path) p.modelsDirs = [s.model.path, '/app/models/generated'];
+    const m = paths.get(s.pool);
+    if (m?.resolvedFrom === 'RepoId') {
+      // A repo id names one model directory on the volume: the pool serves the pipeline's model
+      // from it (--models id=DIR), the volume's root staying the models root.
+      p.model = { ...(p.model as Values), path: m.resolvedPath };
+      p.models = [`${spec.model}=${m.resolvedPath}`];
+    } else if (m) {
+      // An absolute path is a models root of its own, searched before the image's built-ins.
+      p.modelsDirs = [m.resolvedPath, '/app/models/generated'];
+    }
     pools[s.pool] = p;
   }
   v.pools = pools;
