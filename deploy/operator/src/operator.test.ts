@@ -1,7 +1,7 @@
 // The operator against recorded API objects: no API server runs here, so a fake
 // KubernetesObjectApi records every call and answers with objects shaped like the API
 // server's answers (status included). The chart is rendered with the real helm binary.
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
@@ -11,6 +11,7 @@ import { parse } from 'yaml';
 import { Controller, type PipelineSource } from './controller.js';
 import { helmBinary, helmTemplate } from './helm.js';
 import {
+  canonicalStage,
   crdFile,
   defaultChartDir,
   loadPipelineSchema,
@@ -20,7 +21,7 @@ import {
 } from './pipeline.js';
 import { FIELD_MANAGER, Reconciler, type ObjectApi, type StatusWriter } from './reconcile.js';
 import { MANAGED_BY, PIPELINE_LABEL, objectKey, parseManifests, renderPipeline, type K8sObject } from './render.js';
-import { pipelineToValues } from './values.js';
+import { pipelineToValues, resolveModelPaths } from './values.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const DEPLOY = path.resolve(HERE, '..', '..');
@@ -135,7 +136,22 @@ describe('DiffusionPipeline schema', () => {
     ['unknown-field.yaml', /\/spec: must NOT have additional properties: unknown field "schedular"/],
     ['bad-quantity.yaml', /\/spec\/stages\/0\/resources\/limits\/memory: must match pattern/],
     ['min-above-max.yaml', /\/spec\/stages\/0: autoscaling.minReplicas must not exceed maxReplicas/],
+    ['stage-alias-duplicate.yaml', /\/spec\/stages: two stages name the same stage \(a hyphenated name is an alias/],
+    ['relative-model-path.yaml', /\/spec\/stages\/0\/model\/path: must match pattern/],
+    ['model-path-three-parts.yaml', /\/spec\/stages\/0\/model\/path: must match pattern/],
+    ['redis-bad-port.yaml', /\/spec\/redis\/port: must be <= 65535/],
+    ['redis-queue-without-address.yaml', /\/spec: scheduler.queueBackend redis needs redis \(host, port\), scheduler.queueUrl/],
+    ['redis-without-redis-queue.yaml', /\/spec: redis is the scheduler's queue; it needs scheduler.queueBackend redis/],
+    [
+      'unknown-autoscaling-metric.yaml',
+      /\/spec\/autoscaling\/metrics\/0\/type: must be equal to one of the allowed values: \["queue_size"\]/,
+    ],
+    ['metrics-and-target.yaml', /\/spec\/stages\/0\/autoscaling: autoscaling.metrics \(queue_size target\) and targetTasksPerReplica/],
   ];
+  it('has a test case for every refused example', () => {
+    const files = readdirSync(path.join(DEPLOY, 'examples', 'invalid')).filter((f) => f.endsWith('.yaml'));
+    expect(invalid.map(([f]) => f).sort()).toEqual(files.sort());
+  });
   it.each(invalid)('rejects invalid/%s', (file, expected) => {
     const problems = schema.validate(readYaml(`examples/invalid/${file}`));
     expect(problems.map((p) => `${p.path}: ${p.message}`).join('\n')).toMatch(expected);
@@ -449,5 +465,200 @@ describe('Controller', () => {
     await expect.poll(() => seen, { timeout: 2000 }).toEqual(['wan-t2v@3', 'wan-t2v@5']);
     await controller.stop();
     expect(controller.phase).toBe('STOPPED');
+  });
+});
+
+describe("the design's pipeline (deploy/examples/diffusionpipeline-design-wan.yaml)", () => {
+  const DESIGN = 'examples/diffusionpipeline-design-wan.yaml';
+  type Container = { args: string[]; env?: Array<{ name: string; value?: string; valueFrom?: unknown }> };
+  type Workload = K8sObject & {
+    spec: {
+      template: { metadata: { labels: Record<string, string>; annotations?: Record<string, string> }; spec: { containers: Container[] } };
+    };
+  };
+  const find = (objects: K8sObject[], kind: string, name: string) => objects.find((o) => o.kind === kind && o.metadata.name === name);
+  const container = (objects: K8sObject[], name: string) =>
+    (find(objects, 'Deployment', name) as Workload).spec.template.spec.containers[0];
+
+  it('is accepted as written, and renders the pools, plan, queue and scalers it asks for', async () => {
+    const p = pipeline(DESIGN);
+    expect(schema.validate(p)).toEqual([]);
+    const { objects } = await renderPipeline(p, { chartDir: CHART, helm });
+    // The hyphenated stage names are the canonical stages everywhere the mesh sees them.
+    const registry = find(objects, 'ConfigMap', 'wan-t2v-14b-registry') as K8sObject & { data: Record<string, string> };
+    const plans = parse(registry.data['plans.yaml']) as { plans: Array<{ model: string; stages: Array<{ name: string; pool: string }> }> };
+    expect(plans.plans[0].model).toBe('Wan-AI/Wan2.1-T2V-14B-Diffusers');
+    expect(plans.plans[0].stages).toEqual([
+      { name: 'text_encoding', pool: 'text-encoder-t5' },
+      { name: 'denoising', pool: 'dit-wan2.1-t2v-14b' },
+      { name: 'vae_decoding', pool: 'vae-wan2.1' },
+    ]);
+    const encoder = find(objects, 'Deployment', 'wan-t2v-14b-pool-text-encoder-t5') as Workload;
+    expect(encoder.spec.template.metadata.labels['diffmesh.io/stage']).toBe('text_encoding');
+    expect(encoder.spec.template.metadata.annotations?.['diffmesh.io/model-path']).toBe('/models/google/t5-v1_1-xxl');
+    // The repo id is the model directory on the volume, served as the pipeline's model.
+    expect(encoder.spec.template.spec.containers[0].args).toEqual(
+      expect.arrayContaining([
+        'encoder-svc',
+        '--models=Wan-AI/Wan2.1-T2V-14B-Diffusers=/models/google/t5-v1_1-xxl',
+        '--models-dirs=/models,/app/models/generated',
+      ]),
+    );
+    expect(container(objects, 'wan-t2v-14b-pool-dit-wan2-1-t2v-14b').args).toContain(
+      '--models=Wan-AI/Wan2.1-T2V-14B-Diffusers=/models/Wan-AI/Wan2.1-T2V-14B-Diffusers',
+    );
+    expect(
+      (find(objects, 'Deployment', 'wan-t2v-14b-pool-vae-wan2-1') as Workload).spec.template.metadata.labels['diffmesh.io/stage'],
+    ).toBe('vae_decoding');
+    // The redis block is the scheduler's queue.
+    expect(container(objects, 'wan-t2v-14b-scheduler').args).toEqual(
+      expect.arrayContaining(['--queue=redis', '--queue-url=redis://redis-master:6379/0']),
+    );
+    // queue_size, target 10: every pool's scaler aims at 10 queued + running tasks per instance.
+    const scalers = objects.filter((o) => o.kind === 'ScaledObject') as Array<
+      K8sObject & {
+        spec: {
+          minReplicaCount: number;
+          maxReplicaCount: number;
+          triggers: Array<{ name: string; metadata: { query: string; threshold: string } }>;
+        };
+      }
+    >;
+    expect(scalers).toHaveLength(3);
+    for (const so of scalers) {
+      expect(so.spec).toMatchObject({ minReplicaCount: 1, maxReplicaCount: 8 });
+      const tasks = so.spec.triggers.find((t) => t.name === 'pool-tasks')!;
+      expect(tasks.metadata.threshold).toBe('10');
+      expect(tasks.metadata.query).toMatch(/diffmesh_queue_size\{pool=/);
+    }
+  });
+
+  it('renders the same objects whether a stage is named text-encoding or text_encoding', async () => {
+    const hyphenated = pipeline(DESIGN);
+    const canonical = pipeline(DESIGN);
+    canonical.spec.stages = canonical.spec.stages.map((st) => ({ ...st, name: canonicalStage(st.name) }));
+    expect(schema.validate(hyphenated)).toEqual([]);
+    expect(schema.validate(canonical)).toEqual([]);
+    const a = await renderPipeline(hyphenated, { chartDir: CHART, helm });
+    const b = await renderPipeline(canonical, { chartDir: CHART, helm });
+    expect(a.objects).toEqual(b.objects);
+    expect(a.hash).toBe(b.hash);
+  });
+
+  it('reports in status where each repo id was resolved on the models volume', async () => {
+    const api = new RecordingApi();
+    const status = new RecordingStatus();
+    const reconciler = new Reconciler({ api, status, schema, chartDir: CHART, helm, log });
+    await reconciler.reconcile(pipeline(DESIGN));
+    expect(cond(status.last, 'Reconciled')).toMatchObject({ status: 'True', reason: 'Applied' });
+    expect(status.last.pools?.map((x) => [x.name, x.stage])).toEqual([
+      ['dit-wan2.1-t2v-14b', 'denoising'],
+      ['text-encoder-t5', 'text_encoding'],
+      ['vae-wan2.1', 'vae_decoding'],
+    ]);
+    expect(status.last.models).toEqual([
+      {
+        stage: 'text_encoding',
+        pool: 'text-encoder-t5',
+        path: 'google/t5-v1_1-xxl',
+        resolvedPath: '/models/google/t5-v1_1-xxl',
+        resolvedFrom: 'RepoId',
+      },
+      {
+        stage: 'denoising',
+        pool: 'dit-wan2.1-t2v-14b',
+        path: 'Wan-AI/Wan2.1-T2V-14B-Diffusers',
+        resolvedPath: '/models/Wan-AI/Wan2.1-T2V-14B-Diffusers',
+        resolvedFrom: 'RepoId',
+      },
+      {
+        stage: 'vae_decoding',
+        pool: 'vae-wan2.1',
+        path: 'Wan-AI/Wan2.1-T2V-14B-Diffusers',
+        resolvedPath: '/models/Wan-AI/Wan2.1-T2V-14B-Diffusers',
+        resolvedFrom: 'RepoId',
+      },
+    ]);
+    // The status it writes is valid against the CRD's status schema.
+    const p = pipeline(DESIGN);
+    expect(schema.validate({ ...p, status: status.last })).toEqual([]);
+    // A pipeline with absolute paths reports them as given.
+    await reconciler.reconcile(pipeline());
+    expect(status.last.models?.[0]).toEqual({
+      stage: 'text_encoding',
+      pool: 'encoder-umt5-xxl',
+      path: '/models/wan2.1',
+      resolvedPath: '/models/wan2.1',
+      resolvedFrom: 'Path',
+    });
+  });
+
+  it("resolves a repo id with a revision under the pipeline's own models mount path", () => {
+    const p = pipeline(DESIGN);
+    p.spec.models = { ...p.spec.models, mountPath: '/mnt/weights' };
+    p.spec.stages[0].model = { path: 'google/t5-v1_1-xxl@refs-pr-7', component: 'text_encoder' };
+    expect(schema.validate(p)).toEqual([]);
+    expect(resolveModelPaths(p.spec)[0]).toEqual({
+      stage: 'text_encoding',
+      pool: 'text-encoder-t5',
+      path: 'google/t5-v1_1-xxl@refs-pr-7',
+      resolvedPath: '/mnt/weights/google/t5-v1_1-xxl@refs-pr-7',
+      resolvedFrom: 'RepoId',
+      revision: 'refs-pr-7',
+    });
+    const v = pipelineToValues(p) as { pools: Record<string, Record<string, unknown>> };
+    expect(v.pools['text-encoder-t5']).toMatchObject({
+      models: ['Wan-AI/Wan2.1-T2V-14B-Diffusers=/mnt/weights/google/t5-v1_1-xxl@refs-pr-7'],
+      model: { path: '/mnt/weights/google/t5-v1_1-xxl@refs-pr-7', component: 'text_encoder' },
+    });
+    expect(v.pools['text-encoder-t5'].modelsDirs).toBeUndefined();
+  });
+
+  it('gives the scheduler the Redis password from the Secret through its environment, never its arguments', async () => {
+    const p = pipeline(DESIGN);
+    p.spec.redis = { host: 'redis-master', port: 6380, db: 2, passwordSecret: { name: 'redis-auth' } };
+    expect(schema.validate(p)).toEqual([]);
+    expect(p.spec.redis.passwordSecret?.key).toBe('password');
+    const { objects } = await renderPipeline(p, { chartDir: CHART, helm });
+    const sched = container(objects, 'wan-t2v-14b-scheduler');
+    expect(sched.args).toContain('--queue=redis');
+    expect(sched.args.some((a) => a.startsWith('--queue-url'))).toBe(false);
+    expect(JSON.stringify(sched.args)).not.toMatch(/redis:\/\/|REDIS_PASSWORD/);
+    const env = sched.env ?? [];
+    const pw = env.findIndex((e) => e.name === 'REDIS_PASSWORD');
+    const url = env.findIndex((e) => e.name === 'DIFFMESH_SCHEDULER_QUEUE_URL');
+    expect(env[pw]).toEqual({ name: 'REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'redis-auth', key: 'password' } } });
+    // Kubernetes expands $(REDIS_PASSWORD) only from a variable defined before it.
+    expect(pw).toBeGreaterThanOrEqual(0);
+    expect(url).toBeGreaterThan(pw);
+    expect(env[url].value).toBe('redis://:$(REDIS_PASSWORD)@redis-master:6380/2');
+  });
+
+  it('refuses what is really wrong in it, naming the field, and applies nothing', async () => {
+    const cases: Array<[change: (p: DiffusionPipeline) => void, expected: RegExp]> = [
+      [(p) => (p.spec.stages[0].model = { path: '../t5' }), /\/spec\/stages\/0\/model\/path: must match pattern/],
+      [(p) => (p.spec.stages[1].model = { path: 'Wan-AI/Wan2.1/transformer' }), /\/spec\/stages\/1\/model\/path: must match pattern/],
+      [
+        (p) => ((p.spec.stages[2] as { name: string }).name = 'vae-encoding'),
+        /\/spec\/stages\/2\/name: must be equal to one of the allowed values/,
+      ],
+      [(p) => (p.spec.redis = { host: 'redis-master', port: 0 }), /\/spec\/redis\/port: must be >= 1/],
+      [(p) => delete p.spec.redis, /scheduler.queueBackend redis needs redis \(host, port\)/],
+      [
+        (p) => (p.spec.scheduler = { replicas: 2, queueBackend: 'redis', queueUrl: 'redis://other:6379' }),
+        /redis is the scheduler's queue; it needs .* no scheduler.queueUrl/,
+      ],
+    ];
+    for (const [change, expected] of cases) {
+      const api = new RecordingApi();
+      const status = new RecordingStatus();
+      const reconciler = new Reconciler({ api, status, schema, chartDir: CHART, helm, log });
+      const p = pipeline(DESIGN);
+      change(p);
+      await reconciler.reconcile(p);
+      expect(api.calls).toEqual([]);
+      expect(cond(status.last, 'Reconciled')).toMatchObject({ status: 'False', reason: 'InvalidSpec' });
+      expect(cond(status.last, 'Reconciled')?.message).toMatch(expected);
+    }
   });
 });
