@@ -4,6 +4,8 @@ export { EventLog } from './event-log.js';
 export { DEFAULT_TENANT, DEFAULT_TENANT_POLICY, FairShare, directoryPolicy } from './fair-share.js';
 export type { TenantLimits, TenantPolicy } from './fair-share.js';
 export { nominalCost, TaskCosts } from './task-cost.js';
+export { parseStageCosts, planPools, PoolPlanError } from './pool-planning.js';
+export type { PlannedPool, PlannedStage, PoolPlan, PoolPlanInput, StageCostInput, WholePipeline } from './pool-planning.js';
 export { TenantQuotas } from './tenant-quotas.js';
 export type { TenantLimitName } from './tenant-quotas.js';
 export { submitWithInputImage } from './input-image.js';
