@@ -1,29 +1,13 @@
-import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, readdir, realpath, rm, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countGifFrames, decodeImage, decodePng, encodeImage, encodePng, ffmpegAvailable, probeImage, probeVideo } from '@diffmesh/media';
+import { runDiffmesh, type Run } from './fixtures/run-cli.js';
 import { buildBrokenDir, buildSdDir, meanAbsoluteError, type SdTestModel } from '@diffmesh/models';
 
 // The command as a user runs it: a separate node process on the built CLI.
-const BIN = fileURLToPath(new URL('../bin/diffmesh.js', import.meta.url));
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function diffmesh(args: string[], cwd: string): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { cwd, timeout: 120_000 }, (err, stdout, stderr) => {
-      const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+const diffmesh = (args: string[], cwd: string): Promise<Run> => runDiffmesh(args, { cwd });
 
 type Rgb = [number, number, number];
 

@@ -15,6 +15,7 @@ import { EXECUTION_PROVIDERS, type ExecutionProvider } from '@diffmesh/stage-hos
 import { connectScheduler, generateRemote } from './remote.js';
 import { cancelRemote, parseReqId, submitRemote, watchRemote } from './requests.js';
 import { runGpuAdapter, runGpuCheck, runGpuInstall } from './gpu.js';
+import { planPoolsCommand, PlanPoolsUsageError, type PlanPoolsFlags } from './plan-pools.js';
 
 /** Flags whose names differ from the API field they set (for error messages). */
 const FLAG_OF_FIELD: Record<string, string> = {
@@ -248,6 +249,36 @@ export async function main(argv: string[]): Promise<number> {
     .option('--json', 'print JSON')
     .action(async (flags: { nats?: string; json?: boolean }) => {
       code = await runStatus(flags);
+    });
+
+  program
+    .command('plan-pools')
+    .description(
+      'propose stage pool sizes from measured stage costs and a target rate or a GPU budget, and compare with the whole pipeline on every GPU',
+    )
+    .option(
+      '--stage <spec>',
+      'a stage: name=NAME[,pool=POOL][,fixed-ms=MS][,per-item-ms=MS][,steps=N][,max-batch=N]; task cost = steps × (fixed-ms + per-item-ms × batch) (repeatable)',
+      (spec: string, list: string[]) => [...list, spec],
+      [] as string[],
+    )
+    .option('--costs <file>', 'stages from a YAML/JSON file: a list (or { stages: [...] }) of objects with the --stage keys')
+    .option('--example <name>', "a built-in scenario: wan-14b (the design's Wan-14B text-to-video on 32 H100s)")
+    .option('--rate <n>', 'target rate: requests per minute (12, 12/min, 0.5/s, 600/h)')
+    .option('--gpus <n>', 'GPU budget: workers to split between the pools')
+    .option('--utilisation <x>', 'highest planned utilisation of a worker, in (0, 1] (queueing headroom)', '0.8')
+    .option('--steps <n>', 'denoising steps (sets steps of the "denoising" stage)')
+    .option('--whole-batch <n>', 'batch a whole-pipeline worker runs each stage at, capped by its max-batch', '1')
+    .option('--json', 'print the plan as JSON')
+    .action(async (flags: PlanPoolsFlags) => {
+      try {
+        await planPoolsCommand(flags, process.stdout);
+        code = EXIT.ok;
+      } catch (err) {
+        if (!(err instanceof PlanPoolsUsageError)) throw err;
+        process.stderr.write(`diffmesh: plan-pools: ${err.message} (${err.flag})\n`);
+        code = EXIT.usage;
+      }
     });
 
   const gpu = program.command('gpu').description('GPU execution providers: what this machine has, and the opt-in CUDA/TensorRT install');
