@@ -27,6 +27,7 @@ describe('diffmesh plan-pools', () => {
     expect(run.stdout).toMatch(/at most 30\.55 requests\/min on 32 GPUs \(bottleneck: denoising\)/);
     expect(run.stdout).toMatch(/whole pipeline on the same 32 GPUs: .* at most 32\.00 requests\/min/);
     expect(run.stdout).toMatch(/ratio pools \/ whole pipeline: 0\.95× = batching gain 1\.00× × balance 0\.95×/);
+    expect(run.stdout).toMatch(/note: .*its 4–5× compares 8 GPUs per video with 1/);
   });
 
   it('plans for a rate from --stage flags, and --json gives the same plan', async () => {

@@ -39,8 +39,9 @@ export const PLAN_EXAMPLES: Record<string, Example> = {
     ],
     gpus: 32,
     claim:
-      'the design claims ~4 videos/min for 4 whole-pipeline machines (8 GPUs per video) and 16–20 videos/min for pools of 2/28/2: ' +
-      'the 4–5× is between a video on 8 GPUs and a denoising task on 1, not a gain of the pools; on equal per-GPU costs, as above, both give ~30/min',
+      "the design's figures are 4 whole-pipeline machines at ~4 videos/min (a video holds a machine's 8 GPUs for its ~60 s) against " +
+      'pools of 2/28/2 at 16–20 videos/min (a stage task on one GPU): its 4–5× compares 8 GPUs per video with 1. ' +
+      'With the same per-GPU stage costs on both sides, as above, both give ~30 videos/min',
   },
 };
 
