@@ -30,6 +30,18 @@ describe('diffmesh plan-pools', () => {
     expect(run.stdout).toMatch(/note: .*its 4–5× compares 8 GPUs per video with 1/);
   });
 
+  it('sizes the wan-14b pools for a target rate: 20 × 55 s ÷ (60 s × 0.8) → 23 denoising GPUs', async () => {
+    const run = await diffmesh(['plan-pools', '--example', 'wan-14b', '--rate', '20/min'], dir);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(/text_encoding\s+text_encoding\s+1\s+2\.00\s+1\s/);
+    expect(run.stdout).toMatch(/denoising\s+denoising\s+1\s+55\.00\s+23\s/);
+    expect(run.stdout).toMatch(/vae_decoding\s+vae_decoding\s+1\s+3\.00\s+2\s/);
+    expect(run.stdout).toMatch(/at most 25\.09 requests\/min on 26 GPUs/);
+    expect(run.stdout).toMatch(/it needs 25 GPUs for 20\.00\/min/); // 20 × 60 s ÷ 48 s
+    // The design's claim is about its 32 GPUs; it is not repeated for another plan.
+    expect(run.stdout).not.toMatch(/note:/);
+  });
+
   it('plans for a rate from --stage flags, and --json gives the same plan', async () => {
     const args = [
       'plan-pools',
@@ -76,6 +88,7 @@ describe('diffmesh plan-pools', () => {
   });
 
   it('exits 2 naming the flag on bad input', async () => {
+    await writeFile(path.join(dir, 'bad.yaml'), '- name: x\n  cost: 3\n');
     const cases: [string[], RegExp][] = [
       [['--example', 'wan-14b', '--rate', 'fast'], /\(--rate\)/],
       [['--example', 'wan-14b', '--gpus', '2'], /gpus: must be an integer ≥ the number of pools \(3\), got 2 \(--gpus\)/],
@@ -85,6 +98,7 @@ describe('diffmesh plan-pools', () => {
       [['--stage', 'name=x,per-item-ms=5,max-batch=0', '--gpus', '1'], /stages\[0\]\.maxBatch: must be an integer ≥ 1, got 0 \(--stage\)/],
       [['--stage', 'name=x,fixed-ms=5'], /give a target rate .*\(--rate\)/],
       [['--costs', path.join(dir, 'missing.yaml'), '--gpus', '3'], /cannot read .*ENOENT \(--costs\)/],
+      [['--costs', path.join(dir, 'bad.yaml'), '--gpus', '3'], /bad\.yaml: stages\[0\]\.cost: unknown key .*\(--costs\)/],
     ];
     for (const [args, message] of cases) {
       const run = await diffmesh(['plan-pools', ...args], dir);

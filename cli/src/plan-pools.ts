@@ -171,7 +171,14 @@ export async function planPoolsCommand(flags: PlanPoolsFlags, out: NodeJS.Writab
   if (flags.json) out.write(`${JSON.stringify({ ...(flags.example ? { example: flags.example } : {}), ...plan })}\n`);
   else {
     out.write(formatPlan(plan, example ? `${flags.example}: ${example.description}` : undefined));
-    if (example?.claim && flags.stage.length === 0 && flags.costs === undefined) out.write(`note: ${example.claim}\n`);
+    // The claim is about the example as given: its stages on its GPUs.
+    const asGiven =
+      flags.stage.length === 0 &&
+      flags.costs === undefined &&
+      flags.steps === undefined &&
+      flags.rate === undefined &&
+      flags.gpus === undefined;
+    if (example?.claim && asGiven) out.write(`note: ${example.claim}\n`);
   }
 }
 
