@@ -143,5 +143,5 @@ export {
 } from './wire/errors.js';
 export type { HeaderSource } from './wire/errors.js';
 export { taskFromWire, taskToWire } from './wire/task.js';
-export { apiKeyHash, callCredentials, DEFAULT_TENANT, OPEN_TENANT, TenantDirectory } from './tenants/index.js';
+export { apiKeyHash, apiKeyOf, callCredentials, DEFAULT_TENANT, OPEN_TENANT, TenantDirectory } from './tenants/index.js';
 export type { CallCredentials, Tenant, TenantLimits } from './tenants/index.js';

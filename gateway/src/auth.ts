@@ -5,7 +5,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { Code, TenantDirectory, type Logger } from '@diffmesh/core';
+import { apiKeyOf, Code, TenantDirectory, type Logger } from '@diffmesh/core';
 import type { GatewayConfig } from './config.js';
 import { gatewayError } from './errors.js';
 import { header } from './http-util.js';
@@ -19,8 +19,7 @@ export function clientAddress(req: IncomingMessage): string {
 
 /** The API key a request sends: `Authorization: Bearer <key>`, or `X-Api-Key: <key>`. */
 export function requestApiKey(req: IncomingMessage): string | undefined {
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(header(req, 'authorization') ?? '');
-  return m?.[1] ?? header(req, 'x-api-key');
+  return apiKeyOf(header(req, 'authorization'), header(req, 'x-api-key'));
 }
 
 /**

@@ -443,8 +443,7 @@ export class TensorServiceImpl {
     try {
       const req = call.request;
       span.setAttribute(ATTR.tensorObjectId, req.objectId);
-      const id = checkedId(req.objectId);
-      this.capabilities.check(id, req.capability);
+      const id = this.permitted(req);
       const offset = uint64(req.offset, 'offset');
       const length = uint64(req.length, 'length');
       reader = await this.store.openRead(id);

@@ -252,6 +252,15 @@ function parseTenants(raw: unknown, source: string): z.output<typeof TenantsFile
   return res.data;
 }
 
+/**
+ * The API key a caller sends: the token of `Authorization: Bearer <key>`, else `X-Api-Key`
+ * (gRPC metadata and HTTP headers alike).
+ */
+export function apiKeyOf(authorization: string | undefined, xApiKey: string | undefined): string | undefined {
+  const bearer = authorization === undefined ? undefined : /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1];
+  return bearer ?? (xApiKey || undefined);
+}
+
 /** What a gRPC call presents to be recognised: its bearer key and its client certificate. */
 export interface CallCredentials {
   apiKey?: string;
@@ -271,10 +280,12 @@ interface CallLike {
  */
 export function callCredentials(call: CallLike): CallCredentials {
   const out: CallCredentials = {};
-  const auth = call.metadata.get('authorization')[0];
-  const bearer = typeof auth === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(auth)?.[1] : undefined;
-  const apiKey = bearer ?? call.metadata.get('x-api-key')[0];
-  if (typeof apiKey === 'string' && apiKey !== '') out.apiKey = apiKey;
+  const text = (key: string): string | undefined => {
+    const v = call.metadata.get(key)[0];
+    return typeof v === 'string' ? v : undefined;
+  };
+  const apiKey = apiKeyOf(text('authorization'), text('x-api-key'));
+  if (apiKey) out.apiKey = apiKey;
   const cert = call.getAuthContext?.()?.sslPeerCertificate;
   const identity = cert ? certificateIdentity(cert) : undefined;
   if (identity) out.certIdentity = identity;
