@@ -16,11 +16,10 @@ import {
 import { Code, DiffmeshError } from '@diffmesh/core';
 import { natsAuthenticatorFromFile } from '@diffmesh/discovery';
 import { copyRecord, decodeItem, decodeRecord, encodeItem, encodeRecord } from './codec.js';
+import { StoreEvents, casLoop, changeOf, fitsAny, priorityKey, setPosition } from './common.js';
 import { DrainRate, queueFullError, storeStoppedError } from './queue-full.js';
-import { setPosition } from './sqlite.js';
 import {
   DEFAULT_TENANT,
-  isTerminalStatus,
   tenantRank,
   type Lease,
   type LeaseQuery,
@@ -134,12 +133,6 @@ function untok(t: string): string {
   return t === '_' ? '' : Buffer.from(t, 'base64url').toString('utf8');
 }
 
-/** The order token of a priority: larger priorities sort first (int32 range, clamped). */
-function priorityKey(priority: number): string {
-  const p = Math.max(-2147483648, Math.min(2147483647, Math.trunc(priority)));
-  return String(2147483647 - p).padStart(10, '0');
-}
-
 function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
@@ -207,8 +200,7 @@ export class JetStreamStore implements SchedulerStore {
   private readonly held = new Map<string, Held>();
   private readonly drain = new DrainRate();
   private readonly waitingCache = new Map<string, number>();
-  private readonly changeListeners = new Set<(c: RecordChange) => void>();
-  private readonly queueListeners = new Set<(pool: string) => void>();
+  private readonly events = new StoreEvents();
   private readonly expiryTimers = new Set<NodeJS.Timeout>();
   /** Per pool, the kinds of item last seen in its stream (see `lease`). */
   private readonly kinds = new Map<string, KindCache>();
@@ -316,26 +308,28 @@ export class JetStreamStore implements SchedulerStore {
       first = copyRecord(hint);
       this.kvRevision.set(first, hintRev);
     }
-    for (;;) {
-      const rec = first ?? (await this.read(reqId));
-      first = undefined;
-      if (!rec) return undefined;
-      const kvRev = this.kvRevision.get(rec) as number;
-      const effects = mutate(rec);
-      if (effects === false) return undefined;
-      rec.revision += 1;
-      try {
-        const rev = await this.kv.update(this.key(reqId), enc.encode(encodeRecord(rec)), kvRev);
-        this.kvRevision.set(rec, rev);
-      } catch (err) {
-        if (/wrong last sequence|key exists/i.test(String((err as Error).message))) continue;
-        throw unreachable(this.opts.url, err);
-      }
-      const pools = await this.applyEffects(effects);
-      if (rec.expiresAt > 0) this.forgetAt(reqId, rec.expiresAt);
-      this.announce(rec, pools);
-      return rec;
-    }
+    const done = await casLoop(
+      () => this.read(reqId),
+      mutate,
+      async (rec) => {
+        // The compare-and-set is on the KV entry's revision (of the read or the hint).
+        const kvRev = this.kvRevision.get(rec) as number;
+        try {
+          this.kvRevision.set(rec, await this.kv.update(this.key(reqId), enc.encode(encodeRecord(rec)), kvRev));
+          return 'written';
+        } catch (err) {
+          if (/wrong last sequence|key exists/i.test(String((err as Error).message))) return 'conflict';
+          throw unreachable(this.opts.url, err);
+        }
+      },
+      first,
+    );
+    if (!done) return undefined;
+    const { record, effects } = done;
+    const pools = await this.applyEffects(effects);
+    if (record.expiresAt > 0) this.forgetAt(reqId, record.expiresAt);
+    this.announce(record, pools);
+    return record;
   }
 
   /** Deletes a finished record when its retention ends (the bucket's age limit is the backstop). */
@@ -476,7 +470,7 @@ export class JetStreamStore implements SchedulerStore {
   private async leaseFrom(query: LeaseQuery, cache: KindCache): Promise<Lease | undefined> {
     const stream = this.streamOf(query.pool);
     const candidates = [...cache.kinds.values()]
-      .filter((k) => query.fits.some((f) => f.queues.includes(k.queue) && (!f.models || f.models.includes(k.model))))
+      .filter((k) => fitsAny(k, query.fits))
       .map((k) => ({ k, rank: tenantRank(query.tenants, k.tenant) }))
       // The tenant order first, then the priority token (smaller = larger priority), then the oldest arrival.
       .sort((a, b) => a.rank - b.rank || cmp(a.k.priority, b.k.priority) || cmp(a.k.arrivals[0], b.k.arrivals[0]))
@@ -630,36 +624,33 @@ export class JetStreamStore implements SchedulerStore {
   }
 
   onChange(listener: (change: RecordChange) => void): () => void {
-    this.changeListeners.add(listener);
-    return () => this.changeListeners.delete(listener);
+    return this.events.onChange(listener);
   }
 
   onQueue(listener: (pool: string) => void): () => void {
-    this.queueListeners.add(listener);
-    return () => this.queueListeners.delete(listener);
+    return this.events.onQueue(listener);
   }
 
   // ---- announcements ---------------------------------------------------------------------
 
+  /** A record written here: told in process (with the record), then to the other stores on `{ns}.chg`. */
   private announce(record: RequestRecord, pools: string[]): void {
-    const reqId = record.state.context.reqId;
-    const terminal = isTerminalStatus(record.state.context.status);
-    const change: RecordChange = { reqId, revision: record.revision, terminal, record };
-    for (const l of this.changeListeners) l(change);
-    this.nc?.publish(`${this.ns}.chg`, enc.encode(`${this.id}|${record.revision}|${terminal ? 1 : 0}|${reqId}`));
+    const change = changeOf(record);
+    this.events.change(change);
+    this.nc?.publish(`${this.ns}.chg`, enc.encode(`${this.id}|${change.revision}|${change.terminal ? 1 : 0}|${change.reqId}`));
     for (const p of pools) this.notifyQueue(p, true);
   }
 
+  /** An item may be available in `pool`: told in process and, with `publish`, to the other stores on `{ns}.q`. */
   private notifyQueue(pool: string, publish: boolean): void {
-    for (const l of this.queueListeners) l(pool);
+    this.events.queue(pool);
     if (publish) this.nc?.publish(`${this.ns}.q`, enc.encode(`${this.id}|${pool}`));
   }
 
   private changeMessage(text: string): void {
     const [origin, rev, terminal, ...id] = text.split('|');
     if (origin === this.id) return;
-    const change: RecordChange = { reqId: id.join('|'), revision: Number(rev), terminal: terminal === '1' };
-    for (const l of this.changeListeners) l(change);
+    this.events.change({ reqId: id.join('|'), revision: Number(rev), terminal: terminal === '1' });
   }
 
   private queueMessage(text: string): void {

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import { StoreEvents, fitsAny } from './common.js';
 import { DrainRate, queueFullError, storeStoppedError } from './queue-full.js';
 import {
   DEFAULT_TENANT,
   isTerminalStatus,
   tenantRank,
   type Lease,
-  type LeaseFit,
   type LeaseQuery,
   type Mutation,
   type QueueEffects,
@@ -64,13 +64,6 @@ function before(a: Entry, b: Entry): boolean {
   return a.item.priority > b.item.priority || (a.item.priority === b.item.priority && a.seq < b.seq);
 }
 
-function fits(item: QueueItem, fitsList: readonly LeaseFit[]): boolean {
-  for (const f of fitsList) {
-    if (f.queues.includes(item.queue) && (!f.models || f.models.includes(item.model))) return true;
-  }
-  return false;
-}
-
 /**
  * The in-process store: records are live objects (`read` returns them, `update` mutates
  * them in place), and each pool's queue is one ordered list across its version-pinned
@@ -88,8 +81,7 @@ export class MemoryStore implements SchedulerStore {
   private readonly leased = new Set<Entry>();
   private readonly drain: DrainRate;
   private readonly now: () => number;
-  private readonly changeListeners = new Set<(c: RecordChange) => void>();
-  private readonly queueListeners = new Set<(pool: string) => void>();
+  private readonly events = new StoreEvents();
   /** Finished requests in the order they finished; forgotten from the front. */
   private finished: Array<{ reqId: string; record: RequestRecord }> = [];
   private finishedHead = 0;
@@ -137,7 +129,7 @@ export class MemoryStore implements SchedulerStore {
     record.revision = 1;
     this.records.set(record.state.context.reqId, record);
     this.enqueue(first);
-    this.changed(record);
+    this.events.announce(record);
     return Promise.resolve({ record, created: true });
   }
 
@@ -151,7 +143,7 @@ export class MemoryStore implements SchedulerStore {
     record.revision += 1;
     this.applyEffects(effects);
     if (!wasTerminal && isTerminalStatus(record.state.context.status)) this.finish(record);
-    this.changed(record);
+    this.events.announce(record);
     return Promise.resolve(record);
   }
 
@@ -169,7 +161,7 @@ export class MemoryStore implements SchedulerStore {
     let bestRank = Infinity;
     for (let i = 0; i < list.length && bestRank > 0; i += 1) {
       const e = list[i];
-      if (!fits(e.item, query.fits)) continue;
+      if (!fitsAny(e.item, query.fits)) continue;
       if (e.visibleAt > now) {
         soonest = Math.min(soonest, e.visibleAt);
         continue;
@@ -194,7 +186,7 @@ export class MemoryStore implements SchedulerStore {
     }
     // Only items still backing off: say so when the first may be taken (a timer set for the
     // back-off may fire a little before the clock has moved on).
-    if (soonest !== Infinity) setTimeout(() => this.notifyQueue(query.pool), Math.max(1, soonest - now + 1)).unref();
+    if (soonest !== Infinity) setTimeout(() => this.events.queue(query.pool), Math.max(1, soonest - now + 1)).unref();
     return Promise.resolve(undefined);
   }
 
@@ -238,13 +230,11 @@ export class MemoryStore implements SchedulerStore {
   }
 
   onChange(listener: (change: RecordChange) => void): () => void {
-    this.changeListeners.add(listener);
-    return () => this.changeListeners.delete(listener);
+    return this.events.onChange(listener);
   }
 
   onQueue(listener: (pool: string) => void): () => void {
-    this.queueListeners.add(listener);
-    return () => this.queueListeners.delete(listener);
+    return this.events.onQueue(listener);
   }
 
   // ---- internals -------------------------------------------------------------------------
@@ -266,11 +256,9 @@ export class MemoryStore implements SchedulerStore {
         e.lease = undefined;
         e.visibleAt = this.now() + effects.release.delayMs;
         this.putBack(e);
-        if (effects.release.delayMs > 0) {
-          // Not unref'd: a retry waiting out its back-off is work in flight, and an embedded
-          // caller (the CLI) awaiting its request has nothing else keeping the process alive.
-          setTimeout(() => this.notifyQueue(e.item.pool), effects.release.delayMs);
-        }
+        // Kept alive: a retry waiting out its back-off is work in flight, and an embedded
+        // caller (the CLI) awaiting its request has nothing else keeping the process alive.
+        this.events.later(e.item.pool, effects.release.delayMs, true);
       }
     }
     if (effects.remove) {
@@ -297,7 +285,7 @@ export class MemoryStore implements SchedulerStore {
     }
     order.add(e);
     this.waitingCounts.set(e.item.queue, (this.waitingCounts.get(e.item.queue) ?? 0) + 1);
-    this.notifyQueue(e.item.pool);
+    this.events.queue(e.item.pool);
   }
 
   private drop(e: Entry): void {
@@ -327,21 +315,6 @@ export class MemoryStore implements SchedulerStore {
         this.putBack(e);
       }
     }
-  }
-
-  private notifyQueue(pool: string): void {
-    for (const l of this.queueListeners) l(pool);
-  }
-
-  private changed(record: RequestRecord): void {
-    if (this.changeListeners.size === 0) return;
-    const change: RecordChange = {
-      reqId: record.state.context.reqId,
-      revision: record.revision,
-      terminal: isTerminalStatus(record.state.context.status),
-      record,
-    };
-    for (const l of this.changeListeners) l(change);
   }
 
   private finish(record: RequestRecord): void {

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { Code, DiffmeshError, redactUri } from '@diffmesh/core';
 import { copyRecord, decodeItem, decodeRecord, encodeItem, encodeRecord } from './codec.js';
+import { StoreEvents, casLoop, priorityKey, setPosition } from './common.js';
 import { DrainRate, queueFullError, storeStoppedError } from './queue-full.js';
-import { setPosition } from './sqlite.js';
 import {
   DEFAULT_TENANT,
   isTerminalStatus,
@@ -195,12 +195,6 @@ type Scripts = {
   dmRenew(...args: Array<string | number>): Promise<number>;
 };
 
-/** The order key of a priority: larger priorities sort first (int32 range, clamped). */
-function priorityKey(priority: number): string {
-  const p = Math.max(-2147483648, Math.min(2147483647, Math.trunc(priority)));
-  return String(2147483647 - p).padStart(10, '0');
-}
-
 /**
  * The shared store on Redis: several schedulers on any nodes share one server (or one key
  * prefix of it). Every change is one Lua script, so a record's compare-and-set and its queue
@@ -217,8 +211,7 @@ export class RedisStore implements SchedulerStore {
   private sub: Redis | undefined;
   private readonly drain = new DrainRate();
   private readonly waitingCache = new Map<string, number>();
-  private readonly changeListeners = new Set<(c: RecordChange) => void>();
-  private readonly queueListeners = new Set<(pool: string) => void>();
+  private readonly events = new StoreEvents();
   private stopped = false;
 
   constructor(private readonly opts: RedisStoreOptions) {
@@ -307,40 +300,37 @@ export class RedisStore implements SchedulerStore {
       return { record: existing, created: false };
     }
     this.waitingCache.set(first.queue, Number(a) + 1);
-    this.announce(record, [first.pool]);
+    this.events.announce(record, [first.pool]);
     return { record, created: true };
   }
 
   async update(reqId: string, mutate: (record: RequestRecord) => Mutation, hint?: RequestRecord): Promise<RequestRecord | undefined> {
-    let first = hint ? copyRecord(hint) : undefined;
-    for (;;) {
-      const rec = first ?? (await this.read(reqId));
-      first = undefined;
-      if (!rec) return undefined;
-      const effects = mutate(rec);
-      if (effects === false) return undefined;
-      const expected = rec.revision;
-      rec.revision = expected + 1;
-      const terminal = isTerminalStatus(rec.state.context.status);
-      const res = await this.call(() =>
-        this.conn.dmCommit(
-          this.prefix,
-          reqId,
-          String(expected),
-          encodeRecord(rec),
-          rec.state.context.status,
-          rec.expiresAt,
-          JSON.stringify(this.effectsArg(effects)),
-          this.id,
-          terminal ? 1 : 0,
-        ),
-      );
-      if (res === -1) return undefined;
-      if (res === 0) continue; // changed meanwhile: run the mutation on the new record
-      this.announce(rec, effects.enqueue ? [effects.enqueue.pool] : []);
-      if (effects.release) this.later(effects.release.lease.item.pool, effects.release.delayMs);
-      return rec;
-    }
+    const done = await casLoop(
+      () => this.read(reqId),
+      mutate,
+      async (rec, effects, expected) => {
+        const res = await this.call(() =>
+          this.conn.dmCommit(
+            this.prefix,
+            reqId,
+            String(expected),
+            encodeRecord(rec),
+            rec.state.context.status,
+            rec.expiresAt,
+            JSON.stringify(this.effectsArg(effects)),
+            this.id,
+            isTerminalStatus(rec.state.context.status) ? 1 : 0,
+          ),
+        );
+        return res === -1 ? 'gone' : res === 0 ? 'conflict' : 'written';
+      },
+      hint ? copyRecord(hint) : undefined,
+    );
+    if (!done) return undefined;
+    const { record, effects } = done;
+    this.events.announce(record, effects.enqueue ? [effects.enqueue.pool] : []);
+    if (effects.release) this.events.later(effects.release.lease.item.pool, effects.release.delayMs);
+    return record;
   }
 
   async lease(query: LeaseQuery): Promise<Lease | undefined> {
@@ -373,8 +363,8 @@ export class RedisStore implements SchedulerStore {
   async apply(effects: QueueEffects): Promise<void> {
     await this.call(() => this.conn.dmApply(this.prefix, JSON.stringify(this.effectsArg(effects)), this.id));
     const pools = [...(effects.enqueue ? [effects.enqueue.pool] : []), ...(effects.release ? [effects.release.lease.item.pool] : [])];
-    for (const p of pools) this.notifyQueue(p);
-    if (effects.release) this.later(effects.release.lease.item.pool, effects.release.delayMs);
+    for (const p of pools) this.events.queue(p);
+    if (effects.release) this.events.later(effects.release.lease.item.pool, effects.release.delayMs);
   }
 
   waiting(queue: string): number {
@@ -408,13 +398,11 @@ export class RedisStore implements SchedulerStore {
   }
 
   onChange(listener: (change: RecordChange) => void): () => void {
-    this.changeListeners.add(listener);
-    return () => this.changeListeners.delete(listener);
+    return this.events.onChange(listener);
   }
 
   onQueue(listener: (pool: string) => void): () => void {
-    this.queueListeners.add(listener);
-    return () => this.queueListeners.delete(listener);
+    return this.events.onQueue(listener);
   }
 
   // ---- internals -------------------------------------------------------------------------
@@ -451,38 +439,17 @@ export class RedisStore implements SchedulerStore {
     }
   }
 
-  private announce(record: RequestRecord, pools: string[]): void {
-    const change: RecordChange = {
-      reqId: record.state.context.reqId,
-      revision: record.revision,
-      terminal: isTerminalStatus(record.state.context.status),
-      record,
-    };
-    for (const l of this.changeListeners) l(change);
-    for (const p of pools) this.notifyQueue(p);
-  }
-
-  /** Tells this process of an item that becomes visible after a back-off. */
-  private later(pool: string, delayMs: number): void {
-    if (delayMs > 0) setTimeout(() => this.notifyQueue(pool), delayMs).unref();
-  }
-
-  private notifyQueue(pool: string): void {
-    for (const l of this.queueListeners) l(pool);
-  }
-
   /** A change another store announced (its own are announced in process, with the record). */
   private message(channel: string, message: string): void {
     const bar = message.indexOf('|');
     if (bar === -1 || message.slice(0, bar) === this.id) return;
     const rest = message.slice(bar + 1);
     if (channel === `${this.prefix}queue`) {
-      this.notifyQueue(rest);
+      this.events.queue(rest);
       return;
     }
     const [rev, terminal, ...id] = rest.split('|');
-    const change: RecordChange = { reqId: id.join('|'), revision: Number(rev), terminal: terminal === '1' };
-    for (const l of this.changeListeners) l(change);
+    this.events.change({ reqId: id.join('|'), revision: Number(rev), terminal: terminal === '1' });
   }
 }
 

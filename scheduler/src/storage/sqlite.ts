@@ -3,12 +3,12 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { decodeItem, decodeRecord, encodeItem, encodeRecord } from './codec.js';
+import { StoreEvents, fitsAny, setPosition } from './common.js';
 import { DrainRate, queueFullError, storeStoppedError } from './queue-full.js';
 import {
   DEFAULT_TENANT,
   isTerminalStatus,
   type Lease,
-  type LeaseFit,
   type LeaseQuery,
   type Mutation,
   type QueueEffects,
@@ -87,8 +87,7 @@ export class SqliteStore implements SchedulerStore {
   /** Lease queries ordering this many tenants (prepared once per count). */
   private readonly byTenants = new Map<number, Database.Statement>();
   private readonly drain = new DrainRate();
-  private readonly changeListeners = new Set<(c: RecordChange) => void>();
-  private readonly queueListeners = new Set<(pool: string) => void>();
+  private readonly events = new StoreEvents();
   private poller: NodeJS.Timeout | undefined;
   private sweeper: NodeJS.Timeout | undefined;
   private dataVersion = 0;
@@ -248,7 +247,7 @@ export class SqliteStore implements SchedulerStore {
           return { record, created: true };
         })
         .immediate();
-      if (result.created) this.announce(result.record, [first.pool]);
+      if (result.created) this.events.announce(result.record, [first.pool]);
       return Promise.resolve(result);
     } catch (err) {
       return Promise.reject(err);
@@ -279,7 +278,7 @@ export class SqliteStore implements SchedulerStore {
           return r;
         })
         .immediate();
-      if (rec) this.announce(rec, pools);
+      if (rec) this.events.announce(rec, pools);
       return Promise.resolve(rec);
     } catch (err) {
       return Promise.reject(err);
@@ -294,7 +293,7 @@ export class SqliteStore implements SchedulerStore {
         .transaction((): Lease | undefined => {
           if (this.stmts.anyExpired.get(query.pool, now)) this.stmts.expireLeases.run({ pool: query.pool, now, seq: this.nextSeq() });
           for (const row of this.candidates(query.tenants).all(query.pool, now, ...(query.tenants ?? [])) as ItemRow[]) {
-            if (!fits(row, query.fits)) continue;
+            if (!fitsAny(row, query.fits)) continue;
             const token = randomUUID();
             this.stmts.take.run({ token, until: now + this.opts.leaseMs, id: row.id });
             return { item: decodeItem(row.body), token, deliveries: row.deliveries + 1 };
@@ -324,7 +323,7 @@ export class SqliteStore implements SchedulerStore {
       const db = this.conn;
       const pools: string[] = [];
       db.transaction(() => this.applyEffects(effects, this.nextSeq(), pools)).immediate();
-      for (const p of pools) this.notifyQueue(p);
+      for (const p of pools) this.events.queue(p);
       return Promise.resolve();
     } catch (err) {
       return Promise.reject(err);
@@ -358,13 +357,11 @@ export class SqliteStore implements SchedulerStore {
   }
 
   onChange(listener: (change: RecordChange) => void): () => void {
-    this.changeListeners.add(listener);
-    return () => this.changeListeners.delete(listener);
+    return this.events.onChange(listener);
   }
 
   onQueue(listener: (pool: string) => void): () => void {
-    this.queueListeners.add(listener);
-    return () => this.queueListeners.delete(listener);
+    return this.events.onQueue(listener);
   }
 
   // ---- internals -------------------------------------------------------------------------
@@ -392,26 +389,11 @@ export class SqliteStore implements SchedulerStore {
       const r = this.stmts.release.run({ visibleAt: Date.now() + delayMs, seq, id: lease.item.id, token: lease.token });
       if (r.changes === 1) {
         pools.push(lease.item.pool);
-        if (delayMs > 0) setTimeout(() => this.notifyQueue(lease.item.pool), delayMs).unref();
+        this.events.later(lease.item.pool, delayMs);
       }
     }
     if (effects.remove) this.stmts.remove.run(effects.remove.id);
     if (effects.enqueue && this.insertItem(effects.enqueue)) pools.push(effects.enqueue.pool);
-  }
-
-  private announce(record: RequestRecord, pools: string[]): void {
-    const change: RecordChange = {
-      reqId: record.state.context.reqId,
-      revision: record.revision,
-      terminal: isTerminalStatus(record.state.context.status),
-      record,
-    };
-    for (const l of this.changeListeners) l(change);
-    for (const p of pools) this.notifyQueue(p);
-  }
-
-  private notifyQueue(pool: string): void {
-    for (const l of this.queueListeners) l(pool);
   }
 
   /** Announces what other processes changed since the last look. */
@@ -431,10 +413,9 @@ export class SqliteStore implements SchedulerStore {
         change_seq: number;
       }>) {
         max = Math.max(max, row.change_seq);
-        const change: RecordChange = { reqId: row.req_id, revision: row.revision, terminal: isTerminalStatus(row.status) };
-        for (const l of this.changeListeners) l(change);
+        this.events.change({ reqId: row.req_id, revision: row.revision, terminal: isTerminalStatus(row.status) });
       }
-      for (const row of this.stmts.changedPools.all(since) as Array<{ pool: string }>) this.notifyQueue(row.pool);
+      for (const row of this.stmts.changedPools.all(since) as Array<{ pool: string }>) this.events.queue(row.pool);
       const m = (this.stmts.maxChange.get() as { m: number | null }).m ?? max;
       this.lastChange = Math.max(max, m);
     } catch {
@@ -453,15 +434,4 @@ export class SqliteStore implements SchedulerStore {
       // Busy: the next sweep does it.
     }
   }
-}
-
-function fits(row: { queue: string; model: string }, list: readonly LeaseFit[]): boolean {
-  for (const f of list) if (f.queues.includes(row.queue) && (!f.models || f.models.includes(row.model))) return true;
-  return false;
-}
-
-/** Sets the `queued` event of `item` (the record's last event) to the tasks waiting ahead of it. */
-export function setPosition(record: RequestRecord, item: QueueItem, waiting: number): void {
-  const last = record.events.at(-1);
-  if (last?.type === 'queued' && last.stageIndex === item.stageIndex) last.position = waiting;
 }

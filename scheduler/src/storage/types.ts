@@ -6,7 +6,8 @@
  * Backends (one file each, chosen by {@link createSchedulerStore} from configuration):
  * `memory` (the embedded default, one process), `sqlite` (one node, survives a restart;
  * several processes of the node may share the file), `redis` and `jetstream` (several
- * schedulers share them). `conformance.ts` is the suite all four pass.
+ * schedulers share them). `common.ts` holds what they share (listeners, announcing a change,
+ * fits, priority keys, the compare-and-set loop). `conformance.ts` is the suite all four pass.
  *
  * The model:
  * - A **request record** holds a request's whole story: its state (context, timings,
