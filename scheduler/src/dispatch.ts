@@ -19,7 +19,8 @@ import { type InstanceSlot, type InstanceSlots, serves, versionMatches } from '.
 import { deadlineOf, timeoutError, type RequestLifecycle } from './lifecycle.js';
 import type { SchedulerLimits } from './limits.js';
 import type { Lease, RecordChange, RequestRecord, SchedulerStore } from './storage/types.js';
-import { MAX_TIMEOUT_MS, TaskRefused } from './types.js';
+import { MAX_TIMEOUT_MS } from './types.js';
+import { classifyTaskEnd, type TrySeen } from './task-end.js';
 import type { FairShare } from './fair-share.js';
 import type { TaskCosts } from './task-cost.js';
 import type { TenantQuotas } from './tenant-quotas.js';
@@ -347,6 +348,15 @@ export class Dispatcher {
     const startedAt = performance.now();
     // The request may have ended while the task was being started.
     if (held.ended) cancel.cancel(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'request ended'));
+    // How the try ended is decided in one place (`classifyTaskEnd`), from the answer and what this dispatch saw.
+    const seen = (): TrySeen => ({
+      stage: stage.name,
+      leaseLost: held.leaseLost,
+      handedBack: held.handedBack,
+      requestEnded: held.ended,
+      timedOut: cancel.timedOut(),
+      instanceGone: () => instance.isGone?.() === true,
+    });
     instance
       .execute(task, { cancel, onProgress: (p) => this.progress(held, p.step, p.totalSteps, p.checkpoint) })
       .then(
@@ -355,26 +365,22 @@ export class Dispatcher {
           span.setAttribute(ATTR.outcome, 'ok');
           span.end();
           this.opts.costs.observe(item.pool, ctx.model, stage.name, ctx.params, performance.now() - startedAt);
-          if (held.leaseLost) return;
           // On a shared store the last step rides with the stage's end (one write less); the
           // memory store has written every step already.
           const last = this.opts.progressIntervalMs > 0 ? held.lastProgress : undefined;
-          await this.opts.lifecycle.stageDone(lease, result.outputs, {
-            ...(result.warnings?.length ? { warnings: result.warnings } : {}),
+          await this.opts.lifecycle.taskEnded(lease, classifyTaskEnd({ result }, seen()), {
             ...(held.record && !held.progressBusy ? { hint: held.record } : {}),
             ...(last ? { lastProgress: last } : {}),
           });
         },
         async (err: unknown) => {
           held.answered = true;
+          const end = classifyTaskEnd({ rejected: err }, seen());
           const timedOut = cancel.timedOut();
-          const error = timedOut
-            ? new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `stage ${stage.name} exceeded its deadline`)
-            : asDiffmeshError(err);
           span.setAttribute(ATTR.outcome, timedOut ? 'timeout' : held.ended ? 'cancelled' : 'failed');
-          recordError(span, error);
+          recordError(span, 'error' in end ? end.error : asDiffmeshError(err));
           span.end();
-          await this.failed(held, err, error, timedOut);
+          await this.opts.lifecycle.taskEnded(lease, end);
         },
       )
       .catch((err: unknown) => this.opts.log.warn({ reqId: ctx.reqId, stage: stage.name, err }, 'could not record the outcome of a task'))
@@ -384,20 +390,6 @@ export class Dispatcher {
         this.release(held);
         this.schedule(instance.pool);
       });
-  }
-
-  private async failed(held: Held, raw: unknown, error: DiffmeshError, timedOut: boolean): Promise<void> {
-    const { lifecycle } = this.opts;
-    const { lease, slot } = held;
-    // Someone else runs it now: what this try left behind is reaped by TTL.
-    if (held.leaseLost) return;
-    const refused = raw instanceof TaskRefused;
-    const lost = !refused && error.reason === 'TRANSPORT' && slot.instance.isGone?.() === true;
-    // An instance that drains gives back what it could not finish in its grace (or what reached
-    // it after it began draining): not a failure of the task, which goes back to its queue.
-    const handedBack = held.handedBack || (!refused && error.code === Code.UNAVAILABLE && error.reason === 'DRAINING');
-    const lostInputs = refused || lost || timedOut || held.ended || handedBack ? [] : await lifecycle.lostInputs(lease, error);
-    await lifecycle.stageFailed(lease, error, { refused, lost, handedBack, lostInputs });
   }
 
   /** Persists a task's progress (throttled on shared backends: every write is a round trip). */

@@ -21,6 +21,7 @@ import {
   type RequestEvent,
   type Span,
   type StageName,
+  type StageResult,
 } from '@diffmesh/core';
 import type { TensorStore } from '@diffmesh/tensor-client';
 import { type InstanceSlots, serves, versionMatches } from './instances.js';
@@ -28,6 +29,7 @@ import { resolveParams } from './plans/params.js';
 import type { PlanRegistry } from './plans/registry.js';
 import { INPUT_IMAGE, requestPlan } from './request-plan.js';
 import type { RecentRequests } from './retention.js';
+import type { TaskEnd } from './task-end.js';
 import {
   isTerminalStatus,
   itemId,
@@ -49,6 +51,14 @@ export interface RequestListener {
   close(): void;
 }
 
+/** What the dispatcher adds to a try's end: the record it last wrote, and the last step it left for the end's write. */
+export interface TaskEndOptions {
+  /** The request's record as the dispatch last wrote it (a hint for the write). */
+  hint?: RequestRecord;
+  /** The last step, when the dispatcher left it for this write (shared stores). */
+  lastProgress?: { step: number; totalSteps: number };
+}
+
 /** How a request ends. */
 export type Outcome = { type: 'failed'; error: DiffmeshError } | { type: 'cancelled' };
 
@@ -57,9 +67,6 @@ const MAX_RERUNS_PER_STAGE = 2;
 
 /** How long a task may wait for its request's record before it is dropped (JetStream admits the task first). */
 const ORPHAN_GRACE_MS = 30_000;
-
-/** Failure reasons that may mean a task's input is gone. */
-const LOST_INPUT_REASONS = new Set(['OBJECT_NOT_FOUND', 'OBJECT_EXPIRED', 'CHECKSUM_MISMATCH', 'TRANSPORT']);
 
 /** How long the probe of one input may take before the input counts as lost. */
 const INPUT_PROBE_MS = 3000;
@@ -465,6 +472,7 @@ export class RequestLifecycle {
         // A try whose lease ran out (its scheduler died) was lost: this is the next one.
         if (r.startedBy !== undefined && r.startedBy !== lease.token) {
           r.attempt += 1;
+          r.lostTries = (r.lostTries ?? 0) + 1;
           ctx.retryCount += 1;
         }
         r.startedBy = lease.token;
@@ -534,13 +542,42 @@ export class RequestLifecycle {
     return rec;
   }
 
+  /**
+   * A try of a leased task ended, as the dispatcher classified it (`classifyTaskEnd` in
+   * `task-end.ts`, which lists the kinds): one case per kind. A new kind gets its case here.
+   */
+  async taskEnded(lease: Lease, end: TaskEnd, opts: TaskEndOptions = {}): Promise<void> {
+    switch (end.kind) {
+      case 'completed':
+        return this.completed(lease, end.result, opts);
+      case 'superseded':
+        // Someone else runs it now: what this try left behind is reaped by TTL.
+        return;
+      case 'refused':
+        return this.requeue(lease, false);
+      case 'handed-back':
+        return this.requeue(lease, true);
+      case 'request-ended':
+        return this.abandon(lease);
+      case 'lost':
+        return this.retry(lease, end.error, 'lost');
+      case 'failed': {
+        if (end.inputsMayBeLost && (await this.rerunLostInputs(lease))) return;
+        if (end.retryable) return this.retry(lease, end.error, 'failed');
+        return this.fail(lease, end.error);
+      }
+      default: {
+        const unhandled: never = end;
+        throw new Error(`unhandled task end ${JSON.stringify(unhandled)}`);
+      }
+    }
+  }
+
   /** A task finished: the request moves on to its next stage, or completes. */
-  async stageDone(
-    lease: Lease,
-    outputs: Record<string, ObjectRef>,
-    opts: { hint?: RequestRecord; lastProgress?: { step: number; totalSteps: number }; warnings?: string[] } = {},
-  ): Promise<void> {
+  private async completed(lease: Lease, result: StageResult, opts: TaskEndOptions): Promise<void> {
     const { item } = lease;
+    const { outputs } = result;
+    const warnings = result.warnings;
     let before = 0;
     let next: QueueItem | undefined;
     let checkpoints: ObjectRef[] = [];
@@ -573,13 +610,13 @@ export class RequestLifecycle {
           queueMs: timing.startedAt - timing.queuedAt,
           runMs: now - timing.startedAt,
           outputs,
-          ...(opts.warnings?.length ? { warnings: opts.warnings } : {}),
+          ...(warnings?.length ? { warnings } : {}),
           at: now,
         });
         const n = item.stageIndex + 1;
         if (n < ctx.executionPlan.stages.length) {
           r.gen += 1;
-          r.attempt = 1;
+          newTask(r);
           next = this.queued(r, n, now);
           return { ack: lease, enqueue: next };
         }
@@ -613,87 +650,91 @@ export class RequestLifecycle {
   }
 
   /**
-   * A task failed. A refused one goes back to its queue as the same try; a lost input re-runs
-   * the stage that made it; a retryable failure is retried after a back-off (at once when the
-   * instance was lost) up to `maxAttempts`; anything else fails the request.
+   * A try that did not count as one goes back in its place at once. A refused one (never ran)
+   * is the same try again; a handed-back one ran (and may have left a checkpoint), so the next
+   * is another try, and the request's history shows it waits in the queue again. Neither uses
+   * up a try of any budget.
    */
-  async stageFailed(
-    lease: Lease,
-    error: DiffmeshError,
-    how: { refused?: boolean; lost?: boolean; handedBack?: boolean; lostInputs?: string[] },
-  ): Promise<void> {
+  private async requeue(lease: Lease, ran: boolean): Promise<void> {
+    const { item } = lease;
+    let before = 0;
+    const rec = await this.opts.store.update(item.reqId, (r) => {
+      if (!current(r, item) || r.startedBy !== lease.token) return false;
+      r.startedBy = undefined;
+      before = r.events.length;
+      if (ran) {
+        r.attempt += 1;
+        this.queued(r, item.stageIndex, Date.now());
+      }
+      return { release: { lease, delayMs: 0 } };
+    });
+    if (rec) this.observe(rec, before);
+    else await this.repair(lease);
+  }
+
+  /**
+   * Re-runs the stage that made an input of the task that is gone (and the stages after it);
+   * false when none is gone, or it cannot (an input of the request itself, or too many re-runs).
+   */
+  private async rerunLostInputs(lease: Lease): Promise<boolean> {
+    const { item } = lease;
+    const lost = await this.lostInputs(lease);
+    if (lost.length === 0) return false;
+    let before = 0;
+    let rerun: QueueItem | undefined;
+    const rec = await this.opts.store.update(item.reqId, (r) => {
+      if (!current(r, item)) return false;
+      const producer = Math.min(...lost.map((n) => r.producers[n] ?? Infinity));
+      if (!Number.isFinite(producer) || r.reruns >= MAX_RERUNS_PER_STAGE * r.state.context.executionPlan.stages.length) return false;
+      before = r.events.length;
+      const ctx = r.state.context;
+      const now = Date.now();
+      // Everything made from the producer on is made again.
+      for (const [name, stage] of Object.entries(r.producers)) {
+        if (stage >= producer) {
+          delete ctx.refs[name];
+          delete r.producers[name];
+        }
+      }
+      r.reruns += 1;
+      delete r.checkpoint;
+      r.gen += 1;
+      newTask(r);
+      r.startedBy = undefined;
+      ctx.retryCount += 1;
+      rerun = this.queued(r, producer, now);
+      return { ack: lease, enqueue: rerun };
+    });
+    if (!rec || !rerun) return false;
+    this.opts.log.warn(
+      { reqId: item.reqId, stage: stageOf(rec, item.stageIndex), lost, rerun: rerun.stageIndex },
+      'inputs lost; re-running the stage that made them',
+    );
+    this.observe(rec, before);
+    this.opts.onEnqueued?.(rerun);
+    return true;
+  }
+
+  /**
+   * Tries the task again. A `failed` try counts against `maxAttempts` and waits a back-off; a
+   * `lost` one (lost with its instance: not the task's failure) is tried again at once, up to
+   * `MAX_LOST_TRIES` (in case the task is what kills its instances). Past its bound the request
+   * fails.
+   */
+  private async retry(lease: Lease, error: DiffmeshError, how: 'failed' | 'lost'): Promise<void> {
     const { item } = lease;
     const { store, limits, log } = this.opts;
-    if (how.refused || how.handedBack) {
-      // Not a try of the task: back in its place, at once.
-      let before = 0;
-      const rec = await store.update(item.reqId, (r) => {
-        if (!current(r, item) || r.startedBy !== lease.token) return false;
-        r.startedBy = undefined;
-        before = r.events.length;
-        if (how.handedBack) {
-          // A handed-back try ran (and may have left a checkpoint): the next is another try.
-          r.attempt += 1;
-          // The request's history shows it waits in the queue again (not a lost try).
-          this.queued(r, item.stageIndex, Date.now());
-        }
-        return { release: { lease, delayMs: 0 } };
-      });
-      if (rec) this.observe(rec, before);
-      else await this.repair(lease);
-      return;
-    }
-    const lost = how.lostInputs ?? [];
-    if (lost.length > 0) {
-      let before = 0;
-      let rerun: QueueItem | undefined;
-      const rec = await store.update(item.reqId, (r) => {
-        if (!current(r, item)) return false;
-        const producer = Math.min(...lost.map((n) => r.producers[n] ?? Infinity));
-        if (!Number.isFinite(producer) || r.reruns >= MAX_RERUNS_PER_STAGE * r.state.context.executionPlan.stages.length) return false;
-        before = r.events.length;
-        const ctx = r.state.context;
-        const now = Date.now();
-        // Everything made from the producer on is made again.
-        for (const [name, stage] of Object.entries(r.producers)) {
-          if (stage >= producer) {
-            delete ctx.refs[name];
-            delete r.producers[name];
-          }
-        }
-        r.reruns += 1;
-        delete r.checkpoint;
-        r.gen += 1;
-        r.attempt = 1;
-        r.startedBy = undefined;
-        ctx.retryCount += 1;
-        rerun = this.queued(r, producer, now);
-        return { ack: lease, enqueue: rerun };
-      });
-      if (rec && rerun) {
-        log.warn(
-          { reqId: item.reqId, stage: stageOf(rec, item.stageIndex), lost, rerun: rerun.stageIndex },
-          'inputs lost; re-running the stage that made them',
-        );
-        this.observe(rec, before);
-        this.opts.onEnqueued?.(rerun);
-        return;
-      }
-      // Not re-runnable (an input of the request itself, or too many re-runs): fail below.
-    }
-    const retryable = isRetryable(error);
     let before = 0;
     let delay = 0;
     const rec = await store.update(item.reqId, (r) => {
       if (!current(r, item)) return false;
-      // A try lost with its instance is not the task's failure: it is tried again at once (up
-      // to a bound, in case the task is what kills its instances).
-      const failures = r.failures + (how.lost ? 0 : 1);
-      const lostTries = r.attempt - r.failures - 1;
-      if (!retryable || (!how.lost && failures >= limits.maxAttempts) || (how.lost && lostTries >= MAX_LOST_TRIES)) return false;
+      const failures = r.failures + (how === 'failed' ? 1 : 0);
+      const lostTries = (r.lostTries ?? 0) + (how === 'lost' ? 1 : 0);
+      if (how === 'failed' ? failures >= limits.maxAttempts : lostTries > MAX_LOST_TRIES) return false;
       before = r.events.length;
-      delay = how.lost ? 0 : Math.min(MAX_TIMEOUT_MS, limits.retryBackoffMs * 2 ** Math.max(0, failures - 1));
+      delay = how === 'lost' ? 0 : Math.min(MAX_TIMEOUT_MS, limits.retryBackoffMs * 2 ** Math.max(0, failures - 1));
       r.failures = failures;
+      r.lostTries = lostTries;
       r.attempt += 1;
       r.startedBy = undefined;
       r.state.context.retryCount += 1;
@@ -707,15 +748,29 @@ export class RequestLifecycle {
       this.observe(rec, before);
       return;
     }
-    const now = await store.read(item.reqId);
+    await this.fail(lease, error);
+  }
+
+  /** The task failed for good: its request fails (unless it ended or moved on meanwhile). */
+  private async fail(lease: Lease, error: DiffmeshError): Promise<void> {
+    const { item } = lease;
+    const now = await this.opts.store.read(item.reqId);
     if (!now || !current(now, item)) {
-      // It ended or moved on meanwhile: the task's leftovers go with the request's.
-      if (now && isTerminalStatus(now.state.context.status)) void this.deleteObjects(item.reqId, [], true);
-      await this.repair(lease);
+      await this.abandon(lease, now);
       return;
     }
-    if (error.code === Code.INTERNAL && error.reason === 'INTERNAL') log.error({ reqId: item.reqId, err: error }, 'stage failed');
+    if (error.code === Code.INTERNAL && error.reason === 'INTERNAL') this.opts.log.error({ reqId: item.reqId, err: error }, 'stage failed');
     await this.end(item.reqId, { type: 'failed', error }, { ack: lease });
+  }
+
+  /**
+   * The task's request ended or moved on while it ran: the task's leftovers go with the
+   * request's (when it ended), and its item is dealt with by {@link repair}.
+   */
+  private async abandon(lease: Lease, seen?: RequestRecord): Promise<void> {
+    const now = seen ?? (await this.opts.store.read(lease.item.reqId));
+    if (now && isTerminalStatus(now.state.context.status)) void this.deleteObjects(lease.item.reqId, [], true);
+    await this.repair(lease);
   }
 
   /**
@@ -749,10 +804,10 @@ export class RequestLifecycle {
 
   /**
    * Inputs of a failed task that are gone: their owner lost them (a tensor-svc restarted, a
-   * node died) or cannot be reached. Only asked for failures that may come from a lost input.
+   * node died) or cannot be reached. Asked only for failures that may come from a lost input
+   * (`inputsMayBeLost`, see `classifyTaskEnd`).
    */
-  async lostInputs(lease: Lease, error: DiffmeshError): Promise<string[]> {
-    if (!LOST_INPUT_REASONS.has(error.reason) && error.code !== Code.UNAVAILABLE) return [];
+  async lostInputs(lease: Lease): Promise<string[]> {
     const rec = await this.opts.store.read(lease.item.reqId);
     if (!rec || !current(rec, lease.item)) return [];
     const refs = Object.entries(rec.state.context.refs).filter(([, r]) => !r.inlineData);
@@ -974,8 +1029,11 @@ function parseCodeName(name: string): Code {
   return typeof code === 'number' ? code : Code.UNKNOWN;
 }
 
-function isRetryable(e: DiffmeshError): boolean {
-  return e.code === Code.UNAVAILABLE || e.code === Code.DEADLINE_EXCEEDED || e.code === Code.RESOURCE_EXHAUSTED || e.code === Code.INTERNAL;
+/** A new task of the request (its next stage, or a stage re-run): its tries are counted from none. */
+function newTask(r: RequestRecord): void {
+  r.attempt = 1;
+  r.failures = 0;
+  r.lostTries = 0;
 }
 
 /**

@@ -40,7 +40,65 @@ class DrainsOnce extends HeldInstance {
   }
 }
 
+/**
+ * An instance that answers the tries of its task by a script: hand the task back (it drains),
+ * lose it with its stream, fail it (retryable), then run it.
+ */
+class Scripted extends HeldInstance {
+  private gone = false;
+  constructor(
+    id: string,
+    private readonly script: Array<'hand-back' | 'lose' | 'fail'>,
+  ) {
+    super(id);
+  }
+  override execute(task: StageTask, hooks: ExecuteHooks): Promise<StageResult> {
+    this.gone = false;
+    const next = this.script.shift();
+    if (next === 'hand-back') {
+      return Promise.reject(new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', `instance ${this.id} is shutting down`));
+    }
+    if (next === 'lose') {
+      // Gone only for the scheduler's look at this try (a replacement under the same id, as it were).
+      this.gone = true;
+      return Promise.reject(new DiffmeshError(Code.UNAVAILABLE, 'TRANSPORT', `instance ${this.id}: dispatch stream ended`));
+    }
+    if (next === 'fail') return Promise.reject(new DiffmeshError(Code.RESOURCE_EXHAUSTED, 'STAGE_FAILED', 'out of memory'));
+    return super.execute(task, hooks);
+  }
+  isGone(): boolean {
+    return this.gone;
+  }
+}
+
 describe('worker failure recovery', () => {
+  it('gives a task handed back many times its full budget of lost and failed tries', async () => {
+    // 12 hand-backs (more than the 10 lost tries a stage may have), then 10 lost tries and 1
+    // failed try (maxAttempts 2): hand-backs use up neither budget, so the request completes.
+    const script = [...Array<'hand-back'>(12).fill('hand-back'), ...Array<'lose'>(10).fill('lose'), 'fail' as const];
+    const s = newScheduler({ maxAttempts: 2, retryBackoffMs: 1 });
+    const instance = new Scripted('enc-scripted', script);
+    s.addInstance(instance);
+    const id = (await s.submit({ model: 'm1', params: { prompt: 'x' } })).context.reqId;
+    await expect.poll(() => instance.tasks.length, { timeout: 5000 }).toBe(1);
+    expect(instance.tasks[0].attempt).toBe(1 + 12 + 10 + 1);
+    instance.finish(0);
+    expect(await outcome(s, id)).toBe('completed');
+    const started = [];
+    for await (const e of s.watch(id)) if (e.type === 'stage_started') started.push(e.attempt);
+    expect(started).toEqual(Array.from({ length: 24 }, (_, i) => i + 1));
+  });
+
+  it('fails the request at the 11th try lost with its instance, however many hand-backs came before', async () => {
+    const script = [...Array<'hand-back'>(3).fill('hand-back'), ...Array<'lose'>(11).fill('lose')];
+    const s = newScheduler({ maxAttempts: 2, retryBackoffMs: 1 });
+    const instance = new Scripted('enc-scripted', script);
+    s.addInstance(instance);
+    const id = (await s.submit({ model: 'm1', params: { prompt: 'x' } })).context.reqId;
+    expect(await outcome(s, id)).toBe('TRANSPORT');
+    expect(instance.tasks).toHaveLength(0);
+  });
+
   it('puts a task a draining instance gave back in its queue at once, as the next try, without using up a try', async () => {
     const s = newScheduler({ maxAttempts: 1, retryBackoffMs: 60_000 });
     const draining = new DrainsOnce('enc-draining');

@@ -271,6 +271,17 @@ describe('Scheduler', async () => {
     expect(stages.denoising.calls.filter((t) => t.reqId === b.context.reqId)).toHaveLength(2);
   });
 
+  it('counts maxAttempts per stage: a failed try of one stage does not use up the next stage’s tries', async () => {
+    const { scheduler, stages } = setup({ limits: { maxAttempts: 2 } });
+    const err = new DiffmeshError(Code.RESOURCE_EXHAUSTED, 'STAGE_FAILED', 'out of memory');
+    stages.text_encoding.failures.push(err);
+    stages.denoising.failures.push(err);
+    const { context } = await scheduler.submit({ model: 'test/model', params: { prompt: 'x' } });
+    expect(await outcome(scheduler, context.reqId)).toBe('completed');
+    expect(stages.denoising.calls.map((t) => t.attempt)).toEqual([1, 2]);
+    expect((await scheduler.get(context.reqId)).context.retryCount).toBe(2);
+  });
+
   it('times a request out and reports DEADLINE_EXCEEDED', async () => {
     const { scheduler, stages } = setup();
     stages.denoising.gate = new Promise(() => {}); // never finishes on its own

@@ -45,10 +45,19 @@ export interface RequestRecord {
    * time it is the de-duplication key of a task (`Nats-Msg-Id` on JetStream).
    */
   gen: number;
-  /** Try of the current stage's task (1 = first): tries failed, lost or handed back count. */
+  /**
+   * Try of the current stage's task (1 = first): every try that ran counts (failed, lost,
+   * handed back); one an instance refused without running it does not.
+   */
   attempt: number;
   /** Tries of the current stage that failed (counted against the scheduler's `maxAttempts`). */
   failures: number;
+  /**
+   * Tries of the current stage lost with their instance or scheduler (bounded by the
+   * scheduler; not failures of the task). Hand-backs are in neither count. Missing in records
+   * written before it existed: none.
+   */
+  lostTries?: number;
   /**
    * Lease token of the dispatch of the current task in progress, if any. A dispatch that
    * finds another token here took over a try whose scheduler was lost: that is a new try.
