@@ -12,6 +12,7 @@ import { buildSdDir, defaultModelsRoot } from '@diffmesh/models';
 import { ModelCatalog, SessionCache } from '@diffmesh/stage-host';
 import { createTensorStore, float32View, toBytes, type TensorStore } from '@diffmesh/tensor-client';
 import { silentLogger, type GenerationParams, type ObjectRef, type StageTask } from '@diffmesh/core';
+import { CHECKPOINT_NAME } from './checkpoint.js';
 import { DenoisingStage } from './denoising-stage.js';
 import { NoiseRng } from './rng.js';
 import { relativeL1, StepCache } from './step-cache.js';
@@ -106,10 +107,24 @@ interface Run {
   warnings: string[];
 }
 
-async function run(model: string, params: Partial<GenerationParams>, inputs: Record<string, ObjectRef>): Promise<Run> {
+async function run(
+  model: string,
+  params: Partial<GenerationParams>,
+  inputs: Record<string, ObjectRef>,
+  checkpoints: { every: number; onCheckpoint?: (ref: ObjectRef) => void; abortAfterStep?: number } = { every: 0 },
+): Promise<Run> {
   const batches: number[] = [];
   const catalog = new ModelCatalog([defaultModelsRoot()], { directories });
-  const s = new DenoisingStage({ catalog, sessions, store, models: [], maxBatch: 4, onBatch: (n) => batches.push(n) });
+  const s = new DenoisingStage({
+    catalog,
+    sessions,
+    store,
+    models: [],
+    maxBatch: 4,
+    checkpointEvery: checkpoints.every,
+    onBatch: (n) => batches.push(n),
+  });
+  const controller = new AbortController();
   const task: StageTask = {
     reqId: 'step-cache',
     stageIndex: 1,
@@ -132,7 +147,15 @@ async function run(model: string, params: Partial<GenerationParams>, inputs: Rec
     deadline: 0,
     traceContext: {},
   };
-  const result = await s.execute(task, { signal: new AbortController().signal, log: silentLogger(), onProgress() {} });
+  const result = await s.execute(task, {
+    signal: controller.signal,
+    log: silentLogger(),
+    onProgress(p) {
+      const ref = p.checkpoint?.[CHECKPOINT_NAME];
+      if (ref) checkpoints.onCheckpoint?.(ref);
+      if (checkpoints.abortAfterStep !== undefined && p.step >= checkpoints.abortAfterStep) controller.abort(new Error('stopped by test'));
+    },
+  });
   return { latents: float32View((await store.get(result.outputs.latents)).data).slice(), batches, warnings: result.warnings ?? [] };
 }
 
@@ -165,6 +188,21 @@ describe.each([
     ]);
     expect(bits(b.latents).equals(bits(a.latents))).toBe(true);
     expect(bits(a.latents).equals(bits(plain.latents))).toBe(false);
+  });
+
+  it('resumes from a checkpoint with an empty cache: the first step after it runs', async () => {
+    const inputs = await embeds('resume', length, hidden);
+    const stepCache = { threshold: 1e6, maxSkippedSteps: 2 };
+    const saved: ObjectRef[] = [];
+    // The first try stores checkpoints every 4 steps and stops after step 5.
+    await expect(run(model, { stepCache }, inputs, { every: 4, onCheckpoint: (r) => saved.push(r), abortAfterStep: 5 })).rejects.toThrow(
+      'stopped by test',
+    );
+    expect(saved.length).toBe(1);
+    // The next try goes on from step 4 of 12: it computes steps 4, 7, 10 and 11 (the last).
+    const resumed = await run(model, { stepCache }, { ...inputs, [CHECKPOINT_NAME]: saved[0] }, { every: 4 });
+    expect(resumed.batches.length).toBe(4);
+    expect(resumed.warnings[0]).toMatch(/^step cache: 4 of 8 denoising steps/);
   });
 
   it('with a small threshold skips fewer steps than with a large one', async () => {
