@@ -14,6 +14,7 @@ import { formatCrossNodeBench, runCrossNodeBench } from './cross-node.js';
 import { formatLongRuns, runLongRuns } from './long-runs.js';
 import { formatGpuBench, runGpuBench } from './gpu.js';
 import { formatFairShare, runFairShare } from './fair-share.js';
+import { formatStepCacheBench, runStepCacheBench } from './step-cache.js';
 
 /** Options every section may read. */
 export interface BenchOptions {
@@ -97,6 +98,12 @@ export const SECTIONS: BenchSection[] = [
     name: 'model-dirs',
     description: 'time per denoising step of each test model directory (diffusers/optimum ONNX layout), embedded',
     run: async (o) => formatModelDirTimings(await runModelDirTimings(o.reps ?? 15)),
+  },
+  {
+    name: 'step-cache',
+    description:
+      'step caching (TeaCache-style) on the built-in DiT models and the test model directories: model calls saved and pixel error against the uncached picture at thresholds 0.05–0.4',
+    run: async () => formatStepCacheBench(await runStepCacheBench()),
   },
 ];
 

@@ -127,6 +127,19 @@ describe('diffmesh generate (embedded, as a separate process)', () => {
     expect(fa.equals(fc)).toBe(false);
   });
 
+  it('generates with step caching (--step-cache, --step-cache-max-skip): the same pixels twice, other pixels than without', async () => {
+    const args = (out: string, cache: string[]) => ['generate', 'a red circle', '--seed', '9', '--steps', '12', '-o', out, ...cache];
+    const [a, b, plain] = await Promise.all([
+      diffmesh(args('sc-a.png', ['--step-cache', '1000', '--step-cache-max-skip', '2']), dir),
+      diffmesh(args('sc-b.png', ['--step-cache', '1000', '--step-cache-max-skip', '2']), dir),
+      diffmesh(args('sc-plain.png', []), dir),
+    ]);
+    expect([a.code, b.code, plain.code]).toEqual([0, 0, 0]);
+    const [fa, fb, fp] = await Promise.all(['sc-a.png', 'sc-b.png', 'sc-plain.png'].map((f) => readFile(path.join(dir, f))));
+    expect(fa.equals(fb)).toBe(true);
+    expect(fa.equals(fp)).toBe(false);
+  });
+
   it('writes an 8-frame animated GIF', async () => {
     const run = await diffmesh(['generate', 'a cyan circle on a black background', '--frames', '8', '-o', 'clip.gif', '--seed', '5'], dir);
     expect(run.code).toBe(0);
@@ -174,6 +187,13 @@ describe('diffmesh generate (embedded, as a separate process)', () => {
       'a strength without an image',
       ['a red circle', '--strength', '0.5'],
       /strength: applies only with an input image \(give --image\) \(--strength\)/,
+    ],
+    ['a negative step cache threshold', ['a red circle', '--step-cache', '-0.1'], /step_cache\.threshold: must be ≥ 0.*\(--step-cache\)/],
+    ['a step cache threshold that is no number', ['a red circle', '--step-cache', 'Infinity'], /step_cache\.threshold: expected a number/],
+    [
+      'a fractional step cache max skip',
+      ['a red circle', '--step-cache', '0.1', '--step-cache-max-skip', '1.5'],
+      /step_cache\.max_skipped_steps: expected an integer, got "1\.5" \(--step-cache-max-skip\)/,
     ],
     ['a missing image file', ['a red circle', '--image', 'nowhere.png'], /input_image: "nowhere\.png" does not exist \(--image\)/],
     ['an image that is a folder', ['a red circle', '--image', '.'], /input_image: "\." is not a file \(--image\)/],

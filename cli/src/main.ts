@@ -36,6 +36,8 @@ const FLAG_OF_FIELD: Record<string, string> = {
   req_id: 'REQ-ID',
   input_image: '--image',
   strength: '--strength',
+  'step_cache.threshold': '--step-cache',
+  'step_cache.max_skipped_steps': '--step-cache-max-skip',
 };
 
 /** Exit codes: 0 done, 1 failed, 2 bad input, 130 interrupted. */
@@ -58,6 +60,8 @@ interface GenerateFlags {
   fps?: string;
   image?: string;
   strength?: string;
+  stepCache?: string;
+  stepCacheMaxSkip?: string;
   priority: string;
   modelsDir: string[];
   plans?: string;
@@ -72,7 +76,20 @@ interface GenerateFlags {
 
 type GenerationFlags = Pick<
   GenerateFlags,
-  'model' | 'seed' | 'steps' | 'guidance' | 'negative' | 'width' | 'height' | 'frames' | 'fps' | 'image' | 'strength' | 'priority'
+  | 'model'
+  | 'seed'
+  | 'steps'
+  | 'guidance'
+  | 'negative'
+  | 'width'
+  | 'height'
+  | 'frames'
+  | 'fps'
+  | 'image'
+  | 'strength'
+  | 'stepCache'
+  | 'stepCacheMaxSkip'
+  | 'priority'
 >;
 
 interface SubmitFlags extends GenerationFlags {
@@ -392,6 +409,11 @@ function withGenerationOptions(cmd: Command): Command {
     .option('--fps <n>', 'frames per second of a video')
     .option('--image <file>', 'input image (PNG, JPEG or WebP) for a model that takes one: img2img, image-to-video')
     .option('--strength <x>', 'img2img strength in (0, 1]: how much of --image is noised away (default: the model’s, 0.8)')
+    .option(
+      '--step-cache <threshold>',
+      'step caching: reuse the last denoiser output while its input changed less than this (relative L1, summed); 0 = off (default: the model’s, off)',
+    )
+    .option('--step-cache-max-skip <n>', 'step caching: most steps in a row that reuse one output (default: the model’s, 2)')
     .option('--priority <n>', 'scheduling priority (larger first)', '0');
 }
 
@@ -604,6 +626,13 @@ function parseParams(f: GenerationFlags): Partial<GenerationParams> {
     if (strength <= 0 || strength > 1) throw invalidParameter('strength', `must be a number greater than 0 and at most 1, got ${strength}`);
     if (f.image === undefined) throw invalidParameter('strength', 'applies only with an input image (give --image)');
     p.strength = strength;
+  }
+  if (f.stepCache !== undefined || f.stepCacheMaxSkip !== undefined) {
+    const threshold = f.stepCache !== undefined ? parseNumber(f.stepCache, 'step_cache.threshold') : undefined;
+    if (threshold !== undefined && threshold < 0) throw invalidParameter('step_cache.threshold', `must be ≥ 0 (0 = off), got ${threshold}`);
+    const maxSkippedSteps =
+      f.stepCacheMaxSkip !== undefined ? parseInteger(f.stepCacheMaxSkip, 'step_cache.max_skipped_steps', 0, 200) : undefined;
+    p.stepCache = { ...(threshold !== undefined ? { threshold } : {}), ...(maxSkippedSteps !== undefined ? { maxSkippedSteps } : {}) };
   }
   return p;
 }

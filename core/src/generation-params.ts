@@ -19,7 +19,24 @@ export interface GenerationParams {
    * Set exactly when the request has an input image (default {@link DEFAULT_STRENGTH}).
    */
   strength?: number;
+  /**
+   * Step caching of the denoising stage (TeaCache-style; see dit-svc's README). As a request
+   * gives it, either field may be left out (the plan's default applies); once resolved, set
+   * exactly when caching is on: `threshold` > 0 and `maxSkippedSteps` ≥ 1.
+   */
+  stepCache?: StepCacheParams;
 }
+
+/** Step caching: skip the denoiser at a step whose input changed less than `threshold`. */
+export interface StepCacheParams {
+  /** Finite, ≥ 0; 0 = off. The relative L1 change of the denoiser input, summed since the last computed step. */
+  threshold?: number;
+  /** Most steps in a row that reuse the last output; 0 = none (off). Default {@link DEFAULT_STEP_CACHE_MAX_SKIPPED}. */
+  maxSkippedSteps?: number;
+}
+
+/** Steps in a row that may reuse one model output when a request or plan gives no limit. */
+export const DEFAULT_STEP_CACHE_MAX_SKIPPED = 2;
 
 /** Strength of a request with an input image that gives none (diffusers' img2img default). */
 export const DEFAULT_STRENGTH = 0.8;

@@ -21,8 +21,18 @@ export {
 export type { DiffmeshErrorOptions, Reason } from './errors/errors.js';
 export { globToRegExp, STAGE_INPUTS, STAGE_NAMES } from './execution-plan.js';
 export type { ExecutionPlan, PlanStage, StageInput, StageName } from './execution-plan.js';
-export { DEFAULT_STRENGTH, MAX_FPS, MAX_PROMPT_LENGTH, MAX_SEED, MAX_STEPS, MIN_FPS, MIN_STEPS, randomSeed } from './generation-params.js';
-export type { GenerationParams } from './generation-params.js';
+export {
+  DEFAULT_STEP_CACHE_MAX_SKIPPED,
+  DEFAULT_STRENGTH,
+  MAX_FPS,
+  MAX_PROMPT_LENGTH,
+  MAX_SEED,
+  MAX_STEPS,
+  MIN_FPS,
+  MIN_STEPS,
+  randomSeed,
+} from './generation-params.js';
+export type { GenerationParams, StepCacheParams } from './generation-params.js';
 export { advertisedAddress, hostOf, isWildcardHost } from './grpc/advertise.js';
 export type { AdvertiseInput } from './grpc/advertise.js';
 export { countsForBreaker, createBreaker } from './grpc/breaker.js';

@@ -108,6 +108,8 @@ export function runFingerprint(task: StageTask, extra: Record<string, unknown> =
     steps: p.numInferenceSteps,
     guidance: p.guidanceScale,
     strength: p.strength ?? null,
+    // Only when on, so the fingerprints of runs without step caching stay as they were.
+    ...(p.stepCache ? { stepCache: p.stepCache } : {}),
     ...extra,
   });
 }

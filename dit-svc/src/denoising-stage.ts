@@ -15,6 +15,7 @@ import { float32View, toBytes } from '@diffmesh/tensor-client';
 import { applyGuidance, FlowEulerSampler, samplerFor, type Sampler } from './samplers.js';
 import { DirectoryDenoiser } from './directory-denoiser.js';
 import { Checkpointer, runFingerprint } from './checkpoint.js';
+import { StepCache, stepCacheWarning } from './step-cache.js';
 
 export interface DenoisingStageOptions extends OnnxStageDeps {
   /** Most latents in one denoiser run (a CFG request counts two). */
@@ -130,6 +131,8 @@ export class DenoisingStage extends OnnxStage {
     const fingerprint = runFingerprint(task, { image: image !== undefined });
     const resumed = await this.checkpoints.resume(task, ctx, fingerprint, total, x.length);
     if (resumed) x.set(resumed.latent);
+    // Step caching (off unless the params ask): a resumed run starts with an empty cache.
+    const cache = StepCache.of(p.stepCache, total - 1);
     for (let i = resumed?.step ?? start; i < total; i += 1) {
       ctx.signal.throwIfAborted();
       image?.hold();
@@ -146,6 +149,13 @@ export class DenoisingStage extends OnnxStage {
         SPAN.modelRun,
         { [ATTR.stage]: this.stage, [ATTR.model]: task.model, [ATTR.step]: i + 1, [ATTR.stepCount]: total },
         async (span) => {
+          // step cache: a step whose input barely moved reuses the last output (no model run).
+          const cached = cache?.lookup(x, i);
+          if (cached) {
+            span.setAttributes({ [ATTR.modelRuns]: 0, [ATTR.stepCached]: true });
+            sampler.step(x, cached, i);
+            return;
+          }
           const [outCond, outUncond] = await Promise.all([
             this.batcher.submit(key, item(cond), ctx.signal),
             uncond ? this.batcher.submit(key, item(uncond), ctx.signal) : undefined,
@@ -155,6 +165,7 @@ export class DenoisingStage extends OnnxStage {
             [ATTR.modelRuns]: outUncond && outUncond.run !== outCond.run ? 2 : 1,
           });
           const out = outUncond ? applyGuidance(outUncond.out, outCond.out, p.guidanceScale) : outCond.out;
+          cache?.store(out);
           sampler.step(x, out, i);
         },
       );
@@ -173,7 +184,9 @@ export class DenoisingStage extends OnnxStage {
       shape,
       dtype: 'float32',
     });
-    return { outputs: { latents } };
+    const warning = cache && stepCacheWarning(cache, uncond ? 2 : 1);
+    if (cache) this.opts.metrics?.stepCacheSkipped?.(cache.skipped * (uncond ? 2 : 1));
+    return { outputs: { latents }, ...(warning ? { warnings: [warning] } : {}) };
   }
 
   /**

@@ -33,6 +33,7 @@ import {
   type DiffusionScheduler,
 } from './schedulers/index.js';
 import { runFingerprint, type Checkpointer } from './checkpoint.js';
+import { StepCache, stepCacheWarning } from './step-cache.js';
 
 /** A float tensor without its batch axis. */
 interface Item {
@@ -159,6 +160,8 @@ export class DirectoryDenoiser {
       rng = NoiseRng.fromState(resumed.rng);
       if (resumed.scheduler) scheduler.restoreState(decodeSchedulerState(resumed.scheduler));
     }
+    // Step caching (off unless the params ask): a resumed run starts with an empty cache.
+    const cache = StepCache.of(p.stepCache, total - 1);
     for (let i = resumed?.step ?? 0; i < total; i += 1) {
       ctx.signal.throwIfAborted();
       const t = scheduler.timesteps[i];
@@ -179,6 +182,13 @@ export class DirectoryDenoiser {
         SPAN.modelRun,
         { [ATTR.stage]: 'denoising', [ATTR.model]: task.model, [ATTR.step]: i + 1, [ATTR.stepCount]: total },
         async (span) => {
+          // step cache: a step whose input barely moved reuses the last output (no model run).
+          const cached = cache?.lookup(modelInput, i);
+          if (cached) {
+            span.setAttributes({ [ATTR.modelRuns]: 0, [ATTR.stepCached]: true });
+            x = scheduler.step(cached, i, x, rng);
+            return;
+          }
           const [outCond, outUncond] = await Promise.all([
             this.batcher.submit(staticBatch ? `${key}|c` : key, item(cond.cond), ctx.signal),
             cond.uncond ? this.batcher.submit(staticBatch ? `${key}|u` : key, item(cond.uncond), ctx.signal) : undefined,
@@ -192,6 +202,7 @@ export class DirectoryDenoiser {
             const u = outUncond.out;
             out = u.map((v, k) => v + p.guidanceScale * (out[k] - v));
           }
+          cache?.store(out);
           x = scheduler.step(out, i, x, rng);
         },
       );
@@ -212,7 +223,10 @@ export class DirectoryDenoiser {
       shape: [1, C, h, w],
       dtype: 'float32',
     });
-    return { outputs: { latents } };
+    const calls = cond.uncond ? 2 : 1;
+    const warning = cache && stepCacheWarning(cache, calls);
+    if (cache) this.deps.metrics?.stepCacheSkipped?.(cache.skipped * calls);
+    return { outputs: { latents }, ...(warning ? { warnings: [warning] } : {}) };
   }
 
   /** Reads a float32 object of the request, checking its size. */

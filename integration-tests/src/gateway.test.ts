@@ -161,6 +161,30 @@ describe('routes derived from the google.api.http annotations', () => {
     expect(Buffer.from(parts[1].chunk.data, 'base64').length).toBe(16);
   });
 
+  it('takes step caching in the JSON params, reports the skipped calls, and refuses a bad threshold naming it', async () => {
+    const gen = await call('POST', '/api/v1/generate', {
+      model: MODEL,
+      params: { prompt: 'a red circle', ...small, num_inference_steps: 12, stepCache: { threshold: 1000, maxSkippedSteps: 2 } },
+    });
+    expect(gen.status).toBe(200);
+    const events = gen.text
+      .trim()
+      .split('\n')
+      .flatMap((l) => JSON.parse(l).result.events);
+    expect(events.at(-1).completed).toBeDefined();
+    // 12 steps, at most 2 reused in a row, first and last computed: steps 0, 3, 6, 9, 11 run.
+    const denoised = events.find((e) => e.stageFinished?.timing?.stage === 'STAGE_NAME_DENOISING');
+    expect(denoised.stageFinished.warnings.join('\n')).toMatch(/step cache: 7 of 12 denoising steps reused the last model output/);
+    for (const [stepCache, field] of [
+      [{ threshold: -0.5 }, 'step_cache.threshold'],
+      [{ threshold: 0.1, max_skipped_steps: 500 }, 'step_cache.max_skipped_steps'],
+    ] as const) {
+      const bad = await call('POST', '/api/v1/requests', { model: MODEL, params: { prompt: 'a red circle', ...small, stepCache } });
+      expect(bad.status, JSON.stringify(stepCache)).toBe(400);
+      expect(bad.text).toContain(field);
+    }
+  });
+
   it('serves the status of the scheduler and the PNG of a result object (the status page uses both)', async () => {
     const gen = await call('POST', '/api/v1/generate', {
       model: MODEL,

@@ -225,6 +225,8 @@ export function schedulerServiceBinding(
           fps: e.defaults.fps,
           // A model that takes an input image: the strength a request with one gets by default.
           ...(e.modalities.some((m) => IMAGE_MODALITIES.includes(m)) ? { strength: e.defaults.strength ?? DEFAULT_STRENGTH } : {}),
+          // Step caching the plan turns on for the model's requests (absent: off).
+          ...(e.defaults.stepCache && e.defaults.stepCache.threshold > 0 ? { stepCache: e.defaults.stepCache } : {}),
         }),
       })),
     };

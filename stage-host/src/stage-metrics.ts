@@ -9,6 +9,8 @@ export interface ModelRunObserver {
   modelRun(seconds: number): void;
   /** One denoiser run carried `size` latents. */
   denoiseBatch?(size: number): void;
+  /** Step caching spared `calls` denoiser model calls (a CFG step counts two). */
+  stepCacheSkipped?(calls: number): void;
 }
 
 /** Options of {@link StageMetrics}. */
@@ -33,7 +35,8 @@ const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64];
  * - `diffmesh_stage_in_flight{stage,pool}`: tasks running now;
  * - `diffmesh_denoising_steps_total{pool}`: denoising steps done by this instance;
  * - `diffmesh_model_run_seconds{stage}`: one ONNX model run;
- * - `diffmesh_denoise_batch_size`: latents per denoiser run.
+ * - `diffmesh_denoise_batch_size`: latents per denoiser run;
+ * - `diffmesh_dit_step_cache_skipped_total{pool}`: denoiser model calls step caching spared.
  */
 export class StageMetrics implements ModelRunObserver {
   readonly registry: Registry;
@@ -44,6 +47,7 @@ export class StageMetrics implements ModelRunObserver {
   private readonly steps: Counter<'pool'>;
   private readonly runSeconds: Histogram<'stage'>;
   private readonly batchSize: Histogram;
+  private readonly cacheSkipped: Counter<'pool'>;
   /** Series of this instance's labels, bound once (a labelled call hashes its labels each time). */
   private readonly bound: {
     inFlight: ReturnType<Gauge['labels']>;
@@ -93,10 +97,19 @@ export class StageMetrics implements ModelRunObserver {
       buckets: BATCH_BUCKETS,
       registers: [r],
     });
+    this.cacheSkipped = new Counter({
+      name: 'diffmesh_dit_step_cache_skipped_total',
+      help: 'Denoiser model calls not run because step caching reused the last output (a CFG step counts two)',
+      labelNames: ['pool'],
+      registers: [r],
+    });
     // Series exist from the start, so rates and "no task yet" read as 0 rather than absent.
     this.inFlight.set(this.labels, 0);
     for (const outcome of ['ok', 'failed', 'cancelled', 'timeout', 'refused'] as const) this.tasks.inc({ ...this.labels, outcome }, 0);
-    if (opts.stage === 'denoising') this.steps.inc({ pool: opts.pool }, 0);
+    if (opts.stage === 'denoising') {
+      this.steps.inc({ pool: opts.pool }, 0);
+      this.cacheSkipped.inc({ pool: opts.pool }, 0);
+    }
     const outcome = (o: StageTaskOutcome) => this.tasks.labels({ ...this.labels, outcome: o });
     this.bound = {
       inFlight: this.inFlight.labels(this.labels),
@@ -142,5 +155,9 @@ export class StageMetrics implements ModelRunObserver {
 
   denoiseBatch(size: number): void {
     this.batchSize.observe(size);
+  }
+
+  stepCacheSkipped(calls: number): void {
+    if (calls > 0) this.cacheSkipped.inc({ pool: this.labels.pool }, calls);
   }
 }

@@ -293,6 +293,7 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
     metrics: {
       modelRun: (seconds) => metrics?.modelRun(seconds),
       denoiseBatch: (size) => metrics?.denoiseBatch(size),
+      stepCacheSkipped: (calls) => metrics?.stepCacheSkipped(calls),
     },
   });
   metrics = new StageMetrics({ stage: handler.stage, pool: config.pool, processMetrics: metricsListen !== '' });

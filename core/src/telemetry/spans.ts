@@ -78,6 +78,8 @@ export const ATTR = {
   batchSize: 'diffmesh.batch_size',
   /** Model runs a denoiser step needed (2 when its guided halves landed in different batches). */
   modelRuns: 'diffmesh.model_runs',
+  /** A denoising step that reused the last model output (step caching): its model runs are 0. */
+  stepCached: 'diffmesh.step_cache.hit',
   tensorBytes: 'diffmesh.tensor.bytes',
   tensorObjectId: 'diffmesh.tensor.object_id',
   tensorName: 'diffmesh.tensor.name',

@@ -150,6 +150,18 @@ describe('GenerationParams', () => {
     expect(paramsInputFromWire(without)).toStrictEqual({ prompt: 'a cat' });
   });
 
+  it('carries step caching with the fields set and leaves it out when not', () => {
+    const round = (p: Parameters<typeof paramsToWire>[0]) =>
+      paramsInputFromWire(paramsCodec().decode(paramsCodec().encode(paramsToWire(p))));
+    expect(round({ prompt: 'a', stepCache: { threshold: 0.1, maxSkippedSteps: 3 } })).toStrictEqual({
+      prompt: 'a',
+      stepCache: { threshold: 0.1, maxSkippedSteps: 3 },
+    });
+    expect(round({ prompt: 'a', stepCache: { maxSkippedSteps: 0 } })).toStrictEqual({ prompt: 'a', stepCache: { maxSkippedSteps: 0 } });
+    expect(round({ prompt: 'a', stepCache: {} })).toStrictEqual({ prompt: 'a', stepCache: {} });
+    expect(round({ prompt: 'a' })).toStrictEqual({ prompt: 'a' });
+  });
+
   it('requires every field of resolved params, naming the missing one', () => {
     const decoded = paramsCodec().decode(paramsCodec().encode(paramsToWire({ prompt: 'a cat', width: 512 })));
     const err = (() => {

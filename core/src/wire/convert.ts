@@ -216,6 +216,10 @@ export function paramsToWire(params: Partial<GenerationParams>, inputImage?: Inp
   if (params.seed !== undefined) out.seed = params.seed;
   if (params.fps !== undefined) out.fps = params.fps;
   if (params.strength !== undefined) out.strength = params.strength;
+  if (params.stepCache !== undefined) {
+    const { threshold, maxSkippedSteps } = params.stepCache;
+    out.stepCache = { ...(threshold !== undefined ? { threshold } : {}), ...(maxSkippedSteps !== undefined ? { maxSkippedSteps } : {}) };
+  }
   if (inputImage) out.inputImage = inputImageToWire(inputImage);
   return out;
 }
@@ -250,6 +254,11 @@ export function paramsInputFromWire(params: WireGenerationParams | null | undefi
   };
   for (const [k, v] of Object.entries(numbers)) if (v !== undefined) out[k as keyof typeof numbers] = v;
   if (p.seed !== undefined && p.seed !== null) out.seed = int64ToString(p.seed);
+  if (p.stepCache !== undefined && p.stepCache !== null) {
+    const threshold = optionalNumber(p.stepCache.threshold);
+    const maxSkippedSteps = optionalNumber(p.stepCache.maxSkippedSteps);
+    out.stepCache = { ...(threshold !== undefined ? { threshold } : {}), ...(maxSkippedSteps !== undefined ? { maxSkippedSteps } : {}) };
+  }
   return out;
 }
 

@@ -127,7 +127,10 @@ function jsonObject(body: Operation['bodies'][number]): fc.Arbitrary<string> {
  */
 const VALID_BODIES: Record<string, { body: Record<string, unknown>; fields: string[][] }> = {
   '/api/v1/requests': {
-    body: { model: FUZZ_MODEL, params: { prompt: 'a red circle', width: 64, height: 64, numInferenceSteps: 2 } },
+    body: {
+      model: FUZZ_MODEL,
+      params: { prompt: 'a red circle', width: 64, height: 64, numInferenceSteps: 2, stepCache: { threshold: 0, maxSkippedSteps: 2 } },
+    },
     fields: [
       ['model'],
       ['priority'],
@@ -145,7 +148,10 @@ const VALID_BODIES: Record<string, { body: Record<string, unknown>; fields: stri
         'fps',
         'strength',
         'inputImage',
+        'stepCache',
       ].map((f) => ['params', f]),
+      ['params', 'stepCache', 'threshold'],
+      ['params', 'stepCache', 'maxSkippedSteps'],
     ],
   },
   '/v1/images/generations': {

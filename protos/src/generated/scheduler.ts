@@ -16,6 +16,7 @@ import type { RequestEvent as _diffmesh_common_v1_RequestEvent, RequestEvent__Ou
 import type { StageFinishedEvent as _diffmesh_common_v1_StageFinishedEvent, StageFinishedEvent__Output as _diffmesh_common_v1_StageFinishedEvent__Output } from './diffmesh/common/v1/StageFinishedEvent.js';
 import type { StageStartedEvent as _diffmesh_common_v1_StageStartedEvent, StageStartedEvent__Output as _diffmesh_common_v1_StageStartedEvent__Output } from './diffmesh/common/v1/StageStartedEvent.js';
 import type { StageTiming as _diffmesh_common_v1_StageTiming, StageTiming__Output as _diffmesh_common_v1_StageTiming__Output } from './diffmesh/common/v1/StageTiming.js';
+import type { StepCacheParams as _diffmesh_common_v1_StepCacheParams, StepCacheParams__Output as _diffmesh_common_v1_StepCacheParams__Output } from './diffmesh/common/v1/StepCacheParams.js';
 import type { StepProgressEvent as _diffmesh_common_v1_StepProgressEvent, StepProgressEvent__Output as _diffmesh_common_v1_StepProgressEvent__Output } from './diffmesh/common/v1/StepProgressEvent.js';
 import type { CancelRequest as _diffmesh_scheduler_v1_CancelRequest, CancelRequest__Output as _diffmesh_scheduler_v1_CancelRequest__Output } from './diffmesh/scheduler/v1/CancelRequest.js';
 import type { CancelResponse as _diffmesh_scheduler_v1_CancelResponse, CancelResponse__Output as _diffmesh_scheduler_v1_CancelResponse__Output } from './diffmesh/scheduler/v1/CancelResponse.js';
@@ -97,6 +98,7 @@ export interface ProtoGrpcType {
         StageName: EnumTypeDefinition
         StageStartedEvent: MessageTypeDefinition<_diffmesh_common_v1_StageStartedEvent, _diffmesh_common_v1_StageStartedEvent__Output>
         StageTiming: MessageTypeDefinition<_diffmesh_common_v1_StageTiming, _diffmesh_common_v1_StageTiming__Output>
+        StepCacheParams: MessageTypeDefinition<_diffmesh_common_v1_StepCacheParams, _diffmesh_common_v1_StepCacheParams__Output>
         StepProgressEvent: MessageTypeDefinition<_diffmesh_common_v1_StepProgressEvent, _diffmesh_common_v1_StepProgressEvent__Output>
       }
     }

@@ -8,6 +8,7 @@ import type { InputImage as _diffmesh_common_v1_InputImage, InputImage__Output a
 import type { ObjectRef as _diffmesh_common_v1_ObjectRef, ObjectRef__Output as _diffmesh_common_v1_ObjectRef__Output } from './diffmesh/common/v1/ObjectRef.js';
 import type { PlanStage as _diffmesh_common_v1_PlanStage, PlanStage__Output as _diffmesh_common_v1_PlanStage__Output } from './diffmesh/common/v1/PlanStage.js';
 import type { RequestContext as _diffmesh_common_v1_RequestContext, RequestContext__Output as _diffmesh_common_v1_RequestContext__Output } from './diffmesh/common/v1/RequestContext.js';
+import type { StepCacheParams as _diffmesh_common_v1_StepCacheParams, StepCacheParams__Output as _diffmesh_common_v1_StepCacheParams__Output } from './diffmesh/common/v1/StepCacheParams.js';
 import type { CancelTask as _diffmesh_stage_v1_CancelTask, CancelTask__Output as _diffmesh_stage_v1_CancelTask__Output } from './diffmesh/stage/v1/CancelTask.js';
 import type { DescribeRequest as _diffmesh_stage_v1_DescribeRequest, DescribeRequest__Output as _diffmesh_stage_v1_DescribeRequest__Output } from './diffmesh/stage/v1/DescribeRequest.js';
 import type { DescribeResponse as _diffmesh_stage_v1_DescribeResponse, DescribeResponse__Output as _diffmesh_stage_v1_DescribeResponse__Output } from './diffmesh/stage/v1/DescribeResponse.js';
@@ -43,6 +44,7 @@ export interface ProtoGrpcType {
         RequestContext: MessageTypeDefinition<_diffmesh_common_v1_RequestContext, _diffmesh_common_v1_RequestContext__Output>
         RequestStatus: EnumTypeDefinition
         StageName: EnumTypeDefinition
+        StepCacheParams: MessageTypeDefinition<_diffmesh_common_v1_StepCacheParams, _diffmesh_common_v1_StepCacheParams__Output>
       }
     }
     stage: {

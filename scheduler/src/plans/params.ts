@@ -1,6 +1,8 @@
 import {
   type GenerationParams,
+  type StepCacheParams,
   invalidParameter,
+  DEFAULT_STEP_CACHE_MAX_SKIPPED,
   DEFAULT_STRENGTH,
   MAX_FPS,
   MAX_PROMPT_LENGTH,
@@ -29,6 +31,8 @@ export interface GenerationParamsInput {
   fps?: number | null;
   /** img2img strength in (0, 1]; only with an input image. */
   strength?: number | null;
+  /** Step caching; fields left out take the plan's (off by default). */
+  stepCache?: { threshold?: number | null; maxSkippedSteps?: number | null } | null;
 }
 
 /** Options of {@link resolveParams}. */
@@ -79,6 +83,7 @@ export function resolveParams(entry: PlanEntry, input: GenerationParamsInput, op
   }
 
   const strength = checkStrength(given(input.strength), opts.inputImage === true, defaults.strength ?? DEFAULT_STRENGTH);
+  const stepCache = checkStepCache(given(input.stepCache) ?? {}, defaults.stepCache);
 
   return {
     prompt,
@@ -91,7 +96,27 @@ export function resolveParams(entry: PlanEntry, input: GenerationParamsInput, op
     seed,
     fps,
     ...(strength !== undefined ? { strength } : {}),
+    ...(stepCache !== undefined ? { stepCache } : {}),
   };
+}
+
+/**
+ * Step caching: the request's fields over the plan's. Returns the settings only when caching
+ * is on (threshold > 0 and at least one step may be skipped), so a run without it carries none.
+ */
+function checkStepCache(
+  input: { threshold?: unknown; maxSkippedSteps?: unknown },
+  plan: StepCacheParams | undefined,
+): Required<StepCacheParams> | undefined {
+  const threshold = given(input.threshold) ?? plan?.threshold ?? 0;
+  if (typeof threshold !== 'number' || !Number.isFinite(threshold) || threshold < 0) {
+    throw invalidParameter('step_cache.threshold', `must be a finite number ≥ 0 (0 = off), got ${show(threshold)}`);
+  }
+  const maxSkippedSteps = given(input.maxSkippedSteps) ?? plan?.maxSkippedSteps ?? DEFAULT_STEP_CACHE_MAX_SKIPPED;
+  if (typeof maxSkippedSteps !== 'number' || !Number.isInteger(maxSkippedSteps) || maxSkippedSteps < 0 || maxSkippedSteps > MAX_STEPS) {
+    throw invalidParameter('step_cache.max_skipped_steps', `must be an integer from 0 to ${MAX_STEPS}, got ${show(maxSkippedSteps)}`);
+  }
+  return threshold > 0 && maxSkippedSteps > 0 ? { threshold, maxSkippedSteps } : undefined;
 }
 
 /** img2img strength: in (0, 1], and only for a request with an input image (default: the plan's). */

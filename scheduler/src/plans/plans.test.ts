@@ -382,6 +382,47 @@ describe('resolveParams', () => {
     expect(alone.message).toBe('strength: applies only to a request with an input image (input_image)');
   });
 
+  it('sets step caching only when it is on: the request’s fields over the plan’s, bad values refused naming the field', () => {
+    const plain = PlanRegistry.fromEntries([entry({ model: 'v/plain' })]).lookup('v/plain');
+    const cached = PlanRegistry.fromEntries([
+      entry({ model: 'v/cached', defaults: { width: 256, height: 256, steps: 20, guidanceScale: 5, stepCache: { threshold: 0.1 } } }),
+    ]).lookup('v/cached');
+    const at = (e: PlanEntry, stepCache?: GenerationParamsInput['stepCache']) =>
+      resolveParams(e, { prompt: 'p', ...(stepCache !== undefined ? { stepCache } : {}) });
+    // Off by default: the resolved params carry nothing.
+    expect('stepCache' in at(plain)).toBe(false);
+    expect('stepCache' in at(plain, { threshold: 0 })).toBe(false);
+    expect('stepCache' in at(plain, { threshold: 0.3, maxSkippedSteps: 0 })).toBe(false);
+    expect(at(plain, { threshold: 0.3 }).stepCache).toEqual({ threshold: 0.3, maxSkippedSteps: 2 });
+    expect(at(plain, { threshold: 0.3, maxSkippedSteps: 4 }).stepCache).toEqual({ threshold: 0.3, maxSkippedSteps: 4 });
+    // The plan's default, and the request over it (0 turns it off).
+    expect(at(cached).stepCache).toEqual({ threshold: 0.1, maxSkippedSteps: 2 });
+    expect(at(cached, { maxSkippedSteps: 3 }).stepCache).toEqual({ threshold: 0.1, maxSkippedSteps: 3 });
+    expect(at(cached, { threshold: 0.2, maxSkippedSteps: null }).stepCache).toEqual({ threshold: 0.2, maxSkippedSteps: 2 });
+    expect('stepCache' in at(cached, { threshold: 0 })).toBe(false);
+    for (const bad of [-0.1, Number.NaN, Number.POSITIVE_INFINITY, '0.5' as never]) {
+      const err = diffmeshError(() => at(plain, { threshold: bad }));
+      expect(err, String(bad)).toMatchObject({ code: Code.INVALID_ARGUMENT, field: 'step_cache.threshold' });
+      expect(err.message).toMatch(/^step_cache\.threshold: must be a finite number ≥ 0/);
+    }
+    for (const bad of [-1, 1.5, 201, Number.NaN]) {
+      const err = diffmeshError(() => at(plain, { threshold: 0.1, maxSkippedSteps: bad }));
+      expect(err, String(bad)).toMatchObject({ code: Code.INVALID_ARGUMENT, field: 'step_cache.max_skipped_steps' });
+    }
+  });
+
+  it('refuses a plan whose step cache threshold is negative or whose max skip is not a whole number', () => {
+    const defaults = { width: 256, height: 256, numFrames: 9, steps: 20, guidanceScale: 5 };
+    const negative = configError(() =>
+      PlanRegistry.fromEntries([entry({ model: 'a/b', defaults: { ...defaults, stepCache: { threshold: -1 } } })]),
+    );
+    expect(negative.message).toContain('.defaults.stepCache.threshold');
+    const fractional = configError(() =>
+      PlanRegistry.fromEntries([entry({ model: 'a/b', defaults: { ...defaults, stepCache: { threshold: 0.1, maxSkippedSteps: 1.5 } } })]),
+    );
+    expect(fractional.message).toContain('.defaults.stepCache.maxSkippedSteps');
+  });
+
   it('tells an image model’s caller that num_frames must be 1', () => {
     const err = fieldOf(image, { numFrames: 5 });
     expect(err.field).toBe('num_frames');

@@ -34,6 +34,16 @@ export const PlanDefaultsSchema = z.strictObject({
   fps: z.number().min(1).max(60).default(8),
   /** img2img strength of a request with an input image that gives none; default 0.8 (diffusers'). */
   strength: z.number().gt(0, 'strength must be greater than 0').max(1).optional(),
+  /**
+   * Step caching of the model's denoising (TeaCache-style; see dit-svc's README): off unless
+   * `threshold` > 0. A request's `step_cache` fields override these.
+   */
+  stepCache: z
+    .strictObject({
+      threshold: z.number().finite().nonnegative('threshold must be ≥ 0'),
+      maxSkippedSteps: z.number().int().nonnegative('maxSkippedSteps must be ≥ 0').optional(),
+    })
+    .optional(),
 });
 
 /** `numFrames ≡ remainder (mod modulus)`, e.g. `{ modulus: 4, remainder: 1 }` for 4k+1. */

@@ -1,6 +1,7 @@
 // Original file: proto/diffmesh/common/v1/request.proto
 
 import type { InputImage as _diffmesh_common_v1_InputImage, InputImage__Output as _diffmesh_common_v1_InputImage__Output } from '../../../diffmesh/common/v1/InputImage.js';
+import type { StepCacheParams as _diffmesh_common_v1_StepCacheParams, StepCacheParams__Output as _diffmesh_common_v1_StepCacheParams__Output } from '../../../diffmesh/common/v1/StepCacheParams.js';
 import type { Long } from '@grpc/proto-loader';
 
 /**
@@ -37,6 +38,13 @@ export interface GenerationParams {
    * (1 = start from pure noise). Only with `input_image`; default 0.8.
    */
   'strength'?: (number | string);
+  /**
+   * Step caching (TeaCache-style): the denoiser is not run at a step whose input
+   * changed little since the last step it ran at; that run's prediction is used
+   * again. Unset fields take the model's plan defaults; off unless a threshold
+   * above 0 is set here or in the plan.
+   */
+  'stepCache'?: (_diffmesh_common_v1_StepCacheParams | null);
   '_negativePrompt'?: "negativePrompt";
   '_width'?: "width";
   '_height'?: "height";
@@ -82,6 +90,13 @@ export interface GenerationParams__Output {
    * (1 = start from pure noise). Only with `input_image`; default 0.8.
    */
   'strength'?: (number);
+  /**
+   * Step caching (TeaCache-style): the denoiser is not run at a step whose input
+   * changed little since the last step it ran at; that run's prediction is used
+   * again. Unset fields take the model's plan defaults; off unless a threshold
+   * above 0 is set here or in the plan.
+   */
+  'stepCache': (_diffmesh_common_v1_StepCacheParams__Output | null);
   '_negativePrompt'?: "negativePrompt";
   '_width'?: "width";
   '_height'?: "height";
