@@ -5,6 +5,7 @@
  * Sections add themselves to {@link SECTIONS}; each gets the parsed options and returns
  * the text to print.
  */
+import path from 'node:path';
 import { isMainThread } from 'node:worker_threads';
 import { formatMeshVsEmbedded, formatSchedulerOverhead, runMeshVsEmbedded, runSchedulerOverhead } from './mesh.js';
 import { formatQueueBackends, runQueueBackends } from './queues.js';
@@ -15,6 +16,9 @@ import { formatLongRuns, runLongRuns } from './long-runs.js';
 import { formatGpuBench, runGpuBench } from './gpu.js';
 import { formatFairShare, runFairShare } from './fair-share.js';
 import { formatStepCacheBench, runStepCacheBench } from './step-cache.js';
+import { COST_PRESETS, formatSim, runSim, type SimOptions, type SimQueue } from './sim.js';
+import { readFileSync } from 'node:fs';
+import { parseStageCosts } from '@diffmesh/scheduler';
 
 /** Options every section may read. */
 export interface BenchOptions {
@@ -26,6 +30,10 @@ export interface BenchOptions {
   ditSize?: 'full' | 'small';
   /** gpu: the output folder of ../shared/gpu/torch_dit_reference.py. */
   torchDir?: string;
+  /** sim: its options (`--sizes`, `--queue`, `--schedulers`, `--costs`, `--scale`, `--duration`, `--cpu-prof`, `--wan-only`, `--no-wan`). */
+  sim?: SimOptions;
+  /** Print the section's result as JSON (sections that support it: sim). */
+  json?: boolean;
 }
 
 /** One named benchmark. */
@@ -69,6 +77,15 @@ export const SECTIONS: BenchSection[] = [
     description:
       "a light tenant's p50/p99 latency alone and while a second tenant sends 20× its load, first come, first served vs weighted fair share (in-process, modelled 200 ms tasks)",
     run: async () => formatFairShare(await runFairShare()),
+  },
+  {
+    name: 'sim',
+    description:
+      'cluster simulation: 50–500 simulated GPU workers (real stage services, modelled model runs) through real schedulers on JetStream and redis; and the Wan-14B scenario as whole-pipeline workers vs 2/28/2 pools',
+    run: async (o) => {
+      const report = await runSim(o.sim ?? {});
+      return o.json ? JSON.stringify(report, null, 2) : formatSim(report);
+    },
   },
   {
     name: 'mesh-vs-embedded',
@@ -130,8 +147,37 @@ function parseArgs(argv: string[]): { names: string[]; opts: BenchOptions; list:
       const v = inline ?? argv[++i];
       if (!v) throw new Error('--torch-dir needs a folder');
       opts.torchDir = v;
-    } else if (flag.startsWith('--'))
-      throw new Error(`unknown option ${flag} (known: --list, --reps, --size-mib, --dit-size, --torch-dir)`);
+    } else if (flag === '--json') opts.json = true;
+    else if (flag === '--sizes') {
+      const v = inline ?? argv[++i] ?? '';
+      const sizes = v.split(',').map(Number);
+      if (sizes.length === 0 || sizes.some((n) => !Number.isInteger(n) || n < 1))
+        throw new Error('--sizes takes worker counts, e.g. 50,100');
+      (opts.sim ??= {}).sizes = sizes;
+    } else if (flag === '--queue') {
+      const v = inline ?? argv[++i] ?? '';
+      const queues = v.split(',') as SimQueue[];
+      if (queues.some((q) => q !== 'jetstream' && q !== 'redis')) throw new Error('--queue takes jetstream, redis or jetstream,redis');
+      (opts.sim ??= {}).queues = queues;
+    } else if (flag === '--schedulers') {
+      const n = Math.round(value());
+      if (n > 3) throw new Error('--schedulers takes 1 to 3');
+      (opts.sim ??= {}).schedulers = n;
+    } else if (flag === '--costs') {
+      const v = inline ?? argv[++i] ?? '';
+      const sim = (opts.sim ??= {});
+      sim.costs = COST_PRESETS[v] ?? parseStageCosts(readFileSync(v, 'utf8'));
+      sim.costsName = COST_PRESETS[v] ? v : path.basename(v);
+    } else if (flag === '--scale') (opts.sim ??= {}).scale = value();
+    else if (flag === '--duration') (opts.sim ??= {}).durationS = value();
+    else if (flag === '--cpu-prof') (opts.sim ??= {}).cpuProf = true;
+    else if (flag === '--no-wan') (opts.sim ??= {}).wan = false;
+    else if (flag === '--wan-only') (opts.sim ??= {}).sweep = false;
+    else if (flag === '--wan-scale') (opts.sim ??= {}).wanScale = value();
+    else if (flag.startsWith('--'))
+      throw new Error(
+        `unknown option ${flag} (known: --list, --reps, --size-mib, --dit-size, --torch-dir, --json; sim: --sizes, --queue, --schedulers, --costs, --scale, --duration, --cpu-prof, --no-wan, --wan-only, --wan-scale)`,
+      );
     else names.push(a);
   }
   return { names, opts, list };
