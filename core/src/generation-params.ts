@@ -19,7 +19,24 @@ export interface GenerationParams {
    * Set exactly when the request has an input image (default {@link DEFAULT_STRENGTH}).
    */
   strength?: number;
+  /** Live previews every N denoising steps; absent = none (see {@link PreviewParams}). */
+  preview?: PreviewParams;
 }
+
+/**
+ * Live previews of a request: the denoising stage sends a small picture of its latent after
+ * every `everySteps` steps (and after the last), at most `maxSide` pixels a side. Set only
+ * when previews are on (`everySteps` ≥ 1).
+ */
+export interface PreviewParams {
+  everySteps: number;
+  maxSide: number;
+}
+
+/** Longest side of a preview when the request gives none, and the range it may give. */
+export const DEFAULT_PREVIEW_SIDE = 256;
+export const MIN_PREVIEW_SIDE = 8;
+export const MAX_PREVIEW_SIDE = 512;
 
 /** Strength of a request with an input image that gives none (diffusers' img2img default). */
 export const DEFAULT_STRENGTH = 0.8;

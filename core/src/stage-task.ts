@@ -37,6 +37,20 @@ export interface StageProgress {
    * the request ends.
    */
   checkpoint?: Record<string, ObjectRef>;
+  /**
+   * A picture of the task's latent after `step`, when the task's params ask for previews.
+   * Goes to those following the request live; never stored.
+   */
+  preview?: StagePreview;
+}
+
+/** A small encoded image of a stage's work in progress (a denoising preview). */
+export interface StagePreview {
+  /** `image/png`. */
+  mediaType: string;
+  data: Uint8Array;
+  width: number;
+  height: number;
 }
 
 /** What a stage hands on: new objects by name. */

@@ -1,9 +1,12 @@
 import {
   ATTR,
+  DEFAULT_PREVIEW_SIDE,
   DEFAULT_STRENGTH,
   SPAN,
   invalidParameter,
+  type PreviewParams,
   type StageContext,
+  type StagePreview,
   type StageResult,
   type StageTask,
   withSpan,
@@ -15,6 +18,7 @@ import { float32View, toBytes } from '@diffmesh/tensor-client';
 import { applyGuidance, FlowEulerSampler, samplerFor, type Sampler } from './samplers.js';
 import { DirectoryDenoiser } from './directory-denoiser.js';
 import { Checkpointer, runFingerprint } from './checkpoint.js';
+import { latentPreview, manifestProjection, previewDue } from './latent-preview.js';
 
 export interface DenoisingStageOptions extends OnnxStageDeps {
   /** Most latents in one denoiser run (a CFG request counts two). */
@@ -158,7 +162,11 @@ export class DenoisingStage extends OnnxStage {
           sampler.step(x, out, i);
         },
       );
-      const progress = { step: i + 1 - start, totalSteps: total - start };
+      const step = { step: i + 1 - start, totalSteps: total - start };
+      // Live preview (params.preview): frame 0 of the latent as a small PNG, with this step's progress.
+      const progress = previewDue(p.preview, step.step, step.totalSteps)
+        ? { ...step, preview: this.preview(x, shape, resolved, p.preview) }
+        : step;
       if (this.checkpoints.due(i + 1, total)) {
         await this.checkpoints.save(task, ctx, { step: i + 1, totalSteps: total, fingerprint, latent: x, rng: rng.getState() }, progress);
       } else {
@@ -222,6 +230,23 @@ export class DenoisingStage extends OnnxStage {
         for (let c = 0; c < C; c += 1) x.set(z.subarray(c * plane, (c + 1) * plane), c * F * plane);
       },
     };
+  }
+
+  /** A preview of frame 0 of a [1, C, F, h, w] latent, by the manifest's RGB factors (or the fallback). */
+  private preview(
+    x: Float32Array,
+    shape: number[],
+    m: ResolvedModel & { kind: 'manifest' },
+    params: PreviewParams | undefined,
+  ): StagePreview {
+    const [, C, F, h, w] = shape;
+    const projection = manifestProjection(m.manifest.manifest.preview, C);
+    return latentPreview(
+      x,
+      { channels: C, height: h, width: w, planeStride: F * h * w },
+      projection,
+      params?.maxSide ?? DEFAULT_PREVIEW_SIDE,
+    );
   }
 
   private async embeds(task: StageTask, name: string): Promise<{ data: Float32Array; shape: number[] }> {

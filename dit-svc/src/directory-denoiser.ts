@@ -1,12 +1,15 @@
 import {
   ATTR,
   Code,
+  DEFAULT_PREVIEW_SIDE,
   DEFAULT_STRENGTH,
   DiffmeshError,
   SPAN,
   invalidParameter,
   withSpan,
+  type PreviewParams,
   type StageContext,
+  type StagePreview,
   type StageResult,
   type StageTask,
 } from '@diffmesh/core';
@@ -33,6 +36,7 @@ import {
   type DiffusionScheduler,
 } from './schedulers/index.js';
 import { runFingerprint, type Checkpointer } from './checkpoint.js';
+import { familyProjection, latentPreview, previewDue } from './latent-preview.js';
 
 /** A float tensor without its batch axis. */
 interface Item {
@@ -195,7 +199,11 @@ export class DirectoryDenoiser {
           x = scheduler.step(out, i, x, rng);
         },
       );
-      const progress = { step: i + 1, totalSteps: total };
+      const step = { step: i + 1, totalSteps: total };
+      // Live preview (params.preview): the latent by its family's RGB factors, with this step's progress.
+      const progress = previewDue(p.preview, i + 1, total)
+        ? { ...step, preview: preview(layout, flux ? unpackLatents(x, C, h, w) : x, h, w, p.preview) }
+        : step;
       const checkpoints = this.deps.checkpoints;
       if (checkpoints?.due(i + 1, total)) {
         const state = { step: i + 1, totalSteps: total, fingerprint, latent: x, rng: rng.getState() };
@@ -359,6 +367,18 @@ export class DirectoryDenoiser {
     const size = out.length / n;
     return items.map((_, b) => ({ out: out.slice(b * size, (b + 1) * size), batchSize: n, run }));
   }
+}
+
+/** A preview of a [C, h, w] latent of a model directory (see latent-preview.ts). */
+function preview(layout: DiffusersLayout, latent: Float32Array, h: number, w: number, params: PreviewParams | undefined): StagePreview {
+  const C = layout.vae.latentChannels;
+  const projection = familyProjection(layout.kind, C);
+  return latentPreview(
+    latent,
+    { channels: C, height: h, width: w, planeStride: h * w },
+    projection,
+    params?.maxSide ?? DEFAULT_PREVIEW_SIDE,
+  );
 }
 
 /** True when the graph's timestep is a vector along the latent's batch axis: one timestep per item. */

@@ -348,7 +348,14 @@ export class Dispatcher {
     // The request may have ended while the task was being started.
     if (held.ended) cancel.cancel(new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'request ended'));
     instance
-      .execute(task, { cancel, onProgress: (p) => this.progress(held, p.step, p.totalSteps, p.checkpoint) })
+      .execute(task, {
+        cancel,
+        onProgress: (p) => {
+          // A preview goes to live watchers at once (never stored, so never throttled).
+          if (p.preview && !held.ended && !held.leaseLost) this.opts.lifecycle.preview(lease, stage.name, p.step, p.totalSteps, p.preview);
+          this.progress(held, p.step, p.totalSteps, p.checkpoint);
+        },
+      })
       .then(
         async (result) => {
           held.answered = true;

@@ -270,7 +270,17 @@ export class RemoteInstance implements StageInstance {
           msg.progress.checkpoint && Object.keys(msg.progress.checkpoint).length > 0
             ? objectRefsFromWire(msg.progress.checkpoint)
             : undefined;
-        p.hooks.onProgress({ step: msg.progress.step, totalSteps: msg.progress.totalSteps, ...(checkpoint ? { checkpoint } : {}) });
+        const pv = msg.progress.preview;
+        const preview =
+          pv && pv.data.byteLength > 0
+            ? { mediaType: pv.mediaType, data: new Uint8Array(pv.data), width: pv.width, height: pv.height }
+            : undefined;
+        p.hooks.onProgress({
+          step: msg.progress.step,
+          totalSteps: msg.progress.totalSteps,
+          ...(checkpoint ? { checkpoint } : {}),
+          ...(preview ? { preview } : {}),
+        });
       } else if (msg.result) {
         const outputs = objectRefsFromWire(msg.result.outputs);
         const warnings = msg.result.warnings ?? [];

@@ -1,6 +1,7 @@
 // Original file: proto/diffmesh/common/v1/request.proto
 
 import type { InputImage as _diffmesh_common_v1_InputImage, InputImage__Output as _diffmesh_common_v1_InputImage__Output } from '../../../diffmesh/common/v1/InputImage.js';
+import type { PreviewParams as _diffmesh_common_v1_PreviewParams, PreviewParams__Output as _diffmesh_common_v1_PreviewParams__Output } from '../../../diffmesh/common/v1/PreviewParams.js';
 import type { Long } from '@grpc/proto-loader';
 
 /**
@@ -37,6 +38,10 @@ export interface GenerationParams {
    * (1 = start from pure noise). Only with `input_image`; default 0.8.
    */
   'strength'?: (number | string);
+  /**
+   * Live previews every N denoising steps; absent = none.
+   */
+  'preview'?: (_diffmesh_common_v1_PreviewParams | null);
   '_negativePrompt'?: "negativePrompt";
   '_width'?: "width";
   '_height'?: "height";
@@ -82,6 +87,10 @@ export interface GenerationParams__Output {
    * (1 = start from pure noise). Only with `input_image`; default 0.8.
    */
   'strength'?: (number);
+  /**
+   * Live previews every N denoising steps; absent = none.
+   */
+  'preview': (_diffmesh_common_v1_PreviewParams__Output | null);
   '_negativePrompt'?: "negativePrompt";
   '_width'?: "width";
   '_height'?: "height";
