@@ -14,6 +14,7 @@ import { formatCrossNodeBench, runCrossNodeBench } from './cross-node.js';
 import { formatLongRuns, runLongRuns } from './long-runs.js';
 import { formatGpuBench, runGpuBench } from './gpu.js';
 import { formatFairShare, runFairShare } from './fair-share.js';
+import { formatPreviewBench, runPreviewBench } from './previews.js';
 
 /** Options every section may read. */
 export interface BenchOptions {
@@ -92,6 +93,12 @@ export const SECTIONS: BenchSection[] = [
           ...(o.torchDir ? { torchDir: o.torchDir } : {}),
         }),
       ),
+  },
+  {
+    name: 'previews',
+    description:
+      "live previews' cost: synthetic-dit-image's denoising loop with previews off vs every 4 steps vs every step, side by side (embedded), and one preview alone at real models' latent sizes",
+    run: async (o) => formatPreviewBench(await runPreviewBench(o.reps ?? 5)),
   },
   {
     name: 'model-dirs',

@@ -196,6 +196,65 @@ describe('gateway status page', () => {
     expect(problems).toEqual([]);
   }, 120_000);
 
+  it('shows the picture forming while a request runs: live previews in the Generate card and in the request list', async () => {
+    // The Generate card: previews every 2 steps; record every picture the preview shows.
+    await page.fill('#prompt', PROMPT);
+    await page.fill('#steps', String(STEPS));
+    await page.fill('#seed', String(SEED));
+    await page.fill('#preview-every', '2');
+    await page.evaluate(`(() => {
+      window.__previews = [];
+      const img = document.getElementById('preview-image');
+      new MutationObserver(() => {
+        const fig = document.getElementById('live-preview');
+        const result = document.getElementById('result');
+        window.__previews.push({ src: img.getAttribute('src'), shown: !fig.hidden, resultShown: !result.hidden, caption: document.getElementById('preview-caption').textContent });
+      }).observe(img, { attributes: true, attributeFilter: ['src'] });
+    })()`);
+    await page.click('#generate');
+    await page.locator('#result').waitFor({ timeout: 60_000 });
+    const seen = await page.evaluate<Array<{ src: string; shown: boolean; resultShown: boolean; caption: string }>>('window.__previews');
+    // Steps 2, 4, …, 20: each a PNG shown before the result, its caption saying the step.
+    expect(seen.map((p) => /step (\d+)\//.exec(p.caption)?.[1])).toEqual(['2', '4', '6', '8', '10', '12', '14', '16', '18', '20']);
+    for (const p of seen) {
+      expect(p.src).toMatch(/^data:image\/png;base64,/);
+      expect(p.resultShown).toBe(false);
+    }
+    expect(new Set(seen.map((p) => p.src)).size).toBeGreaterThan(1); // the picture changes as it forms
+    // The result replaces the preview.
+    expect(await page.locator('#live-preview').isHidden()).toBe(true);
+
+    // The request list: a long request submitted elsewhere (the API) shows its latest preview
+    // in its row while it runs.
+    const res = await fetch(`${gateway}/api/v1/requests`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'diffmesh/tiny-shapes',
+        params: {
+          prompt: 'a yellow square moving right',
+          width: 512,
+          height: 512,
+          numFrames: 32,
+          numInferenceSteps: 200,
+          preview: { everySteps: 1 },
+        },
+      }),
+    });
+    const { reqId } = (await res.json()) as { reqId: string };
+    try {
+      const thumb = page.locator(`.req[data-req-id="${reqId}"] .req-preview`);
+      await thumb.waitFor({ state: 'visible', timeout: 30_000 });
+      expect(await thumb.getAttribute('src')).toMatch(/^data:image\/png;base64,/);
+      expect(await page.locator(`.req[data-req-id="${reqId}"]`).getAttribute('data-status')).toMatch(/running|pending/);
+      const size = await thumb.evaluate((img: { naturalWidth: number; naturalHeight: number }) => [img.naturalWidth, img.naturalHeight]);
+      expect(size).toEqual([64, 64]); // 512 px at 1/8
+    } finally {
+      await fetch(`${gateway}/api/v1/requests/${reqId}:cancel`, { method: 'POST', headers: { authorization: `Bearer ${KEY}` } });
+    }
+    expect(problems).toEqual([]);
+  }, 120_000);
+
   it('shows a refused request as its error', async () => {
     await page.fill('#steps', '500'); // the plans allow 1–200; the scheduler says so
     await page.click('#generate');
