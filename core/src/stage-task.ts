@@ -38,10 +38,11 @@ export interface StageProgress {
    */
   checkpoint?: Record<string, ObjectRef>;
   /**
-   * A picture of the task's latent after `step`, when the task's params ask for previews.
-   * Goes to those following the request live; never stored.
+   * Pictures of the task's latent drawn since the last report, when the task's params ask for
+   * previews; each names the step it shows. Go to those following the request live; never
+   * stored.
    */
-  preview?: StagePreview;
+  previews?: StagePreview[];
 }
 
 /** A small encoded image of a stage's work in progress (a denoising preview). */
@@ -51,6 +52,8 @@ export interface StagePreview {
   data: Uint8Array;
   width: number;
   height: number;
+  /** The step whose latent it shows. */
+  step: number;
 }
 
 /** What a stage hands on: new objects by name. */

@@ -1,12 +1,9 @@
 import {
   ATTR,
-  DEFAULT_PREVIEW_SIDE,
   DEFAULT_STRENGTH,
   SPAN,
   invalidParameter,
-  type PreviewParams,
   type StageContext,
-  type StagePreview,
   type StageResult,
   type StageTask,
   withSpan,
@@ -18,7 +15,7 @@ import { float32View, toBytes } from '@diffmesh/tensor-client';
 import { applyGuidance, FlowEulerSampler, samplerFor, type Sampler } from './samplers.js';
 import { DirectoryDenoiser } from './directory-denoiser.js';
 import { Checkpointer, runFingerprint } from './checkpoint.js';
-import { latentPreview, manifestProjection, previewDue } from './latent-preview.js';
+import { LoopPreviews, manifestProjection, type LatentFrame } from './latent-preview.js';
 
 export interface DenoisingStageOptions extends OnnxStageDeps {
   /** Most latents in one denoiser run (a CFG request counts two). */
@@ -134,6 +131,7 @@ export class DenoisingStage extends OnnxStage {
     const fingerprint = runFingerprint(task, { image: image !== undefined });
     const resumed = await this.checkpoints.resume(task, ctx, fingerprint, total, x.length);
     if (resumed) x.set(resumed.latent);
+    const preview = new LoopPreviews(p.preview, manifestProjection(manifest.preview, shape[1]));
     for (let i = resumed?.step ?? start; i < total; i += 1) {
       ctx.signal.throwIfAborted();
       image?.hold();
@@ -163,10 +161,9 @@ export class DenoisingStage extends OnnxStage {
         },
       );
       const step = { step: i + 1 - start, totalSteps: total - start };
-      // Live preview (params.preview): frame 0 of the latent as a small PNG, with this step's progress.
-      const progress = previewDue(p.preview, step.step, step.totalSteps)
-        ? { ...step, preview: this.preview(x, shape, resolved, p.preview) }
-        : step;
+      // Live previews (params.preview): frame 0 copied at a due step, drawn while the next step runs.
+      const previews = await preview.after(step.step, step.totalSteps, () => firstFrame(x, shape));
+      const progress = previews.length > 0 ? { ...step, previews } : step;
       if (this.checkpoints.due(i + 1, total)) {
         await this.checkpoints.save(task, ctx, { step: i + 1, totalSteps: total, fingerprint, latent: x, rng: rng.getState() }, progress);
       } else {
@@ -232,23 +229,6 @@ export class DenoisingStage extends OnnxStage {
     };
   }
 
-  /** A preview of frame 0 of a [1, C, F, h, w] latent, by the manifest's RGB factors (or the fallback). */
-  private preview(
-    x: Float32Array,
-    shape: number[],
-    m: ResolvedModel & { kind: 'manifest' },
-    params: PreviewParams | undefined,
-  ): StagePreview {
-    const [, C, F, h, w] = shape;
-    const projection = manifestProjection(m.manifest.manifest.preview, C);
-    return latentPreview(
-      x,
-      { channels: C, height: h, width: w, planeStride: F * h * w },
-      projection,
-      params?.maxSide ?? DEFAULT_PREVIEW_SIDE,
-    );
-  }
-
   private async embeds(task: StageTask, name: string): Promise<{ data: Float32Array; shape: number[] }> {
     const ref = task.inputs[name];
     if (!ref) throw invalidParameter(name, 'missing input from the text encoding stage');
@@ -289,4 +269,13 @@ export class DenoisingStage extends OnnxStage {
     const run = ++this.runs;
     return items.map((_, b) => ({ out: out.slice(b * sampleSize, (b + 1) * sampleSize), batchSize: n, run }));
   }
+}
+
+/** Frame 0 of a [1, C, F, h, w] latent as [C, h, w] (a copy). */
+function firstFrame(x: Float32Array, shape: number[]): LatentFrame {
+  const [, C, F, h, w] = shape;
+  const plane = h * w;
+  const data = new Float32Array(C * plane);
+  for (let c = 0; c < C; c += 1) data.set(x.subarray(c * F * plane, c * F * plane + plane), c * plane);
+  return { data, channels: C, height: h, width: w };
 }

@@ -1,15 +1,12 @@
 import {
   ATTR,
   Code,
-  DEFAULT_PREVIEW_SIDE,
   DEFAULT_STRENGTH,
   DiffmeshError,
   SPAN,
   invalidParameter,
   withSpan,
-  type PreviewParams,
   type StageContext,
-  type StagePreview,
   type StageResult,
   type StageTask,
 } from '@diffmesh/core';
@@ -36,7 +33,7 @@ import {
   type DiffusionScheduler,
 } from './schedulers/index.js';
 import { runFingerprint, type Checkpointer } from './checkpoint.js';
-import { familyProjection, latentPreview, previewDue } from './latent-preview.js';
+import { familyProjection, LoopPreviews } from './latent-preview.js';
 
 /** A float tensor without its batch axis. */
 interface Item {
@@ -163,6 +160,7 @@ export class DirectoryDenoiser {
       rng = NoiseRng.fromState(resumed.rng);
       if (resumed.scheduler) scheduler.restoreState(decodeSchedulerState(resumed.scheduler));
     }
+    const preview = new LoopPreviews(p.preview, familyProjection(layout.kind, C));
     for (let i = resumed?.step ?? 0; i < total; i += 1) {
       ctx.signal.throwIfAborted();
       const t = scheduler.timesteps[i];
@@ -200,10 +198,15 @@ export class DirectoryDenoiser {
         },
       );
       const step = { step: i + 1, totalSteps: total };
-      // Live preview (params.preview): the latent by its family's RGB factors, with this step's progress.
-      const progress = previewDue(p.preview, i + 1, total)
-        ? { ...step, preview: preview(layout, flux ? unpackLatents(x, C, h, w) : x, h, w, p.preview) }
-        : step;
+      // Live previews (params.preview): the latent copied at a due step, drawn while the next step runs.
+      const latent = x;
+      const previews = await preview.after(i + 1, total, () => ({
+        data: flux ? unpackLatents(latent, C, h, w) : latent.slice(0, C * h * w),
+        channels: C,
+        height: h,
+        width: w,
+      }));
+      const progress = previews.length > 0 ? { ...step, previews } : step;
       const checkpoints = this.deps.checkpoints;
       if (checkpoints?.due(i + 1, total)) {
         const state = { step: i + 1, totalSteps: total, fingerprint, latent: x, rng: rng.getState() };
@@ -367,18 +370,6 @@ export class DirectoryDenoiser {
     const size = out.length / n;
     return items.map((_, b) => ({ out: out.slice(b * size, (b + 1) * size), batchSize: n, run }));
   }
-}
-
-/** A preview of a [C, h, w] latent of a model directory (see latent-preview.ts). */
-function preview(layout: DiffusersLayout, latent: Float32Array, h: number, w: number, params: PreviewParams | undefined): StagePreview {
-  const C = layout.vae.latentChannels;
-  const projection = familyProjection(layout.kind, C);
-  return latentPreview(
-    latent,
-    { channels: C, height: h, width: w, planeStride: h * w },
-    projection,
-    params?.maxSide ?? DEFAULT_PREVIEW_SIDE,
-  );
 }
 
 /** True when the graph's timestep is a vector along the latent's batch axis: one timestep per item. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodePng } from '@diffmesh/media';
-import { familyProjection, latentPreview, manifestProjection, previewDue } from './latent-preview.js';
+import { familyProjection, latentPreview, LoopPreviews, manifestProjection, previewDue } from './latent-preview.js';
 
 const IDENTITY = manifestProjection(
   {
@@ -81,5 +81,33 @@ describe('latentPreview', () => {
     expect([p.width, p.height]).toEqual([32, 16]);
     const png = decodePng(p.data);
     expect(Array.from(png.rgb.subarray(0, 3))).toEqual([255, 0, 0]);
+  });
+});
+
+describe('LoopPreviews', () => {
+  const frame = (v: number) => () => ({ data: new Float32Array(3 * 2 * 2).fill(v), channels: 3, height: 2, width: 2 });
+
+  it('draws a due step while the next runs and hands it over with that step; the last step’s at once', async () => {
+    const loop = new LoopPreviews({ everySteps: 2, maxSide: 256 }, IDENTITY);
+    const got: number[][] = [];
+    for (let s = 1; s <= 7; s += 1) got.push((await loop.after(s, 7, frame(s / 7))).map((p) => p.step));
+    expect(got).toEqual([[], [], [2], [], [4], [], [6, 7]]);
+  });
+
+  it('copies the frame at its step: a latent changed afterwards does not change the preview', async () => {
+    const loop = new LoopPreviews({ everySteps: 1, maxSide: 256 }, IDENTITY);
+    const x = new Float32Array(3 * 2 * 2).fill(1);
+    await loop.after(1, 2, () => ({ data: x.slice(), channels: 3, height: 2, width: 2 }));
+    x.fill(-1);
+    const [first, last] = await loop.after(2, 2, () => ({ data: x.slice(), channels: 3, height: 2, width: 2 }));
+    expect(Array.from(decodePng(first.data).rgb.subarray(0, 3))).toEqual([255, 255, 255]);
+    expect(Array.from(decodePng(last.data).rgb.subarray(0, 3))).toEqual([0, 0, 0]);
+  });
+
+  it('does nothing without preview params', async () => {
+    const loop = new LoopPreviews(undefined, IDENTITY);
+    let copied = 0;
+    expect(await loop.after(1, 1, () => (copied++, frame(0)()))).toEqual([]);
+    expect(copied).toBe(0);
   });
 });

@@ -16,8 +16,12 @@
  * The picture is one frame (a video's first) at the latent's resolution, sampled down (nearest)
  * so that its longer side is at most `maxSide`; it is never upsampled (a viewer scales it).
  * Only the pixels kept are computed, and the PNG is a few KiB.
+ *
+ * Off the loop's critical path ({@link LoopPreviews}): at a due step the loop only copies the
+ * frame; the picture is drawn while the next step's model runs in its runner thread, and goes
+ * out with that step's progress. The last step's is drawn at once (the result comes next).
  */
-import type { StagePreview } from '@diffmesh/core';
+import { DEFAULT_PREVIEW_SIDE, type PreviewParams, type StagePreview } from '@diffmesh/core';
 import { encodePng } from '@diffmesh/media';
 
 /** How a model's latent channels become RGB. */
@@ -135,7 +139,7 @@ export function latentPreview(
   layout: { channels: number; height: number; width: number; planeStride: number },
   projection: LatentRgbProjection,
   maxSide: number,
-): StagePreview {
+): Omit<StagePreview, 'step'> {
   const { channels: C, height: h, width: w, planeStride } = layout;
   const scale = Math.max(1, Math.max(h, w) / maxSide);
   const W = Math.max(1, Math.min(w, Math.floor(w / scale)));
@@ -187,4 +191,62 @@ export function latentPreview(
 function toByte(v: number): number {
   const u = ((v + 1) / 2) * 255;
   return u <= 0 ? 0 : u >= 255 ? 255 : Math.round(u);
+}
+
+/** One frame of a latent: `channels` planes of height × width, a copy the loop no longer writes. */
+export interface LatentFrame {
+  data: Float32Array;
+  channels: number;
+  height: number;
+  width: number;
+}
+
+/**
+ * The previews of one denoising loop (params `preview`). After each step the loop calls
+ * {@link after}, which returns the previews to send with that step's progress.
+ */
+export class LoopPreviews {
+  private pending: Promise<StagePreview | undefined> | undefined;
+
+  constructor(
+    private readonly params: PreviewParams | undefined,
+    private readonly projection: LatentRgbProjection,
+  ) {}
+
+  /**
+   * After step `step` of `totalSteps`: a due step's frame is copied now (`frame()`) and drawn
+   * two turns of the event loop later, after the micro-batcher has sent the next step's run
+   * to its runner thread, so the drawing overlaps the model run instead of adding to the
+   * loop. Returns what is ready: the preview of an earlier step (drawn while this step ran),
+   * and at the last step its own, drawn at once.
+   */
+  async after(step: number, totalSteps: number, frame: () => LatentFrame): Promise<StagePreview[]> {
+    if (!this.params) return [];
+    const ready = this.pending;
+    this.pending = undefined;
+    const out: StagePreview[] = [];
+    if (ready) {
+      const p = await ready;
+      if (p) out.push(p);
+    }
+    if (!previewDue(this.params, step, totalSteps)) return out;
+    const f = frame();
+    if (step === totalSteps) {
+      const p = this.draw(f, step);
+      if (p) out.push(p);
+    } else {
+      this.pending = new Promise((resolve) => setImmediate(() => setImmediate(() => resolve(this.draw(f, step)))));
+    }
+    return out;
+  }
+
+  /** A preview, or none when drawing fails (a preview is never worth failing the task for). */
+  private draw(f: LatentFrame, step: number): StagePreview | undefined {
+    try {
+      const layout = { channels: f.channels, height: f.height, width: f.width, planeStride: f.height * f.width };
+      return { ...latentPreview(f.data, layout, this.projection, this.params?.maxSide ?? DEFAULT_PREVIEW_SIDE), step };
+    } catch {
+      return undefined;
+    }
+  }
 }

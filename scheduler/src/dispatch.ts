@@ -351,8 +351,8 @@ export class Dispatcher {
       .execute(task, {
         cancel,
         onProgress: (p) => {
-          // A preview goes to live watchers at once (never stored, so never throttled).
-          if (p.preview && !held.ended && !held.leaseLost) this.opts.lifecycle.preview(lease, stage.name, p.step, p.totalSteps, p.preview);
+          // Previews go to live watchers at once (never stored, so never throttled).
+          for (const v of p.previews ?? []) if (!held.ended && !held.leaseLost) this.opts.lifecycle.preview(lease, stage.name, p.totalSteps, v);
           this.progress(held, p.step, p.totalSteps, p.checkpoint);
         },
       })

@@ -556,9 +556,9 @@ export class RequestLifecycle {
    * is written to the store, so they cost the durable backends (sqlite, redis, JetStream)
    * nothing; the price is that a watcher on another scheduler sharing the store sees none.
    */
-  preview(lease: Lease, stage: StageName, step: number, totalSteps: number, preview: StagePreview): void {
+  preview(lease: Lease, stage: StageName, totalSteps: number, preview: StagePreview): void {
     const { reqId, stageIndex } = lease.item;
-    const event: PreviewEvent = { type: 'preview', reqId, stageIndex, stage, step, totalSteps, ...preview, at: Date.now() };
+    const event: PreviewEvent = { type: 'preview', reqId, stageIndex, stage, totalSteps, ...preview, at: Date.now() };
     // Map order is recency: the least recently previewed request goes first when full.
     this.previews.delete(reqId);
     if (this.previews.size >= MAX_KEPT_PREVIEWS) this.previews.delete(this.previews.keys().next().value as string);

@@ -270,16 +270,14 @@ export class RemoteInstance implements StageInstance {
           msg.progress.checkpoint && Object.keys(msg.progress.checkpoint).length > 0
             ? objectRefsFromWire(msg.progress.checkpoint)
             : undefined;
-        const pv = msg.progress.preview;
-        const preview =
-          pv && pv.data.byteLength > 0
-            ? { mediaType: pv.mediaType, data: new Uint8Array(pv.data), width: pv.width, height: pv.height }
-            : undefined;
+        const previews = (msg.progress.previews ?? [])
+          .filter((v) => v.data.byteLength > 0)
+          .map((v) => ({ mediaType: v.mediaType, data: new Uint8Array(v.data), width: v.width, height: v.height, step: v.step }));
         p.hooks.onProgress({
           step: msg.progress.step,
           totalSteps: msg.progress.totalSteps,
           ...(checkpoint ? { checkpoint } : {}),
-          ...(preview ? { preview } : {}),
+          ...(previews.length > 0 ? { previews } : {}),
         });
       } else if (msg.result) {
         const outputs = objectRefsFromWire(msg.result.outputs);

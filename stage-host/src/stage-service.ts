@@ -259,7 +259,7 @@ export class StageService {
           totalSteps = p.totalSteps;
           const now = performance.now();
           // A checkpoint always goes out (the next try resumes from it), and so does a preview.
-          if (!p.checkpoint && !p.preview && p.step < p.totalSteps && now - lastProgress < interval) return;
+          if (!p.checkpoint && !p.previews?.length && p.step < p.totalSteps && now - lastProgress < interval) return;
           lastProgress = now;
           onProgress(p);
         },
@@ -456,16 +456,16 @@ export class StageService {
   }
 }
 
-/** A task's progress as a TaskProgress message (a checkpoint's refs, a preview's bytes inline). */
+/** A task's progress as a TaskProgress message (a checkpoint's refs, previews' bytes inline). */
 function progressToWire(ids: { reqId: string; stageIndex: number; attempt: number }, p: StageProgress): TaskProgress {
-  const { step, totalSteps, checkpoint, preview } = p;
+  const { step, totalSteps, checkpoint, previews } = p;
   return {
     ...ids,
     step,
     totalSteps,
     ...(checkpoint ? { checkpoint: objectRefsToWire(checkpoint) } : {}),
-    ...(preview
-      ? { preview: { ...preview, data: Buffer.from(preview.data.buffer, preview.data.byteOffset, preview.data.byteLength) } }
+    ...(previews?.length
+      ? { previews: previews.map((v) => ({ ...v, data: Buffer.from(v.data.buffer, v.data.byteOffset, v.data.byteLength) })) }
       : {}),
   };
 }

@@ -12,6 +12,10 @@ export interface TaskPreview {
   'data'?: (Buffer | Uint8Array | string);
   'width'?: (number);
   'height'?: (number);
+  /**
+   * The step whose latent it shows, 1..total_steps.
+   */
+  'step'?: (number);
 }
 
 /**
@@ -25,4 +29,8 @@ export interface TaskPreview__Output {
   'data': (Buffer);
   'width': (number);
   'height': (number);
+  /**
+   * The step whose latent it shows, 1..total_steps.
+   */
+  'step': (number);
 }

@@ -24,13 +24,15 @@ export interface TaskProgress {
    */
   'checkpoint'?: ({[key: string]: _diffmesh_common_v1_ObjectRef});
   /**
-   * A preview of the picture after `step`, when the task's params ask for
-   * previews (GenerationParams.preview). Inline bytes, not an ObjectRef: the
-   * image is a few KiB (at most 512 px a side), it goes to live watchers only
-   * and is never stored, so a tensor-service object (put, TTL, a second hop
-   * for every watcher) would cost more than it carries.
+   * Previews of the picture drawn since the last report, when the task's params
+   * ask for them (GenerationParams.preview); each names the step it shows. A
+   * preview is drawn while the next step's model runs, so it usually rides with
+   * that step's progress; the last step's comes with it. Inline bytes, not an
+   * ObjectRef: an image is a few KiB (at most 512 px a side), it goes to live
+   * watchers only and is never stored, so a tensor-service object (put, TTL, a
+   * second hop for every watcher) would cost more than it carries.
    */
-  'preview'?: (_diffmesh_stage_v1_TaskPreview | null);
+  'previews'?: (_diffmesh_stage_v1_TaskPreview)[];
 }
 
 /**
@@ -54,11 +56,13 @@ export interface TaskProgress__Output {
    */
   'checkpoint': ({[key: string]: _diffmesh_common_v1_ObjectRef__Output});
   /**
-   * A preview of the picture after `step`, when the task's params ask for
-   * previews (GenerationParams.preview). Inline bytes, not an ObjectRef: the
-   * image is a few KiB (at most 512 px a side), it goes to live watchers only
-   * and is never stored, so a tensor-service object (put, TTL, a second hop
-   * for every watcher) would cost more than it carries.
+   * Previews of the picture drawn since the last report, when the task's params
+   * ask for them (GenerationParams.preview); each names the step it shows. A
+   * preview is drawn while the next step's model runs, so it usually rides with
+   * that step's progress; the last step's comes with it. Inline bytes, not an
+   * ObjectRef: an image is a few KiB (at most 512 px a side), it goes to live
+   * watchers only and is never stored, so a tensor-service object (put, TTL, a
+   * second hop for every watcher) would cost more than it carries.
    */
-  'preview': (_diffmesh_stage_v1_TaskPreview__Output | null);
+  'previews': (_diffmesh_stage_v1_TaskPreview__Output)[];
 }
