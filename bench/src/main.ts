@@ -98,7 +98,7 @@ export const SECTIONS: BenchSection[] = [
     name: 'previews',
     description:
       "live previews' cost: synthetic-dit-image's denoising loop with previews off vs every 4 steps vs every step, side by side (embedded), and one preview alone at real models' latent sizes",
-    run: async (o) => formatPreviewBench(await runPreviewBench(o.reps ?? 5)),
+    run: async (o) => formatPreviewBench(await runPreviewBench(o.reps ?? 9)),
   },
   {
     name: 'model-dirs',

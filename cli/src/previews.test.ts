@@ -120,27 +120,36 @@ describe('live previews of model directories (diffusers layout)', () => {
   beforeAll(async () => {
     root = await mkdtemp(path.join(tmpdir(), 'diffmesh-previews-'));
     dirs = await buildTestModelDirs(root, ['sd1-epsilon', 'flux-schnell']);
-    dirMesh = await startEmbedded({ modelRoots: [], modelDirectories: Object.values(dirs), intraOpThreads: 1, maxBatch: 8, log: silentLogger() });
+    dirMesh = await startEmbedded({
+      modelRoots: [],
+      modelDirectories: Object.values(dirs),
+      intraOpThreads: 1,
+      maxBatch: 8,
+      log: silentLogger(),
+    });
   }, 120_000);
   afterAll(async () => {
     await dirMesh?.close();
     await rm(root, { recursive: true, force: true });
   });
 
-  it.each(['sd1-epsilon', 'flux-schnell'])('%s: a preview per step at the latent size (FLUX unpacked from its 2×2 tokens)', async (name) => {
-    const model = dirMesh.registry.lookup(dirs[name]).model as string;
-    const { context } = await dirMesh.scheduler.submit({
-      model,
-      params: { prompt: 'a red cat', width: 64, height: 48, numInferenceSteps: 3, preview: { everySteps: 1, maxSide: 256 } },
-    });
-    const events: RequestEvent[] = [];
-    for await (const e of dirMesh.scheduler.watch(context.reqId)) events.push(e);
-    expect(events.at(-1)?.type).toBe('completed');
-    const previews = events.filter((e): e is Preview => e.type === 'preview');
-    // One per model call (a PNDM directory makes more calls than steps).
-    const total = previews[0]?.totalSteps ?? 0;
-    expect(total).toBeGreaterThanOrEqual(3);
-    expect(previews.map((p) => p.step)).toEqual(Array.from({ length: total }, (_, i) => i + 1));
-    for (const p of previews) expect(decodePng(p.data)).toMatchObject({ width: 8, height: 6 });
-  });
+  it.each(['sd1-epsilon', 'flux-schnell'])(
+    '%s: a preview per step at the latent size (FLUX unpacked from its 2×2 tokens)',
+    async (name) => {
+      const model = dirMesh.registry.lookup(dirs[name]).model as string;
+      const { context } = await dirMesh.scheduler.submit({
+        model,
+        params: { prompt: 'a red cat', width: 64, height: 48, numInferenceSteps: 3, preview: { everySteps: 1, maxSide: 256 } },
+      });
+      const events: RequestEvent[] = [];
+      for await (const e of dirMesh.scheduler.watch(context.reqId)) events.push(e);
+      expect(events.at(-1)?.type).toBe('completed');
+      const previews = events.filter((e): e is Preview => e.type === 'preview');
+      // One per model call (a PNDM directory makes more calls than steps).
+      const total = previews[0]?.totalSteps ?? 0;
+      expect(total).toBeGreaterThanOrEqual(3);
+      expect(previews.map((p) => p.step)).toEqual(Array.from({ length: total }, (_, i) => i + 1));
+      for (const p of previews) expect(decodePng(p.data)).toMatchObject({ width: 8, height: 6 });
+    },
+  );
 });
