@@ -352,7 +352,8 @@ export class Dispatcher {
         cancel,
         onProgress: (p) => {
           // Previews go to live watchers at once (never stored, so never throttled).
-          for (const v of p.previews ?? []) if (!held.ended && !held.leaseLost) this.opts.lifecycle.preview(lease, stage.name, p.totalSteps, v);
+          for (const v of p.previews ?? [])
+            if (!held.ended && !held.leaseLost) this.opts.lifecycle.preview(lease, stage.name, p.totalSteps, v);
           this.progress(held, p.step, p.totalSteps, p.checkpoint);
         },
       })
