@@ -19,6 +19,7 @@ import { formatStepCacheBench, runStepCacheBench } from './step-cache.js';
 import { COST_PRESETS, formatSim, runSim, type SimOptions, type SimQueue } from './sim.js';
 import { readFileSync } from 'node:fs';
 import { parseStageCosts } from '@diffmesh/scheduler';
+import { formatPreviewBench, runPreviewBench } from './previews.js';
 
 /** Options every section may read. */
 export interface BenchOptions {
@@ -110,6 +111,12 @@ export const SECTIONS: BenchSection[] = [
           ...(o.torchDir ? { torchDir: o.torchDir } : {}),
         }),
       ),
+  },
+  {
+    name: 'previews',
+    description:
+      "live previews' cost: synthetic-dit-image's denoising loop with previews off vs every 4 steps vs every step, side by side (embedded), and one preview alone at real models' latent sizes",
+    run: async (o) => formatPreviewBench(await runPreviewBench(o.reps ?? 9)),
   },
   {
     name: 'model-dirs',

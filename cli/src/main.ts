@@ -1,7 +1,17 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError, Option } from 'commander';
-import { Code, createLogger, DiffmeshError, invalidParameter, type GenerationParams, type LogLevel, type TlsFiles } from '@diffmesh/core';
+import {
+  Code,
+  createLogger,
+  DEFAULT_PREVIEW_SIDE,
+  DiffmeshError,
+  invalidParameter,
+  MAX_STEPS,
+  type GenerationParams,
+  type LogLevel,
+  type TlsFiles,
+} from '@diffmesh/core';
 import { defaultModelsRoot } from '@diffmesh/models';
 import { isUnreachable } from '@diffmesh/client';
 import { startEmbedded } from './embedded.js';
@@ -38,6 +48,7 @@ const FLAG_OF_FIELD: Record<string, string> = {
   strength: '--strength',
   'step_cache.threshold': '--step-cache',
   'step_cache.max_skipped_steps': '--step-cache-max-skip',
+  'preview.every_steps': '--preview-every',
 };
 
 /** Exit codes: 0 done, 1 failed, 2 bad input, 130 interrupted. */
@@ -72,6 +83,8 @@ interface GenerateFlags {
   ffmpeg: string;
   logLevel: string;
   remote?: string;
+  previewDir?: string;
+  previewEvery?: string;
 }
 
 type GenerationFlags = Pick<
@@ -127,6 +140,8 @@ export async function main(argv: string[]): Promise<number> {
       .option('-o, --output <file>', 'output file: .png for an image; .mp4 (ffmpeg), .gif or .apng for a video'),
   )
     .option('--remote <address>', "run through a mesh: the scheduler's gRPC host:port ('local' = the mesh `diffmesh up` started)")
+    .option('--preview-dir <dir>', 'write live previews of the picture as it forms (small PNGs, step-NNN.png) into this folder')
+    .option('--preview-every <n>', 'with --preview-dir: a preview every this many denoising steps (default 1)')
     .addOption(
       new Option('--models-dir <dir...>', 'folders holding <org>/<name>/model.json')
         .env('DIFFMESH_MODELS_DIR')
@@ -345,7 +360,7 @@ async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number
   process.once('SIGINT', onSigint);
   let mesh: Awaited<ReturnType<typeof startEmbedded>> | undefined;
   try {
-    const params = parseParams(flags);
+    const params = { ...parseParams(flags), ...parsePreview(flags) };
     const threads = parseInteger(flags.threads, 'threads', 0, 256);
     const model = await modelArgument(flags.model);
     const args = {
@@ -356,6 +371,7 @@ async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number
       priority: parseInteger(flags.priority, 'priority', -1_000_000, 1_000_000),
       ffmpegPath: flags.ffmpeg,
       ...(flags.image !== undefined ? { image: await readInputImage(flags.image) } : {}),
+      ...(flags.previewDir !== undefined ? { previewDir: flags.previewDir } : {}),
     };
     const progress = createProgress(process.stderr, flags.progress && !flags.json);
     let result: GenerateOutcome;
@@ -635,6 +651,16 @@ function parseParams(f: GenerationFlags): Partial<GenerationParams> {
     p.stepCache = { ...(threshold !== undefined ? { threshold } : {}), ...(maxSkippedSteps !== undefined ? { maxSkippedSteps } : {}) };
   }
   return p;
+}
+
+/** `--preview-every` / `--preview-dir`: previews only when there is somewhere to write them. */
+function parsePreview(f: Pick<GenerateFlags, 'previewDir' | 'previewEvery'>): Partial<GenerationParams> {
+  if (f.previewDir === undefined) {
+    if (f.previewEvery !== undefined) throw invalidParameter('preview.every_steps', 'needs --preview-dir (the folder the previews go to)');
+    return {};
+  }
+  const everySteps = f.previewEvery === undefined ? 1 : parseInteger(f.previewEvery, 'preview.every_steps', 1, MAX_STEPS);
+  return { preview: { everySteps, maxSide: DEFAULT_PREVIEW_SIDE } };
 }
 
 function parseExecutionProviders(raw: string): ExecutionProvider[] {

@@ -38,8 +38,12 @@ export async function* domainEvents(events: AsyncIterable<RequestEvent__Output>)
 }
 
 /** Shows a request's events until it ends; returns its outputs or throws its error. */
-export function followEvents(events: AsyncIterable<RequestEvent__Output>, progress: Progress): Promise<Record<string, ObjectRef>> {
-  return follow(domainEvents(events), progress);
+export function followEvents(
+  events: AsyncIterable<RequestEvent__Output>,
+  progress: Progress,
+  previewDir?: string,
+): Promise<Record<string, ObjectRef>> {
+  return follow(domainEvents(events), progress, previewDir);
 }
 
 /**
@@ -101,7 +105,7 @@ export async function generateRemote(
       },
       { signal },
     );
-    const pixels = (await followEvents(events, progress)).pixels;
+    const pixels = (await followEvents(events, progress, args.previewDir)).pixels;
     try {
       const file = await writeResult(store, pixels, out, params.fps, args.ffmpegPath, signal);
       return { ...file, params, ms: Date.now() - started };

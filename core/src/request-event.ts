@@ -37,6 +37,23 @@ export type RequestEvent =
       warnings?: string[];
       at: number;
     }
+  | {
+      /**
+       * A preview of the picture after `step` (requests that ask for previews). Ephemeral: it
+       * goes to those following the request live and is never part of the stored events.
+       */
+      type: 'preview';
+      reqId: string;
+      stageIndex: number;
+      stage: StageName;
+      step: number;
+      totalSteps: number;
+      mediaType: string;
+      data: Uint8Array;
+      width: number;
+      height: number;
+      at: number;
+    }
   | { type: 'completed'; reqId: string; outputs: Record<string, ObjectRef>; at: number }
   | { type: 'failed'; reqId: string; error: { code: number; reason: string; message: string; field?: string }; at: number }
   | { type: 'cancelled'; reqId: string; at: number };

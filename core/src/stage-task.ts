@@ -37,6 +37,23 @@ export interface StageProgress {
    * the request ends.
    */
   checkpoint?: Record<string, ObjectRef>;
+  /**
+   * Pictures of the task's latent drawn since the last report, when the task's params ask for
+   * previews; each names the step it shows. Go to those following the request live; never
+   * stored.
+   */
+  previews?: StagePreview[];
+}
+
+/** A small encoded image of a stage's work in progress (a denoising preview). */
+export interface StagePreview {
+  /** `image/png`. */
+  mediaType: string;
+  data: Uint8Array;
+  width: number;
+  height: number;
+  /** The step whose latent it shows. */
+  step: number;
 }
 
 /** What a stage hands on: new objects by name. */

@@ -358,7 +358,15 @@ export class Dispatcher {
       instanceGone: () => instance.isGone?.() === true,
     });
     instance
-      .execute(task, { cancel, onProgress: (p) => this.progress(held, p.step, p.totalSteps, p.checkpoint) })
+      .execute(task, {
+        cancel,
+        onProgress: (p) => {
+          // Previews go to live watchers at once (never stored, so never throttled).
+          for (const v of p.previews ?? [])
+            if (!held.ended && !held.leaseLost) this.opts.lifecycle.preview(lease, stage.name, p.totalSteps, v);
+          this.progress(held, p.step, p.totalSteps, p.checkpoint);
+        },
+      })
       .then(
         async (result) => {
           held.answered = true;

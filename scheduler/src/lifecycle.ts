@@ -22,6 +22,7 @@ import {
   type Span,
   type StageName,
   type StageResult,
+  type StagePreview,
 } from '@diffmesh/core';
 import type { TensorStore } from '@diffmesh/tensor-client';
 import { type InstanceSlots, serves, versionMatches } from './instances.js';
@@ -108,7 +109,15 @@ interface Watcher {
   reading: boolean;
   again: boolean;
   closed: boolean;
+  /** The record of the last delivery (previews are delivered with it). */
+  record?: RequestRecord;
 }
+
+/** A preview event (ephemeral: never part of a record's events). */
+type PreviewEvent = Extract<RequestEvent, { type: 'preview' }>;
+
+/** Latest previews kept for watchers that attach mid-run, at most (the oldest go first). */
+const MAX_KEPT_PREVIEWS = 256;
 
 /**
  * A request's lifecycle over the storage port: admission, the transitions a dispatch
@@ -121,6 +130,8 @@ interface Watcher {
 export class RequestLifecycle {
   private readonly local = new Map<string, Local>();
   private readonly watchers = new Map<string, Set<Watcher>>();
+  /** The latest preview of each running request whose task this scheduler dispatched (see {@link preview}). */
+  private readonly previews = new Map<string, PreviewEvent>();
   private inFlight = 0;
   private stopped = false;
   private unsubscribe: (() => void) | undefined;
@@ -379,11 +390,14 @@ export class RequestLifecycle {
       }
     }
     this.deliver(reqId, w, rec);
+    const latest = this.previews.get(reqId);
+    if (latest) deliverPreview(w, latest);
     return stop;
   }
 
   private deliver(reqId: string, w: Watcher, rec: RequestRecord): void {
     if (w.closed) return;
+    w.record = rec;
     const events = rec.events;
     while (w.delivered < events.length && !w.closed) {
       w.delivered += 1;
@@ -420,6 +434,7 @@ export class RequestLifecycle {
   }
 
   private changed(c: RecordChange): void {
+    if (c.terminal) this.previews.delete(c.reqId);
     const set = this.watchers.get(c.reqId);
     if (set) {
       for (const w of [...set]) {
@@ -571,6 +586,23 @@ export class RequestLifecycle {
         throw new Error(`unhandled task end ${JSON.stringify(unhandled)}`);
       }
     }
+  }
+
+  /**
+   * A preview from a running task (params `preview`). Previews are ephemeral: one goes at
+   * once to the request's watchers on this scheduler (the one dispatching the task), and the
+   * latest is kept in memory until the request ends for watchers that attach meanwhile. None
+   * is written to the store, so they cost the durable backends (sqlite, redis, JetStream)
+   * nothing; the price is that a watcher on another scheduler sharing the store sees none.
+   */
+  preview(lease: Lease, stage: StageName, totalSteps: number, preview: StagePreview): void {
+    const { reqId, stageIndex } = lease.item;
+    const event: PreviewEvent = { type: 'preview', reqId, stageIndex, stage, totalSteps, ...preview, at: Date.now() };
+    // Map order is recency: the least recently previewed request goes first when full.
+    this.previews.delete(reqId);
+    if (this.previews.size >= MAX_KEPT_PREVIEWS) this.previews.delete(this.previews.keys().next().value as string);
+    this.previews.set(reqId, event);
+    for (const w of this.watchers.get(reqId) ?? []) deliverPreview(w, event);
   }
 
   /** A task finished: the request moves on to its next stage, or completes. */
@@ -951,6 +983,12 @@ export class RequestLifecycle {
       this.opts.log.warn({ reqId, failed: failed.length, err: failed[0].reason }, 'could not delete some request objects');
     }
   }
+}
+
+/** Hands a preview to a watcher, numbered as the last event it has (previews take no sequence of their own). */
+function deliverPreview(w: Watcher, e: PreviewEvent): void {
+  if (w.closed || !w.record || isTerminalStatus(w.record.state.context.status)) return;
+  w.listener.item(e, w.delivered, w.record);
 }
 
 /** True when `item` is the request's current task and the request has not ended. */

@@ -270,7 +270,15 @@ export class RemoteInstance implements StageInstance {
           msg.progress.checkpoint && Object.keys(msg.progress.checkpoint).length > 0
             ? objectRefsFromWire(msg.progress.checkpoint)
             : undefined;
-        p.hooks.onProgress({ step: msg.progress.step, totalSteps: msg.progress.totalSteps, ...(checkpoint ? { checkpoint } : {}) });
+        const previews = (msg.progress.previews ?? [])
+          .filter((v) => v.data.byteLength > 0)
+          .map((v) => ({ mediaType: v.mediaType, data: new Uint8Array(v.data), width: v.width, height: v.height, step: v.step }));
+        p.hooks.onProgress({
+          step: msg.progress.step,
+          totalSteps: msg.progress.totalSteps,
+          ...(checkpoint ? { checkpoint } : {}),
+          ...(previews.length > 0 ? { previews } : {}),
+        });
       } else if (msg.result) {
         const outputs = objectRefsFromWire(msg.result.outputs);
         const warnings = msg.result.warnings ?? [];

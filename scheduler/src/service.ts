@@ -770,5 +770,19 @@ export function eventToWire(e: RequestEvent, sequence: number, state?: RequestSt
       };
     case 'cancelled':
       return { ...base, cancelled: { reason: 'cancelled' } };
+    case 'preview':
+      return {
+        ...base,
+        preview: {
+          stageIndex: e.stageIndex,
+          stage: stageNameToWire(e.stage),
+          step: e.step,
+          totalSteps: e.totalSteps,
+          mediaType: e.mediaType,
+          data: Buffer.from(e.data.buffer, e.data.byteOffset, e.data.byteLength),
+          width: e.width,
+          height: e.height,
+        },
+      };
   }
 }

@@ -4,6 +4,7 @@ import {
   type DescribeResponse,
   type ExecuteRequest__Output,
   type ExecuteResponse,
+  type TaskProgress,
   type WorkRequest__Output,
   type WorkResponse,
   loadDiffmeshProtos,
@@ -29,9 +30,9 @@ import {
   timestampToWire,
   errorDetailToWire,
   toWire,
-  type ObjectRef,
   type StageContext,
   type StageHandler,
+  type StageProgress,
   type StageResult,
   type StageTask,
   stageExecuteAttributes,
@@ -194,11 +195,7 @@ export class StageService {
    * carries (the scheduler's dispatch span): everything the handler does — model runs, tensor
    * transfers, log lines — belongs to the request's trace.
    */
-  private async run(
-    task: StageTask,
-    cancel: Cancellation,
-    onProgress: (step: number, total: number, checkpoint?: Record<string, ObjectRef>) => void,
-  ): Promise<StageResult> {
+  private async run(task: StageTask, cancel: Cancellation, onProgress: (progress: StageProgress) => void): Promise<StageResult> {
     const id = this.identity;
     const parent = extractTraceContext(task.traceContext);
     const span = diffmeshTracer().startSpan(
@@ -261,10 +258,10 @@ export class StageService {
           step = Math.max(step, p.step);
           totalSteps = p.totalSteps;
           const now = performance.now();
-          // A checkpoint always goes out (the next try resumes from it).
-          if (!p.checkpoint && p.step < p.totalSteps && now - lastProgress < interval) return;
+          // A checkpoint always goes out (the next try resumes from it), and so does a preview.
+          if (!p.checkpoint && !p.previews?.length && p.step < p.totalSteps && now - lastProgress < interval) return;
           lastProgress = now;
-          onProgress(p.step, p.totalSteps, p.checkpoint);
+          onProgress(p);
         },
         get log() {
           return (taskLog ??= baseLog.child({ reqId: task.reqId, stage: task.stage, attempt: task.attempt }));
@@ -321,9 +318,7 @@ export class StageService {
     }
     const ids = { reqId: task.reqId, stageIndex: task.stageIndex, attempt: task.attempt };
     const started = Date.now();
-    this.run(task, cancel, (step, totalSteps, checkpoint) =>
-      call.write({ progress: { ...ids, step, totalSteps, ...(checkpoint ? { checkpoint: objectRefsToWire(checkpoint) } : {}) } }),
-    )
+    this.run(task, cancel, (p) => call.write({ progress: progressToWire(ids, p) }))
       .then((result) => {
         answered = true;
         call.write({
@@ -416,9 +411,7 @@ export class StageService {
       const cancel = new Cancellation();
       running.set(k, cancel);
       const started = Date.now();
-      this.run(task, cancel, (step, totalSteps, checkpoint) => {
-        send({ progress: { ...ids, step, totalSteps, ...(checkpoint ? { checkpoint: objectRefsToWire(checkpoint) } : {}) } });
-      })
+      this.run(task, cancel, (p) => send({ progress: progressToWire(ids, p) }))
         .then((result) => {
           send({
             result: {
@@ -461,4 +454,18 @@ export class StageService {
     if (e.code === Code.INTERNAL) this.log.error({ ...fields, err }, 'task failed');
     else this.log.warn({ ...fields, message: e.message }, 'task failed');
   }
+}
+
+/** A task's progress as a TaskProgress message (a checkpoint's refs, previews' bytes inline). */
+function progressToWire(ids: { reqId: string; stageIndex: number; attempt: number }, p: StageProgress): TaskProgress {
+  const { step, totalSteps, checkpoint, previews } = p;
+  return {
+    ...ids,
+    step,
+    totalSteps,
+    ...(checkpoint ? { checkpoint: objectRefsToWire(checkpoint) } : {}),
+    ...(previews?.length
+      ? { previews: previews.map((v) => ({ ...v, data: Buffer.from(v.data.buffer, v.data.byteOffset, v.data.byteLength) })) }
+      : {}),
+  };
 }
