@@ -14,6 +14,7 @@ import { formatCrossNodeBench, runCrossNodeBench } from './cross-node.js';
 import { formatLongRuns, runLongRuns } from './long-runs.js';
 import { formatGpuBench, runGpuBench } from './gpu.js';
 import { formatFairShare, runFairShare } from './fair-share.js';
+import { formatPreemption, runPreemption } from './preemption.js';
 
 /** Options every section may read. */
 export interface BenchOptions {
@@ -68,6 +69,12 @@ export const SECTIONS: BenchSection[] = [
     description:
       "a light tenant's p50/p99 latency alone and while a second tenant sends 20× its load, first come, first served vs weighted fair share (in-process, modelled 200 ms tasks)",
     run: async () => formatFairShare(await runFairShare()),
+  },
+  {
+    name: 'preemption',
+    description:
+      'short images (priority 10, or a deadline) arriving while 8-frame × 50-step videos fill a one-slot DiT pool: image p50/p99, time to start, deadline attainment and video throughput, preemption off vs on (a mesh of processes, ~2 min)',
+    run: async () => formatPreemption(await runPreemption()),
   },
   {
     name: 'mesh-vs-embedded',

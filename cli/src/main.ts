@@ -59,6 +59,7 @@ interface GenerateFlags {
   image?: string;
   strength?: string;
   priority: string;
+  deadline?: string;
   modelsDir: string[];
   plans?: string;
   threads: string;
@@ -72,7 +73,19 @@ interface GenerateFlags {
 
 type GenerationFlags = Pick<
   GenerateFlags,
-  'model' | 'seed' | 'steps' | 'guidance' | 'negative' | 'width' | 'height' | 'frames' | 'fps' | 'image' | 'strength' | 'priority'
+  | 'model'
+  | 'seed'
+  | 'steps'
+  | 'guidance'
+  | 'negative'
+  | 'width'
+  | 'height'
+  | 'frames'
+  | 'fps'
+  | 'image'
+  | 'strength'
+  | 'priority'
+  | 'deadline'
 >;
 
 interface SubmitFlags extends GenerationFlags {
@@ -337,6 +350,7 @@ async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number
       output: flags.output,
       params,
       priority: parseInteger(flags.priority, 'priority', -1_000_000, 1_000_000),
+      ...(flags.deadline !== undefined ? { deadline: parseDeadline(flags.deadline) } : {}),
       ffmpegPath: flags.ffmpeg,
       ...(flags.image !== undefined ? { image: await readInputImage(flags.image) } : {}),
     };
@@ -392,7 +406,11 @@ function withGenerationOptions(cmd: Command): Command {
     .option('--fps <n>', 'frames per second of a video')
     .option('--image <file>', 'input image (PNG, JPEG or WebP) for a model that takes one: img2img, image-to-video')
     .option('--strength <x>', 'img2img strength in (0, 1]: how much of --image is noised away (default: the model’s, 0.8)')
-    .option('--priority <n>', 'scheduling priority (larger first)', '0');
+    .option('--priority <n>', 'scheduling priority (larger first)', '0')
+    .option(
+      '--deadline <duration>',
+      'finish within this long from now, e.g. 30s, 2m, 1500ms (earliest deadline first within a priority; a scheduler that cannot make it refuses with DEADLINE_EXCEEDED)',
+    );
 }
 
 /** `--remote` of the commands that only work against a running mesh (default: the local one). */
@@ -457,6 +475,7 @@ async function runSubmit(prompt: string, flags: SubmitFlags): Promise<number> {
         params,
         priority,
         timeoutMs,
+        ...(flags.deadline !== undefined ? { deadline: parseDeadline(flags.deadline) } : {}),
         requestId: flags.requestId ?? '',
         ...(image ? { image } : {}),
       },
@@ -617,6 +636,20 @@ function parseExecutionProviders(raw: string): ExecutionProvider[] {
   const unknown = list.find((p) => !(EXECUTION_PROVIDERS as readonly string[]).includes(p));
   if (unknown) throw invalidParameter('execution_providers', `unknown provider "${unknown}" (known: ${EXECUTION_PROVIDERS.join(', ')})`);
   return list as ExecutionProvider[];
+}
+
+/** `--deadline 30s`: a duration from now (ms, s, m, h; a bare number is seconds) → an absolute time (ms since the epoch). */
+export function parseDeadline(raw: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(raw);
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m?.[2] ?? 's') as 'ms' | 's' | 'm' | 'h'];
+  const ms = m ? Number(m[1]) * unit : NaN;
+  if (!Number.isFinite(ms) || ms <= 0 || ms > 2 ** 31 - 1) {
+    throw invalidParameter(
+      'deadline',
+      `expected a duration from now such as 30s, 2m or 1500ms (at most about 24 days), got ${JSON.stringify(raw)}`,
+    );
+  }
+  return Date.now() + Math.round(ms);
 }
 
 function parseInteger(raw: string, field: string, min = -Infinity, max = Infinity): number {

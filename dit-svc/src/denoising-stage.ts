@@ -159,6 +159,14 @@ export class DenoisingStage extends OnnxStage {
         },
       );
       const progress = { step: i + 1 - start, totalSteps: total - start };
+      if (this.checkpoints.preempting(ctx, i + 1, total)) {
+        await this.checkpoints.yieldSlot(
+          task,
+          ctx,
+          { step: i + 1, totalSteps: total, fingerprint, latent: x, rng: rng.getState() },
+          progress,
+        );
+      }
       if (this.checkpoints.due(i + 1, total)) {
         await this.checkpoints.save(task, ctx, { step: i + 1, totalSteps: total, fingerprint, latent: x, rng: rng.getState() }, progress);
       } else {

@@ -197,7 +197,8 @@ export class StageService {
   private async run(
     task: StageTask,
     cancel: Cancellation,
-    onProgress: (step: number, total: number, checkpoint?: Record<string, ObjectRef>) => void,
+    onProgress: (step: number, total: number, checkpoint?: Record<string, ObjectRef>, preempted?: boolean) => void,
+    preempt?: AbortSignal,
   ): Promise<StageResult> {
     const id = this.identity;
     const parent = extractTraceContext(task.traceContext);
@@ -256,6 +257,7 @@ export class StageService {
         get signal() {
           return cancel.signal;
         },
+        ...(preempt ? { preempt } : {}),
         onProgress: (p) => {
           if (denoising) metrics?.denoisingSteps(p.step - step);
           step = Math.max(step, p.step);
@@ -264,7 +266,7 @@ export class StageService {
           // A checkpoint always goes out (the next try resumes from it).
           if (!p.checkpoint && p.step < p.totalSteps && now - lastProgress < interval) return;
           lastProgress = now;
-          onProgress(p.step, p.totalSteps, p.checkpoint);
+          onProgress(p.step, p.totalSteps, p.checkpoint, p.preempted);
         },
         get log() {
           return (taskLog ??= baseLog.child({ reqId: task.reqId, stage: task.stage, attempt: task.attempt }));
@@ -283,6 +285,10 @@ export class StageService {
           throw new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `task deadline passed during ${task.stage}`);
         }
         if (cancel.aborted) outcome = 'cancelled';
+        else if (preempt?.aborted && asDiffmeshError(err).reason === 'PREEMPTED') {
+          outcome = 'preempted';
+          span.addEvent('diffmesh.preempted', { [ATTR.stepsDone]: step, [ATTR.stepCount]: totalSteps });
+        }
         // Handed back: the scheduler is told so, whatever the handler threw when it stopped.
         if (this.handedBack.has(cancel)) throw cancel.reason;
         throw err;
@@ -372,6 +378,7 @@ export class StageService {
       if (this.exclusiveStream === call) this.exclusiveStream = undefined;
     };
     const running = new Map<string, Cancellation>();
+    const preempts = new Map<string, AbortController>();
     const key = (reqId: string, stageIndex: number, attempt: number) => `${reqId}#${stageIndex}#${attempt}`;
     // Every answer is encoded directly (the converters build the encoder's form): they are on
     // every request's path.
@@ -400,6 +407,11 @@ export class StageService {
         c?.cancel(new DiffmeshError(Code.CANCELLED, 'CANCELLED', msg.cancel.reason || 'cancelled by the scheduler'));
         return;
       }
+      if (msg.preempt) {
+        // The task stops at its next step boundary (a stage without steps finishes).
+        preempts.get(key(msg.preempt.reqId, msg.preempt.stageIndex, msg.preempt.attempt))?.abort();
+        return;
+      }
       if (!msg.assignment) return;
       let task: StageTask;
       try {
@@ -415,10 +427,25 @@ export class StageService {
       const k = key(task.reqId, task.stageIndex, task.attempt);
       const cancel = new Cancellation();
       running.set(k, cancel);
+      const preempt = new AbortController();
+      preempts.set(k, preempt);
       const started = Date.now();
-      this.run(task, cancel, (step, totalSteps, checkpoint) => {
-        send({ progress: { ...ids, step, totalSteps, ...(checkpoint ? { checkpoint: objectRefsToWire(checkpoint) } : {}) } });
-      })
+      this.run(
+        task,
+        cancel,
+        (step, totalSteps, checkpoint, preempted) => {
+          send({
+            progress: {
+              ...ids,
+              step,
+              totalSteps,
+              ...(checkpoint ? { checkpoint: objectRefsToWire(checkpoint) } : {}),
+              ...(preempted ? { preempted: true } : {}),
+            },
+          });
+        },
+        preempt.signal,
+      )
         .then((result) => {
           send({
             result: {
@@ -436,6 +463,7 @@ export class StageService {
         })
         .finally(() => {
           running.delete(k);
+          preempts.delete(k);
         });
     });
     call.on('end', () => {

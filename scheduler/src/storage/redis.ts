@@ -6,6 +6,7 @@ import { DrainRate, queueFullError, storeStoppedError } from './queue-full.js';
 import { setPosition } from './sqlite.js';
 import {
   DEFAULT_TENANT,
+  deadlineKey,
   isTerminalStatus,
   type Lease,
   type LeaseQuery,
@@ -426,7 +427,8 @@ export class RedisStore implements SchedulerStore {
       queue: item.queue,
       model: item.model,
       tenant: item.tenant ?? DEFAULT_TENANT,
-      pk: priorityKey(item.priority),
+      // Earliest deadline first within a priority.
+      pk: priorityKey(item.priority) + deadlineKey(item.deadline),
       body: encodeItem(item),
     };
   }

@@ -8,6 +8,7 @@ import type { StepProgressEvent as _diffmesh_common_v1_StepProgressEvent, StepPr
 import type { CompletedEvent as _diffmesh_common_v1_CompletedEvent, CompletedEvent__Output as _diffmesh_common_v1_CompletedEvent__Output } from '../../../diffmesh/common/v1/CompletedEvent.js';
 import type { FailedEvent as _diffmesh_common_v1_FailedEvent, FailedEvent__Output as _diffmesh_common_v1_FailedEvent__Output } from '../../../diffmesh/common/v1/FailedEvent.js';
 import type { CancelledEvent as _diffmesh_common_v1_CancelledEvent, CancelledEvent__Output as _diffmesh_common_v1_CancelledEvent__Output } from '../../../diffmesh/common/v1/CancelledEvent.js';
+import type { PreemptedEvent as _diffmesh_common_v1_PreemptedEvent, PreemptedEvent__Output as _diffmesh_common_v1_PreemptedEvent__Output } from '../../../diffmesh/common/v1/PreemptedEvent.js';
 
 /**
  * One event in the life of a request, as streamed by Generate and Watch.
@@ -26,7 +27,8 @@ export interface RequestEvent {
   'completed'?: (_diffmesh_common_v1_CompletedEvent | null);
   'failed'?: (_diffmesh_common_v1_FailedEvent | null);
   'cancelled'?: (_diffmesh_common_v1_CancelledEvent | null);
-  'kind'?: "queued"|"stageStarted"|"stageFinished"|"stepProgress"|"completed"|"failed"|"cancelled";
+  'preempted'?: (_diffmesh_common_v1_PreemptedEvent | null);
+  'kind'?: "queued"|"stageStarted"|"stageFinished"|"stepProgress"|"completed"|"failed"|"cancelled"|"preempted";
 }
 
 /**
@@ -46,5 +48,6 @@ export interface RequestEvent__Output {
   'completed'?: (_diffmesh_common_v1_CompletedEvent__Output | null);
   'failed'?: (_diffmesh_common_v1_FailedEvent__Output | null);
   'cancelled'?: (_diffmesh_common_v1_CancelledEvent__Output | null);
-  'kind'?: "queued"|"stageStarted"|"stageFinished"|"stepProgress"|"completed"|"failed"|"cancelled";
+  'preempted'?: (_diffmesh_common_v1_PreemptedEvent__Output | null);
+  'kind'?: "queued"|"stageStarted"|"stageFinished"|"stepProgress"|"completed"|"failed"|"cancelled"|"preempted";
 }

@@ -22,6 +22,11 @@ export interface TaskProgress {
    * tensor-svc under the request (object id `{req_id}:{name}:…`).
    */
   'checkpoint'?: ({[key: string]: _diffmesh_common_v1_ObjectRef});
+  /**
+   * This progress is the task's last: it stops here for a PreemptTask, and
+   * `checkpoint` holds where it stood (a TaskFailed with reason PREEMPTED follows).
+   */
+  'preempted'?: (boolean);
 }
 
 /**
@@ -44,4 +49,9 @@ export interface TaskProgress__Output {
    * tensor-svc under the request (object id `{req_id}:{name}:…`).
    */
   'checkpoint': ({[key: string]: _diffmesh_common_v1_ObjectRef__Output});
+  /**
+   * This progress is the task's last: it stops here for a PreemptTask, and
+   * `checkpoint` holds where it stood (a TaskFailed with reason PREEMPTED follows).
+   */
+  'preempted': (boolean);
 }
