@@ -9,7 +9,8 @@ afterEach(async () => {
   t = undefined;
 });
 
-const video = { prompt: 'a green square moving right', seed: '7', width: 128, height: 128, numFrames: 8, numInferenceSteps: 40 };
+// 512×512 × 8 frames: a step of tens of ms even on a fast machine (the image reaches the DiT queue well before the video ends).
+const video = { prompt: 'a green square moving right', seed: '7', width: 512, height: 512, numFrames: 8, numInferenceSteps: 40 };
 const image = { prompt: 'a red circle', seed: '3', width: 64, height: 64, numInferenceSteps: 4 };
 
 function pixelsOf(events: RequestEvent[]) {

@@ -13,6 +13,7 @@ import {
   recordError,
   type Logger,
   type ObjectRef,
+  type RequestContext,
   type StageTask,
 } from '@diffmesh/core';
 import { type InstanceSlot, type InstanceSlots, serves, versionMatches } from './instances.js';
@@ -121,6 +122,8 @@ export class Dispatcher {
   /** Per pool, a pending second look for a victim (one that has not run long enough yet). */
   private readonly preemptTimers = new Map<string, NodeJS.Timeout>();
   private readonly preempting = new Set<string>();
+  /** The request contexts of waiters with a deadline (their run time estimates), by item id. */
+  private readonly waiterContexts = new Map<string, RequestContext>();
 
   constructor(private readonly opts: DispatcherOptions) {}
 
@@ -262,6 +265,7 @@ export class Dispatcher {
     const { store, instances, lifecycle } = this.opts;
     const { item } = lease;
     this.waiters.get(item.pool)?.delete(item.id);
+    this.waiterContexts.delete(item.id);
     // The memory store answers in this turn (dispatch is on every request's path).
     const rec = store.peek ? store.peek(item.reqId) : await store.read(item.reqId);
     if (!rec || !isCurrent(rec, lease)) {
@@ -645,7 +649,13 @@ export class Dispatcher {
   }
 
   private forgetWaiter(reqId: string): void {
-    for (const m of this.waiters.values()) for (const [id, w] of m) if (w.reqId === reqId) m.delete(id);
+    for (const m of this.waiters.values()) {
+      for (const [id, w] of m) {
+        if (w.reqId !== reqId) continue;
+        m.delete(id);
+        this.waiterContexts.delete(id);
+      }
+    }
   }
 
   /** Looks for victims in `pool` (one look at a time per pool). */
@@ -679,7 +689,7 @@ export class Dispatcher {
       const now = Date.now();
       const running = [...this.held].filter((h) => h.slot.instance.pool === pool).map((h) => this.runningView(h, w));
       const soonest = Math.min(...running.map((r) => r.leftMs ?? Infinity));
-      const runMs = this.estimateMs(w);
+      const runMs = w.deadline ? await this.estimateMs(w) : undefined;
       const atRisk = deadlineAtRisk(now, w.deadline ?? 0, runMs, Number.isFinite(soonest) ? soonest : undefined);
       const choice = chooseVictim({ priority: w.priority, deadline: w.deadline ?? 0, atRisk }, running, minRunMs);
       later ||= choice.later;
@@ -698,6 +708,7 @@ export class Dispatcher {
         rec.startedBy !== undefined
       ) {
         waiting.delete(w.id);
+        this.waiterContexts.delete(w.id);
         continue;
       }
       const h = choice.victim.held;
@@ -757,10 +768,15 @@ export class Dispatcher {
     };
   }
 
-  private estimateMs(w: QueueItem): number | undefined {
-    const rec = this.opts.store.peek?.(w.reqId);
-    const ctx = rec?.state.context;
-    if (!ctx) return undefined;
+  /** The waiting task's run time at the measured speed (its parameters read once from its record). */
+  private async estimateMs(w: QueueItem): Promise<number | undefined> {
+    let ctx = this.waiterContexts.get(w.id);
+    if (!ctx) {
+      const { store } = this.opts;
+      ctx = (store.peek ? store.peek(w.reqId) : await store.read(w.reqId))?.state.context;
+      if (!ctx) return undefined;
+      if (this.waiters.get(w.pool)?.has(w.id)) this.waiterContexts.set(w.id, ctx);
+    }
     return this.opts.costs.estimateMs(w.pool, w.model, ctx.executionPlan.stages[w.stageIndex].name, ctx.params);
   }
 
