@@ -73,7 +73,7 @@ export const SECTIONS: BenchSection[] = [
   {
     name: 'preemption',
     description:
-      'short images (priority 10, or a deadline) arriving while 8-frame × 50-step videos fill a one-slot DiT pool: image p50/p99, time to start, deadline attainment and video throughput, preemption off vs on (a mesh of processes, ~2 min)',
+      'short images (priority 10, or a deadline) arriving while 8-frame × 50-step videos fill a one-slot DiT pool: image p50/p99, time to start, deadline attainment and video throughput, preemption off vs on (a mesh of processes, ~3 min)',
     run: async () => formatPreemption(await runPreemption()),
   },
   {

@@ -599,9 +599,14 @@ export class Dispatcher {
     const parts: string[] = [];
     ctx.executionPlan.stages.forEach((s, i) => {
       if (i < stageIndex) return;
-      const est =
+      let est =
         i === stageIndex && msPerStep > 0 ? msPerStep * stepsLeft : this.opts.costs.estimateMs(s.pool, ctx.model, s.name, ctx.params);
       if (est === undefined) return;
+      // A try that resumes from a checkpoint (a preempted one) has only the steps after it left.
+      const { step, totalSteps } = rec.state;
+      if (i === stageIndex && msPerStep === 0 && rec.checkpoint && totalSteps > 0 && step < totalSteps) {
+        est = (est * (totalSteps - step)) / totalSteps;
+      }
       ms += est;
       parts.push(
         i === stageIndex && msPerStep > 0
