@@ -23,7 +23,7 @@ function denoising<T extends RequestEvent['type']>(events: RequestEvent[], type:
   return events.filter((e): e is Extract<RequestEvent, { type: T }> => e.type === type && 'stage' in e && e.stage === 'denoising');
 }
 
-describe.each(['memory', 'sqlite'] as const)('step-boundary preemption (%s queue)', (queue) => {
+describe.each(['memory', 'sqlite', 'redis'] as const)('step-boundary preemption (%s queue)', (queue) => {
   it('a high-priority image takes the DiT slot of a running video within a step; the video resumes with the same pixels', async () => {
     t = await startTestMesh({ queue, capacities: { 'dit-svc': 1 }, schedulerArgs: ['--preempt-min-run-ms', '100'] });
     const client = t.client;
