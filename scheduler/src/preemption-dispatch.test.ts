@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { Code, preemptedError, type ObjectRef, type RequestEvent, type StageHandler, type StageTask } from '@diffmesh/core';
 import { end, log, newScheduler } from './fixtures/stages.js';
 import { LocalInstance } from './local-instance.js';
+import { PlanRegistry } from './plans/registry.js';
 import type { Scheduler } from './scheduler.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -26,9 +27,13 @@ const checkpointRef = (reqId: string, step: number): ObjectRef => ({
 });
 
 /** `steps` steps of `stepMs`; resumes from a checkpoint input; stops at a step boundary when preempted. */
-function stepped(stepMs: number, runs: Array<{ task: StageTask; from: number }>): StageHandler {
+function stepped(
+  stepMs: number,
+  runs: Array<{ task: StageTask; from: number }>,
+  stage: StageHandler['stage'] = 'text_encoding',
+): StageHandler {
   return {
-    stage: 'text_encoding',
+    stage,
     models: () => [],
     async execute(task, ctx) {
       const total = Number(task.params.numInferenceSteps) || 10;
@@ -131,5 +136,38 @@ describe('deadlines of running requests', () => {
     const e = await end(s, context.reqId);
     expect(e).toMatchObject({ type: 'failed', error: { code: Code.DEADLINE_EXCEEDED, reason: 'TIMEOUT' } });
     expect(e.at).toBeGreaterThanOrEqual(deadline);
+  });
+});
+
+describe('preemption for a deadline at risk', () => {
+  it('an equal-priority task whose deadline the running one would make it miss takes the slot', async () => {
+    // A denoising stage: its measured cost scales with steps (the estimate of the waiting task).
+    const registry = PlanRegistry.fromEntries([
+      {
+        model: 'm1',
+        modalities: ['text-to-image'],
+        stages: [{ name: 'denoising', pool: 'enc' }],
+        defaults: { width: 64, height: 64, numFrames: 1, steps: 1, guidanceScale: 1, fps: 8 },
+        constraints: { sizeMultiple: 8, maxWidth: 512, maxHeight: 512, maxFrames: 1 },
+      },
+    ]);
+    const runs: Array<{ task: StageTask; from: number }> = [];
+    const s = newScheduler({ preemptMinRunMs: 50, deadlinePolicy: 'best-effort' }, { registry });
+    s.addInstance(new LocalInstance('enc-1', 'enc', stepped(20, runs, 'denoising'), 1, log));
+    // Measured: a few short runs.
+    for (let i = 0; i < 3; i += 1)
+      await end(s, (await s.submit({ model: 'm1', params: { prompt: `warm ${i}`, numInferenceSteps: 5 } })).context.reqId);
+    const long = await s.submit({ model: 'm1', params: { prompt: 'long', numInferenceSteps: 50 } });
+    while (runs.length < 4) await sleep(5);
+    await sleep(200);
+    // ~100 ms of work, 600 ms to do it in; the long one has ~0.8 s left.
+    const deadline = Date.now() + 600;
+    const urgent = await s.submit({ model: 'm1', params: { prompt: 'urgent', numInferenceSteps: 5 }, deadline });
+    const [longEvents, urgentEvents] = await Promise.all([events(s, long.context.reqId), events(s, urgent.context.reqId)]);
+    expect(longEvents.filter((e) => e.type === 'preempted')).toMatchObject([{ reason: 'deadline at risk' }]);
+    expect(longEvents.at(-1)?.type).toBe('completed');
+    const done = urgentEvents.at(-1);
+    expect(done?.type).toBe('completed');
+    expect(done!.at).toBeLessThanOrEqual(deadline);
   });
 });
