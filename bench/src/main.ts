@@ -20,6 +20,7 @@ import { COST_PRESETS, formatSim, runSim, type SimOptions, type SimQueue } from 
 import { readFileSync } from 'node:fs';
 import { parseStageCosts } from '@diffmesh/scheduler';
 import { formatPreviewBench, runPreviewBench } from './previews.js';
+import { formatPreemption, runPreemption } from './preemption.js';
 
 /** Options every section may read. */
 export interface BenchOptions {
@@ -87,6 +88,12 @@ export const SECTIONS: BenchSection[] = [
       const report = await runSim(o.sim ?? {});
       return o.json ? JSON.stringify(report, null, 2) : formatSim(report);
     },
+  },
+  {
+    name: 'preemption',
+    description:
+      'short images (priority 10, or a deadline) arriving while 8-frame × 50-step videos fill a one-slot DiT pool: image p50/p99, time to start, deadline attainment and video throughput, preemption off vs on (a mesh of processes, ~3 min)',
+    run: async () => formatPreemption(await runPreemption()),
   },
   {
     name: 'mesh-vs-embedded',

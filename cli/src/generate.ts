@@ -22,6 +22,8 @@ export interface GenerateArgs {
   output: string | undefined;
   params: Partial<GenerationParams>;
   priority: number;
+  /** When it must be done by (ms since the epoch; `--deadline`). */
+  deadline?: number;
   ffmpegPath: string;
   /** The input image (`--image`), for a model that takes one. */
   image?: InputImageSource;
@@ -95,7 +97,12 @@ export async function generate(mesh: Embedded, args: GenerateArgs, progress: Pro
   const out = await planOutput(args.output, args.params.numFrames ?? entry.defaults.numFrames, args.ffmpegPath);
   const state = await submitWithInputImage(
     mesh.scheduler,
-    { model: args.model, params: { ...args.params, prompt: args.prompt }, priority: args.priority },
+    {
+      model: args.model,
+      params: { ...args.params, prompt: args.prompt },
+      priority: args.priority,
+      ...(args.deadline ? { deadline: args.deadline } : {}),
+    },
     args.image,
   );
   const params = state.context.params;

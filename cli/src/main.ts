@@ -26,6 +26,7 @@ import { connectScheduler, generateRemote } from './remote.js';
 import { cancelRemote, parseReqId, submitRemote, watchRemote } from './requests.js';
 import { runGpuAdapter, runGpuCheck, runGpuInstall } from './gpu.js';
 import { planPoolsCommand, PlanPoolsUsageError, type PlanPoolsFlags } from './plan-pools.js';
+import { parseDeadline } from './deadline.js';
 
 /** Flags whose names differ from the API field they set (for error messages). */
 const FLAG_OF_FIELD: Record<string, string> = {
@@ -74,6 +75,7 @@ interface GenerateFlags {
   stepCache?: string;
   stepCacheMaxSkip?: string;
   priority: string;
+  deadline?: string;
   modelsDir: string[];
   plans?: string;
   threads: string;
@@ -103,6 +105,7 @@ type GenerationFlags = Pick<
   | 'stepCache'
   | 'stepCacheMaxSkip'
   | 'priority'
+  | 'deadline'
 >;
 
 interface SubmitFlags extends GenerationFlags {
@@ -369,6 +372,7 @@ async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number
       output: flags.output,
       params,
       priority: parseInteger(flags.priority, 'priority', -1_000_000, 1_000_000),
+      ...(flags.deadline !== undefined ? { deadline: parseDeadline(flags.deadline) } : {}),
       ffmpegPath: flags.ffmpeg,
       ...(flags.image !== undefined ? { image: await readInputImage(flags.image) } : {}),
       ...(flags.previewDir !== undefined ? { previewDir: flags.previewDir } : {}),
@@ -430,7 +434,11 @@ function withGenerationOptions(cmd: Command): Command {
       'step caching: reuse the last denoiser output while its input changed less than this (relative L1, summed); 0 = off (default: the model’s, off)',
     )
     .option('--step-cache-max-skip <n>', 'step caching: most steps in a row that reuse one output (default: the model’s, 2)')
-    .option('--priority <n>', 'scheduling priority (larger first)', '0');
+    .option('--priority <n>', 'scheduling priority (larger first)', '0')
+    .option(
+      '--deadline <duration>',
+      'finish within this long from now, e.g. 30s, 2m, 1500ms (earliest deadline first within a priority; a scheduler that cannot make it refuses with DEADLINE_EXCEEDED)',
+    );
 }
 
 /** `--remote` of the commands that only work against a running mesh (default: the local one). */
@@ -495,6 +503,7 @@ async function runSubmit(prompt: string, flags: SubmitFlags): Promise<number> {
         params,
         priority,
         timeoutMs,
+        ...(flags.deadline !== undefined ? { deadline: parseDeadline(flags.deadline) } : {}),
         requestId: flags.requestId ?? '',
         ...(image ? { image } : {}),
       },

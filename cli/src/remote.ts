@@ -3,6 +3,7 @@ import { DurableStores, InlineTensorStore, RemoteTensorStore, RoutedTensorStore,
 import {
   DEFAULT_STRENGTH,
   paramsToWire,
+  timestampToWire,
   randomSeed,
   type GenerationParams,
   type Logger,
@@ -102,6 +103,7 @@ export async function generateRemote(
         model: args.model,
         params: paramsToWire({ ...args.params, prompt: args.prompt, seed: params.seed }, args.image),
         priority: args.priority,
+        ...(args.deadline ? { deadline: timestampToWire(args.deadline) } : {}),
       },
       { signal },
     );

@@ -97,5 +97,21 @@ export function eventFromWire(e: WireRequestEventOutput): RequestEvent | undefin
       at,
     };
   }
+  if (e.preempted) {
+    const p = e.preempted;
+    return {
+      type: 'preempted',
+      reqId,
+      stageIndex: p.stageIndex,
+      stage: stageNameFromWire(p.stage),
+      pool: p.pool,
+      instanceId: p.instanceId,
+      attempt: p.attempt,
+      step: p.step,
+      totalSteps: p.totalSteps,
+      reason: p.reason,
+      at,
+    };
+  }
   return undefined;
 }

@@ -56,7 +56,23 @@ export type RequestEvent =
     }
   | { type: 'completed'; reqId: string; outputs: Record<string, ObjectRef>; at: number }
   | { type: 'failed'; reqId: string; error: { code: number; reason: string; message: string; field?: string }; at: number }
-  | { type: 'cancelled'; reqId: string; at: number };
+  | { type: 'cancelled'; reqId: string; at: number }
+  | {
+      /** The running stage gave its slot to a more urgent task; it waits again and resumes from its checkpoint. */
+      type: 'preempted';
+      reqId: string;
+      stageIndex: number;
+      stage: StageName;
+      pool: string;
+      instanceId: string;
+      /** The try that stopped. */
+      attempt: number;
+      /** Steps done when it stopped, of `totalSteps`. */
+      step: number;
+      totalSteps: number;
+      reason: string;
+      at: number;
+    };
 
 /** True for the last event of a request: `completed`, `failed` or `cancelled`. */
 export function isTerminal(e: RequestEvent): boolean {

@@ -172,6 +172,9 @@ export class DenoisingStage extends OnnxStage {
         },
       );
       const step = { step: i + 1 - start, totalSteps: total - start };
+      if (this.checkpoints.preempting(ctx, i + 1, total)) {
+        await this.checkpoints.yieldSlot(task, ctx, { step: i + 1, totalSteps: total, fingerprint, latent: x, rng: rng.getState() }, step);
+      }
       // Live previews (params.preview): frame 0 copied at a due step, drawn while the next step runs.
       const previews = await preview.after(step.step, step.totalSteps, () => firstFrame(x, shape));
       const progress = previews.length > 0 ? { ...step, previews } : step;

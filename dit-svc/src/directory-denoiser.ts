@@ -219,6 +219,10 @@ export class DirectoryDenoiser {
       }));
       const progress = previews.length > 0 ? { ...step, previews } : step;
       const checkpoints = this.deps.checkpoints;
+      if (checkpoints?.preempting(ctx, i + 1, total)) {
+        const state = { step: i + 1, totalSteps: total, fingerprint, latent: x, rng: rng.getState() };
+        await checkpoints.yieldSlot(task, ctx, { ...state, scheduler: encodeSchedulerState(scheduler.getState()) }, progress);
+      }
       if (checkpoints?.due(i + 1, total)) {
         const state = { step: i + 1, totalSteps: total, fingerprint, latent: x, rng: rng.getState() };
         await checkpoints.save(task, ctx, { ...state, scheduler: encodeSchedulerState(scheduler.getState()) }, progress);

@@ -499,6 +499,13 @@ describe('OpenAI-compatible endpoints', () => {
     expect(model.body.error).toMatchObject({ param: 'model', code: 'unknown_model', type: 'not_found_error' });
     const steps = await call('POST', '/v1/images/generations', { prompt, num_inference_steps: 5000 });
     expect(steps.body.error.param).toBe('num_inference_steps');
+    // A deadline: an RFC 3339 time or ms since the epoch; not a word, not the past.
+    const word = await call('POST', '/v1/images/generations', { prompt, deadline: 'soon' });
+    expect(word.status).toBe(400);
+    expect(word.body.error.param).toBe('deadline');
+    const past = await call('POST', '/v1/images/generations', { prompt, deadline: new Date(Date.now() - 60_000).toISOString() });
+    expect(past.status).toBe(400);
+    expect(past.body.error).toMatchObject({ param: 'deadline', code: 'invalid_parameter' });
   });
 
   it('keeps at most max-image-results url results, evicting the oldest', async () => {

@@ -236,13 +236,22 @@ export class RemoteInstance implements StageInstance {
         return;
       }
       const done = hooks.cancel.onCancel(onAbort);
+      // A preemption goes to the instance as is: the task stops at its next step boundary.
+      const onPreempt = (): void => {
+        if (this.pending.has(key))
+          this.stream.write({ preempt: { reqId: task.reqId, stageIndex: task.stageIndex, attempt: task.attempt } });
+      };
+      hooks.preempt?.addEventListener('abort', onPreempt, { once: true });
+      const unpreempt = (): void => hooks.preempt?.removeEventListener('abort', onPreempt);
       this.pending.set(key, {
         resolve: (r) => {
           done();
+          unpreempt();
           resolve(r);
         },
         reject: (e) => {
           done();
+          unpreempt();
           fail(e);
         },
         hooks,
@@ -278,6 +287,7 @@ export class RemoteInstance implements StageInstance {
           totalSteps: msg.progress.totalSteps,
           ...(checkpoint ? { checkpoint } : {}),
           ...(previews.length > 0 ? { previews } : {}),
+          ...(msg.progress.preempted ? { preempted: true } : {}),
         });
       } else if (msg.result) {
         const outputs = objectRefsFromWire(msg.result.outputs);

@@ -195,7 +195,12 @@ export class StageService {
    * carries (the scheduler's dispatch span): everything the handler does — model runs, tensor
    * transfers, log lines — belongs to the request's trace.
    */
-  private async run(task: StageTask, cancel: Cancellation, onProgress: (progress: StageProgress) => void): Promise<StageResult> {
+  private async run(
+    task: StageTask,
+    cancel: Cancellation,
+    onProgress: (progress: StageProgress) => void,
+    preempt?: AbortSignal,
+  ): Promise<StageResult> {
     const id = this.identity;
     const parent = extractTraceContext(task.traceContext);
     const span = diffmeshTracer().startSpan(
@@ -253,6 +258,7 @@ export class StageService {
         get signal() {
           return cancel.signal;
         },
+        ...(preempt ? { preempt } : {}),
         onProgress: (p) => {
           if (denoising) metrics?.denoisingSteps(p.step - step);
           step = Math.max(step, p.step);
@@ -280,6 +286,10 @@ export class StageService {
           throw new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `task deadline passed during ${task.stage}`);
         }
         if (cancel.aborted) outcome = 'cancelled';
+        else if (preempt?.aborted && asDiffmeshError(err).reason === 'PREEMPTED') {
+          outcome = 'preempted';
+          span.addEvent('diffmesh.preempted', { [ATTR.stepsDone]: step, [ATTR.stepCount]: totalSteps });
+        }
         // Handed back: the scheduler is told so, whatever the handler threw when it stopped.
         if (this.handedBack.has(cancel)) throw cancel.reason;
         throw err;
@@ -367,6 +377,7 @@ export class StageService {
       if (this.exclusiveStream === call) this.exclusiveStream = undefined;
     };
     const running = new Map<string, Cancellation>();
+    const preempts = new Map<string, AbortController>();
     const key = (reqId: string, stageIndex: number, attempt: number) => `${reqId}#${stageIndex}#${attempt}`;
     // Every answer is encoded directly (the converters build the encoder's form): they are on
     // every request's path.
@@ -395,6 +406,11 @@ export class StageService {
         c?.cancel(new DiffmeshError(Code.CANCELLED, 'CANCELLED', msg.cancel.reason || 'cancelled by the scheduler'));
         return;
       }
+      if (msg.preempt) {
+        // The task stops at its next step boundary (a stage without steps finishes).
+        preempts.get(key(msg.preempt.reqId, msg.preempt.stageIndex, msg.preempt.attempt))?.abort();
+        return;
+      }
       if (!msg.assignment) return;
       let task: StageTask;
       try {
@@ -410,8 +426,10 @@ export class StageService {
       const k = key(task.reqId, task.stageIndex, task.attempt);
       const cancel = new Cancellation();
       running.set(k, cancel);
+      const preempt = new AbortController();
+      preempts.set(k, preempt);
       const started = Date.now();
-      this.run(task, cancel, (p) => send({ progress: progressToWire(ids, p) }))
+      this.run(task, cancel, (p) => send({ progress: progressToWire(ids, p) }), preempt.signal)
         .then((result) => {
           send({
             result: {
@@ -429,6 +447,7 @@ export class StageService {
         })
         .finally(() => {
           running.delete(k);
+          preempts.delete(k);
         });
     });
     call.on('end', () => {
@@ -458,7 +477,7 @@ export class StageService {
 
 /** A task's progress as a TaskProgress message (a checkpoint's refs, previews' bytes inline). */
 function progressToWire(ids: { reqId: string; stageIndex: number; attempt: number }, p: StageProgress): TaskProgress {
-  const { step, totalSteps, checkpoint, previews } = p;
+  const { step, totalSteps, checkpoint, previews, preempted } = p;
   return {
     ...ids,
     step,
@@ -467,5 +486,6 @@ function progressToWire(ids: { reqId: string; stageIndex: number; attempt: numbe
     ...(previews?.length
       ? { previews: previews.map((v) => ({ ...v, data: Buffer.from(v.data.buffer, v.data.byteOffset, v.data.byteLength) })) }
       : {}),
+    ...(preempted ? { preempted: true } : {}),
   };
 }

@@ -342,6 +342,7 @@ export function requestContextToWire(ctx: RequestContext): WireRequestContext {
     ...(ctx.error ? { error: contextErrorToWire(ctx.error) } : {}),
     traceContext: { ...ctx.traceContext },
     tenant: ctx.tenant ?? '',
+    ...(ctx.deadline ? { deadline: timestampToWire(ctx.deadline) } : {}),
   };
 }
 
@@ -362,6 +363,7 @@ export function requestContextFromWire(ctx: WireRequestContext): RequestContext 
     traceContext: { ...(ctx.traceContext ?? {}) },
   };
   if (ctx.tenant) out.tenant = ctx.tenant;
+  if (ctx.deadline) out.deadline = timestampFromWire(ctx.deadline);
   if (ctx.error) {
     const code = parseCode(ctx.error.code);
     out.error = {

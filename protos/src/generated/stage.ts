@@ -16,6 +16,7 @@ import type { DescribeResponse as _diffmesh_stage_v1_DescribeResponse, DescribeR
 import type { ExecuteRequest as _diffmesh_stage_v1_ExecuteRequest, ExecuteRequest__Output as _diffmesh_stage_v1_ExecuteRequest__Output } from './diffmesh/stage/v1/ExecuteRequest.js';
 import type { ExecuteResponse as _diffmesh_stage_v1_ExecuteResponse, ExecuteResponse__Output as _diffmesh_stage_v1_ExecuteResponse__Output } from './diffmesh/stage/v1/ExecuteResponse.js';
 import type { InstanceStatus as _diffmesh_stage_v1_InstanceStatus, InstanceStatus__Output as _diffmesh_stage_v1_InstanceStatus__Output } from './diffmesh/stage/v1/InstanceStatus.js';
+import type { PreemptTask as _diffmesh_stage_v1_PreemptTask, PreemptTask__Output as _diffmesh_stage_v1_PreemptTask__Output } from './diffmesh/stage/v1/PreemptTask.js';
 import type { StageServiceClient as _diffmesh_stage_v1_StageServiceClient, StageServiceDefinition as _diffmesh_stage_v1_StageServiceDefinition } from './diffmesh/stage/v1/StageService.js';
 import type { Task as _diffmesh_stage_v1_Task, Task__Output as _diffmesh_stage_v1_Task__Output } from './diffmesh/stage/v1/Task.js';
 import type { TaskAssignment as _diffmesh_stage_v1_TaskAssignment, TaskAssignment__Output as _diffmesh_stage_v1_TaskAssignment__Output } from './diffmesh/stage/v1/TaskAssignment.js';
@@ -58,6 +59,7 @@ export interface ProtoGrpcType {
         ExecuteRequest: MessageTypeDefinition<_diffmesh_stage_v1_ExecuteRequest, _diffmesh_stage_v1_ExecuteRequest__Output>
         ExecuteResponse: MessageTypeDefinition<_diffmesh_stage_v1_ExecuteResponse, _diffmesh_stage_v1_ExecuteResponse__Output>
         InstanceStatus: MessageTypeDefinition<_diffmesh_stage_v1_InstanceStatus, _diffmesh_stage_v1_InstanceStatus__Output>
+        PreemptTask: MessageTypeDefinition<_diffmesh_stage_v1_PreemptTask, _diffmesh_stage_v1_PreemptTask__Output>
         /**
          * Served by every stage instance (encoder, denoiser, VAE decoder). The
          * scheduler dispatches over Work, one long-lived stream per instance; Execute

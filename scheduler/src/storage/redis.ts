@@ -6,6 +6,7 @@ import { StoreEvents, casLoop, priorityKey, setPosition } from './common.js';
 import { DrainRate, queueFullError, storeStoppedError } from './queue-full.js';
 import {
   DEFAULT_TENANT,
+  deadlineKey,
   isTerminalStatus,
   type Lease,
   type LeaseQuery,
@@ -414,7 +415,8 @@ export class RedisStore implements SchedulerStore {
       queue: item.queue,
       model: item.model,
       tenant: item.tenant ?? DEFAULT_TENANT,
-      pk: priorityKey(item.priority),
+      // Earliest deadline first within a priority.
+      pk: priorityKey(item.priority) + deadlineKey(item.deadline),
       body: encodeItem(item),
     };
   }

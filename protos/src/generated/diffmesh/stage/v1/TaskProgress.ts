@@ -33,6 +33,11 @@ export interface TaskProgress {
    * second hop for every watcher) would cost more than it carries.
    */
   'previews'?: (_diffmesh_stage_v1_TaskPreview)[];
+  /**
+   * This progress is the task's last: it stops here for a PreemptTask, and
+   * `checkpoint` holds where it stood (a TaskFailed with reason PREEMPTED follows).
+   */
+  'preempted'?: (boolean);
 }
 
 /**
@@ -65,4 +70,9 @@ export interface TaskProgress__Output {
    * second hop for every watcher) would cost more than it carries.
    */
   'previews': (_diffmesh_stage_v1_TaskPreview__Output)[];
+  /**
+   * This progress is the task's last: it stops here for a PreemptTask, and
+   * `checkpoint` holds where it stood (a TaskFailed with reason PREEMPTED follows).
+   */
+  'preempted': (boolean);
 }
