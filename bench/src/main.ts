@@ -1,13 +1,13 @@
 #!/usr/bin/env node
 /**
- * `npm run bench [-- <section>... [--reps N] [--size-mib N]]`: runs benchmark sections and
+ * `npm run bench [-- <section>... [--reps N] [--size-mib N] [--backend B,…]]`: runs benchmark sections and
  * prints their tables. With no section named, every section runs. `--list` lists them.
  * Sections add themselves to {@link SECTIONS}; each gets the parsed options and returns
  * the text to print.
  */
 import { isMainThread } from 'node:worker_threads';
 import { formatMeshVsEmbedded, formatSchedulerOverhead, runMeshVsEmbedded, runSchedulerOverhead } from './mesh.js';
-import { formatQueueBackends, runQueueBackends } from './queues.js';
+import { formatQueueBackends, QUEUE_BACKENDS, runQueueBackends, type QueueBackend } from './queues.js';
 import { formatModelDirTimings, runModelDirTimings } from './model-dirs.js';
 import { formatTensorBench, runTensorBench } from './tensor.js';
 import { formatCrossNodeBench, runCrossNodeBench } from './cross-node.js';
@@ -25,6 +25,8 @@ export interface BenchOptions {
   ditSize?: 'full' | 'small';
   /** gpu: the output folder of ../shared/gpu/torch_dit_reference.py. */
   torchDir?: string;
+  /** queues: the backends to run (all when absent). */
+  backends?: QueueBackend[];
 }
 
 /** One named benchmark. */
@@ -61,7 +63,7 @@ export const SECTIONS: BenchSection[] = [
   {
     name: 'queues',
     description: '(d) each queue backend (memory, sqlite, redis, jetstream) per request: the no-op plan, p50 and requests/s side by side',
-    run: async (o) => formatQueueBackends(await runQueueBackends(o.reps ?? 300)),
+    run: async (o) => formatQueueBackends(await runQueueBackends(o.reps ?? 300, o.backends)),
   },
   {
     name: 'fair-share',
@@ -123,8 +125,13 @@ function parseArgs(argv: string[]): { names: string[]; opts: BenchOptions; list:
       const v = inline ?? argv[++i];
       if (!v) throw new Error('--torch-dir needs a folder');
       opts.torchDir = v;
+    } else if (flag === '--backend') {
+      const v = (inline ?? argv[++i] ?? '').split(',');
+      const bad = v.filter((b) => !(QUEUE_BACKENDS as readonly string[]).includes(b));
+      if (bad.length > 0) throw new Error(`--backend takes ${QUEUE_BACKENDS.join(', ')} (comma-separated)`);
+      opts.backends = [...(opts.backends ?? []), ...(v as QueueBackend[])];
     } else if (flag.startsWith('--'))
-      throw new Error(`unknown option ${flag} (known: --list, --reps, --size-mib, --dit-size, --torch-dir)`);
+      throw new Error(`unknown option ${flag} (known: --list, --reps, --size-mib, --dit-size, --torch-dir, --backend)`);
     else names.push(a);
   }
   return { names, opts, list };

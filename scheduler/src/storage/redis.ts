@@ -4,6 +4,7 @@ import { Code, DiffmeshError, redactUri } from '@diffmesh/core';
 import { copyRecord, decodeItem, decodeRecord, encodeItem, encodeRecord } from './codec.js';
 import { DrainRate, queueFullError, storeStoppedError } from './queue-full.js';
 import { setPosition } from './sqlite.js';
+import { WrittenRecords } from './written.js';
 import {
   DEFAULT_TENANT,
   isTerminalStatus,
@@ -217,6 +218,7 @@ export class RedisStore implements SchedulerStore {
   private sub: Redis | undefined;
   private readonly drain = new DrainRate();
   private readonly waitingCache = new Map<string, number>();
+  private readonly written = new WrittenRecords();
   private readonly changeListeners = new Set<(c: RecordChange) => void>();
   private readonly queueListeners = new Set<(pool: string) => void>();
   private stopped = false;
@@ -284,11 +286,12 @@ export class RedisStore implements SchedulerStore {
     const reqId = record.state.context.reqId;
     setPosition(record, first, this.waiting(first.queue));
     record.revision = 1;
+    const body = encodeRecord(record);
     const res = await this.call(() =>
       this.conn.dmAdmit(
         this.prefix,
         reqId,
-        encodeRecord(record),
+        body,
         record.state.context.status,
         record.expiresAt,
         maxLength,
@@ -307,12 +310,13 @@ export class RedisStore implements SchedulerStore {
       return { record: existing, created: false };
     }
     this.waitingCache.set(first.queue, Number(a) + 1);
+    this.written.wrote(record, body);
     this.announce(record, [first.pool]);
     return { record, created: true };
   }
 
   async update(reqId: string, mutate: (record: RequestRecord) => Mutation, hint?: RequestRecord): Promise<RequestRecord | undefined> {
-    let first = hint ? copyRecord(hint) : undefined;
+    let first = hint ? (this.written.copy(hint) ?? copyRecord(hint)) : undefined;
     for (;;) {
       const rec = first ?? (await this.read(reqId));
       first = undefined;
@@ -322,12 +326,13 @@ export class RedisStore implements SchedulerStore {
       const expected = rec.revision;
       rec.revision = expected + 1;
       const terminal = isTerminalStatus(rec.state.context.status);
+      const body = encodeRecord(rec);
       const res = await this.call(() =>
         this.conn.dmCommit(
           this.prefix,
           reqId,
           String(expected),
-          encodeRecord(rec),
+          body,
           rec.state.context.status,
           rec.expiresAt,
           JSON.stringify(this.effectsArg(effects)),
@@ -337,6 +342,7 @@ export class RedisStore implements SchedulerStore {
       );
       if (res === -1) return undefined;
       if (res === 0) continue; // changed meanwhile: run the mutation on the new record
+      this.written.wrote(rec, body);
       this.announce(rec, effects.enqueue ? [effects.enqueue.pool] : []);
       if (effects.release) this.later(effects.release.lease.item.pool, effects.release.delayMs);
       return rec;
@@ -362,7 +368,8 @@ export class RedisStore implements SchedulerStore {
     this.drain.out(item.queue);
     const cached = this.waitingCache.get(item.queue);
     if (cached) this.waitingCache.set(item.queue, cached - 1);
-    return { item, token, deliveries: Number(res[1]) };
+    const record = this.written.forItem(item);
+    return { item, token, deliveries: Number(res[1]), ...(record ? { record } : {}) };
   }
 
   async renew(lease: Lease): Promise<boolean> {
@@ -482,6 +489,7 @@ export class RedisStore implements SchedulerStore {
     }
     const [rev, terminal, ...id] = rest.split('|');
     const change: RecordChange = { reqId: id.join('|'), revision: Number(rev), terminal: terminal === '1' };
+    this.written.changed(change.reqId, change.revision);
     for (const l of this.changeListeners) l(change);
   }
 }
