@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * `npm run bench [-- <section>... [--reps N] [--size-mib N]]`: runs benchmark sections and
+ * `npm run bench [-- <section>... [--reps N] [--size-mib N] [--backend B,…]]`: runs benchmark sections and
  * prints their tables. With no section named, every section runs. `--list` lists them.
  * Sections add themselves to {@link SECTIONS}; each gets the parsed options and returns
  * the text to print.
@@ -8,7 +8,7 @@
 import path from 'node:path';
 import { isMainThread } from 'node:worker_threads';
 import { formatMeshVsEmbedded, formatSchedulerOverhead, runMeshVsEmbedded, runSchedulerOverhead } from './mesh.js';
-import { formatQueueBackends, runQueueBackends } from './queues.js';
+import { formatQueueBackends, QUEUE_BACKENDS, runQueueBackends, type QueueBackend } from './queues.js';
 import { formatModelDirTimings, runModelDirTimings } from './model-dirs.js';
 import { formatTensorBench, runTensorBench } from './tensor.js';
 import { formatCrossNodeBench, runCrossNodeBench } from './cross-node.js';
@@ -36,6 +36,8 @@ export interface BenchOptions {
   sim?: SimOptions;
   /** Print the section's result as JSON (sections that support it: sim). */
   json?: boolean;
+  /** queues: the backends to run (all when absent). */
+  backends?: QueueBackend[];
 }
 
 /** One named benchmark. */
@@ -72,7 +74,7 @@ export const SECTIONS: BenchSection[] = [
   {
     name: 'queues',
     description: '(d) each queue backend (memory, sqlite, redis, jetstream) per request: the no-op plan, p50 and requests/s side by side',
-    run: async (o) => formatQueueBackends(await runQueueBackends(o.reps ?? 300)),
+    run: async (o) => formatQueueBackends(await runQueueBackends(o.reps ?? 300, o.backends)),
   },
   {
     name: 'fair-share',
@@ -188,9 +190,14 @@ function parseArgs(argv: string[]): { names: string[]; opts: BenchOptions; list:
     else if (flag === '--no-wan') (opts.sim ??= {}).wan = false;
     else if (flag === '--wan-only') (opts.sim ??= {}).sweep = false;
     else if (flag === '--wan-scale') (opts.sim ??= {}).wanScale = value();
-    else if (flag.startsWith('--'))
+    else if (flag === '--backend') {
+      const v = (inline ?? argv[++i] ?? '').split(',');
+      const bad = v.filter((b) => !(QUEUE_BACKENDS as readonly string[]).includes(b));
+      if (bad.length > 0) throw new Error(`--backend takes ${QUEUE_BACKENDS.join(', ')} (comma-separated)`);
+      opts.backends = [...(opts.backends ?? []), ...(v as QueueBackend[])];
+    } else if (flag.startsWith('--'))
       throw new Error(
-        `unknown option ${flag} (known: --list, --reps, --size-mib, --dit-size, --torch-dir, --json; sim: --sizes, --queue, --schedulers, --costs, --scale, --duration, --cpu-prof, --no-wan, --wan-only, --wan-scale)`,
+        `unknown option ${flag} (known: --list, --reps, --size-mib, --dit-size, --torch-dir, --json; queues: --backend; sim: --sizes, --queue, --schedulers, --costs, --scale, --duration, --cpu-prof, --no-wan, --wan-only, --wan-scale)`,
       );
     else names.push(a);
   }

@@ -267,8 +267,9 @@ export class Dispatcher {
     const { item } = lease;
     this.waiters.get(item.pool)?.delete(item.id);
     this.waiterContexts.delete(item.id);
-    // The memory store answers in this turn (dispatch is on every request's path).
-    const rec = store.peek ? store.peek(item.reqId) : await store.read(item.reqId);
+    // The memory store answers in this turn (dispatch is on every request's path); a shared
+    // store hands over the record it wrote with the task when it has it (no read back).
+    const rec = lease.record ?? (store.peek ? store.peek(item.reqId) : await store.read(item.reqId));
     if (!rec || !isCurrent(rec, lease)) {
       await lifecycle.repair(lease);
       return;

@@ -118,6 +118,13 @@ export interface Lease {
   token: string;
   /** Times the item has been leased, this lease included (1 = first). */
   deliveries: number;
+  /**
+   * The request's record as this store last wrote it, when that write made the item (same
+   * `gen`), so the dispatcher need not read it back; absent when the store does not know it.
+   * It may be stale (another scheduler changed the request since): the next update's
+   * compare-and-set finds out, as with any hint.
+   */
+  record?: RequestRecord;
 }
 
 /** One kind of instance that has a free slot: what it can take. */
