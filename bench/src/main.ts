@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * `npm run bench [-- <section>... [--reps N] [--size-mib N]]`: runs benchmark sections and
+ * `npm run bench [-- <section>... [--reps N] [--size-mib N] [--backend B,…]]`: runs benchmark sections and
  * prints their tables. With no section named, every section runs. `--list` lists them.
  * Sections add themselves to {@link SECTIONS}; each gets the parsed options and returns
  * the text to print.
@@ -8,7 +8,7 @@
 import path from 'node:path';
 import { isMainThread } from 'node:worker_threads';
 import { formatMeshVsEmbedded, formatSchedulerOverhead, runMeshVsEmbedded, runSchedulerOverhead } from './mesh.js';
-import { formatQueueBackends, runQueueBackends } from './queues.js';
+import { formatQueueBackends, QUEUE_BACKENDS, runQueueBackends, type QueueBackend } from './queues.js';
 import { formatModelDirTimings, runModelDirTimings } from './model-dirs.js';
 import { formatTensorBench, runTensorBench } from './tensor.js';
 import { formatCrossNodeBench, runCrossNodeBench } from './cross-node.js';
@@ -19,6 +19,8 @@ import { formatStepCacheBench, runStepCacheBench } from './step-cache.js';
 import { COST_PRESETS, formatSim, runSim, type SimOptions, type SimQueue } from './sim.js';
 import { readFileSync } from 'node:fs';
 import { parseStageCosts } from '@diffmesh/scheduler';
+import { formatPreviewBench, runPreviewBench } from './previews.js';
+import { formatPreemption, runPreemption } from './preemption.js';
 
 /** Options every section may read. */
 export interface BenchOptions {
@@ -34,6 +36,8 @@ export interface BenchOptions {
   sim?: SimOptions;
   /** Print the section's result as JSON (sections that support it: sim). */
   json?: boolean;
+  /** queues: the backends to run (all when absent). */
+  backends?: QueueBackend[];
 }
 
 /** One named benchmark. */
@@ -70,7 +74,7 @@ export const SECTIONS: BenchSection[] = [
   {
     name: 'queues',
     description: '(d) each queue backend (memory, sqlite, redis, jetstream) per request: the no-op plan, p50 and requests/s side by side',
-    run: async (o) => formatQueueBackends(await runQueueBackends(o.reps ?? 300)),
+    run: async (o) => formatQueueBackends(await runQueueBackends(o.reps ?? 300, o.backends)),
   },
   {
     name: 'fair-share',
@@ -86,6 +90,12 @@ export const SECTIONS: BenchSection[] = [
       const report = await runSim(o.sim ?? {});
       return o.json ? JSON.stringify(report, null, 2) : formatSim(report);
     },
+  },
+  {
+    name: 'preemption',
+    description:
+      'short images (priority 10, or a deadline) arriving while 8-frame × 50-step videos fill a one-slot DiT pool: image p50/p99, time to start, deadline attainment and video throughput, preemption off vs on (a mesh of processes, ~3 min)',
+    run: async () => formatPreemption(await runPreemption()),
   },
   {
     name: 'mesh-vs-embedded',
@@ -110,6 +120,12 @@ export const SECTIONS: BenchSection[] = [
           ...(o.torchDir ? { torchDir: o.torchDir } : {}),
         }),
       ),
+  },
+  {
+    name: 'previews',
+    description:
+      "live previews' cost: synthetic-dit-image's denoising loop with previews off vs every 4 steps vs every step, side by side (embedded), and one preview alone at real models' latent sizes",
+    run: async (o) => formatPreviewBench(await runPreviewBench(o.reps ?? 9)),
   },
   {
     name: 'model-dirs',
@@ -174,9 +190,14 @@ function parseArgs(argv: string[]): { names: string[]; opts: BenchOptions; list:
     else if (flag === '--no-wan') (opts.sim ??= {}).wan = false;
     else if (flag === '--wan-only') (opts.sim ??= {}).sweep = false;
     else if (flag === '--wan-scale') (opts.sim ??= {}).wanScale = value();
-    else if (flag.startsWith('--'))
+    else if (flag === '--backend') {
+      const v = (inline ?? argv[++i] ?? '').split(',');
+      const bad = v.filter((b) => !(QUEUE_BACKENDS as readonly string[]).includes(b));
+      if (bad.length > 0) throw new Error(`--backend takes ${QUEUE_BACKENDS.join(', ')} (comma-separated)`);
+      opts.backends = [...(opts.backends ?? []), ...(v as QueueBackend[])];
+    } else if (flag.startsWith('--'))
       throw new Error(
-        `unknown option ${flag} (known: --list, --reps, --size-mib, --dit-size, --torch-dir, --json; sim: --sizes, --queue, --schedulers, --costs, --scale, --duration, --cpu-prof, --no-wan, --wan-only, --wan-scale)`,
+        `unknown option ${flag} (known: --list, --reps, --size-mib, --dit-size, --torch-dir, --json; queues: --backend; sim: --sizes, --queue, --schedulers, --costs, --scale, --duration, --cpu-prof, --no-wan, --wan-only, --wan-scale)`,
       );
     else names.push(a);
   }

@@ -98,6 +98,9 @@ export function cpuSnapshot(pids: Record<string, number>): Record<string, number
   return out;
 }
 
+/** Tasks of one `bench/noop` request: one per stage. */
+export const NOOP_TASKS_PER_REQUEST = 3;
+
 /** The 3-stage plan whose stages do nothing (`src/noop-stage.ts`), as the scheduler's registry. */
 const NOOP_PLANS = [
   'version: 1',
@@ -127,9 +130,13 @@ export async function startNoopPlan(
 ): Promise<{ sched: ManagedProcess; pids: Record<string, number> }> {
   const plans = path.join(dir, 'plans.yaml');
   await writeFile(plans, NOOP_PLANS);
+  // DIFFMESH_BENCH_CPU_PROF=DIR: the scheduler runs under `node --cpu-prof` and writes its profile into DIR when stopped.
+  const profDir = process.env.DIFFMESH_BENCH_CPU_PROF;
   const sched = await supervisor.start({
     name: 'scheduler',
-    entry: serviceEntry('scheduler'),
+    // DIFFMESH_BENCH_SCHEDULER_ENTRY=FILE: another build's scheduler (its dist/main.js), for before/after runs.
+    entry: process.env.DIFFMESH_BENCH_SCHEDULER_ENTRY || serviceEntry('scheduler'),
+    ...(profDir ? { launcher: ['/bin/sh', '-c', 'exec "$0" --cpu-prof --cpu-prof-dir="$DIFFMESH_BENCH_CPU_PROF" "$@"'] } : {}),
     args: ['--nats', natsUrl, '--plans', plans, '--log-level', 'warn', '--max-in-flight', '10000', ...schedulerArgs],
     readyPrefix: 'scheduler listening on ',
   });

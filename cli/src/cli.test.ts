@@ -88,6 +88,33 @@ describe('diffmesh generate (embedded, as a separate process)', () => {
     expect(r.bgShareOfRest).toBeGreaterThan(0.85);
   });
 
+  it('writes live previews with --preview-dir (every --preview-every steps and the last)', async () => {
+    const run = await diffmesh(
+      [
+        'generate',
+        'a red circle on a blue background',
+        '-o',
+        'pv.png',
+        '--seed',
+        '1',
+        '--steps',
+        '5',
+        '--preview-every',
+        '2',
+        '--preview-dir',
+        'pv',
+      ],
+      dir,
+    );
+    expect(run.code).toBe(0);
+    expect((await readdir(path.join(dir, 'pv'))).sort()).toEqual(['step-002.png', 'step-004.png', 'step-005.png']);
+    // 256×256 output: the latent (and so the preview) is 32×32.
+    expect(pixels(await readFile(path.join(dir, 'pv', 'step-005.png')))).toMatchObject({ width: 32, height: 32 });
+    const alone = await diffmesh(['generate', 'a red circle', '--preview-every', '2'], dir);
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toMatch(/preview\.every_steps: needs --preview-dir.*\(--preview-every\)/);
+  });
+
   it('draws a green square on a yellow background', async () => {
     const run = await diffmesh(['generate', 'a green square on a yellow background', '-o', 'green.png', '--seed', '2'], dir);
     expect(run.code).toBe(0);

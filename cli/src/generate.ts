@@ -1,4 +1,4 @@
-import { access, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { access, mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import path from 'node:path';
 import {
@@ -22,9 +22,13 @@ export interface GenerateArgs {
   output: string | undefined;
   params: Partial<GenerationParams>;
   priority: number;
+  /** When it must be done by (ms since the epoch; `--deadline`). */
+  deadline?: number;
   ffmpegPath: string;
   /** The input image (`--image`), for a model that takes one. */
   image?: InputImageSource;
+  /** Where live previews go (`--preview-dir`), as `step-NNN.png`. */
+  previewDir?: string;
 }
 
 /** The result of a generation, for the summary line. */
@@ -93,7 +97,12 @@ export async function generate(mesh: Embedded, args: GenerateArgs, progress: Pro
   const out = await planOutput(args.output, args.params.numFrames ?? entry.defaults.numFrames, args.ffmpegPath);
   const state = await submitWithInputImage(
     mesh.scheduler,
-    { model: args.model, params: { ...args.params, prompt: args.prompt }, priority: args.priority },
+    {
+      model: args.model,
+      params: { ...args.params, prompt: args.prompt },
+      priority: args.priority,
+      ...(args.deadline ? { deadline: args.deadline } : {}),
+    },
     args.image,
   );
   const params = state.context.params;
@@ -106,7 +115,7 @@ export async function generate(mesh: Embedded, args: GenerateArgs, progress: Pro
   signal.addEventListener('abort', onAbort, { once: true });
   let outputs: Record<string, ObjectRef>;
   try {
-    outputs = await follow(mesh.scheduler.watch(reqId), progress);
+    outputs = await follow(mesh.scheduler.watch(reqId), progress, args.previewDir);
   } finally {
     signal.removeEventListener('abort', onAbort);
   }
@@ -118,11 +127,23 @@ export async function generate(mesh: Embedded, args: GenerateArgs, progress: Pro
   }
 }
 
-/** Shows a request's events until the end; returns its outputs or throws its error. */
-export async function follow(events: AsyncIterable<RequestEvent>, progress: Progress): Promise<Record<string, ObjectRef>> {
+/**
+ * Shows a request's events until the end; returns its outputs or throws its error. With
+ * `previewDir`, writes each live preview there as `step-NNN.png`.
+ */
+export async function follow(
+  events: AsyncIterable<RequestEvent>,
+  progress: Progress,
+  previewDir?: string,
+): Promise<Record<string, ObjectRef>> {
   let outputs: Record<string, ObjectRef> | undefined;
+  if (previewDir !== undefined) await mkdir(previewDir, { recursive: true });
   try {
     for await (const e of events) {
+      if (e.type === 'preview') {
+        if (previewDir !== undefined) await writeFile(path.join(previewDir, `step-${String(e.step).padStart(3, '0')}.png`), e.data);
+        continue;
+      }
       progress.update(e);
       outputs = terminal(e) ?? outputs;
     }

@@ -1,7 +1,17 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command, CommanderError, Option } from 'commander';
-import { Code, createLogger, DiffmeshError, invalidParameter, type GenerationParams, type LogLevel, type TlsFiles } from '@diffmesh/core';
+import {
+  Code,
+  createLogger,
+  DEFAULT_PREVIEW_SIDE,
+  DiffmeshError,
+  invalidParameter,
+  MAX_STEPS,
+  type GenerationParams,
+  type LogLevel,
+  type TlsFiles,
+} from '@diffmesh/core';
 import { defaultModelsRoot } from '@diffmesh/models';
 import { isUnreachable } from '@diffmesh/client';
 import { startEmbedded } from './embedded.js';
@@ -16,6 +26,7 @@ import { connectScheduler, generateRemote } from './remote.js';
 import { cancelRemote, parseReqId, submitRemote, watchRemote } from './requests.js';
 import { runGpuAdapter, runGpuCheck, runGpuInstall } from './gpu.js';
 import { planPoolsCommand, PlanPoolsUsageError, type PlanPoolsFlags } from './plan-pools.js';
+import { parseDeadline } from './deadline.js';
 
 /** Flags whose names differ from the API field they set (for error messages). */
 const FLAG_OF_FIELD: Record<string, string> = {
@@ -38,6 +49,7 @@ const FLAG_OF_FIELD: Record<string, string> = {
   strength: '--strength',
   'step_cache.threshold': '--step-cache',
   'step_cache.max_skipped_steps': '--step-cache-max-skip',
+  'preview.every_steps': '--preview-every',
 };
 
 /** Exit codes: 0 done, 1 failed, 2 bad input, 130 interrupted. */
@@ -63,6 +75,7 @@ interface GenerateFlags {
   stepCache?: string;
   stepCacheMaxSkip?: string;
   priority: string;
+  deadline?: string;
   modelsDir: string[];
   plans?: string;
   threads: string;
@@ -72,6 +85,8 @@ interface GenerateFlags {
   ffmpeg: string;
   logLevel: string;
   remote?: string;
+  previewDir?: string;
+  previewEvery?: string;
 }
 
 type GenerationFlags = Pick<
@@ -90,6 +105,7 @@ type GenerationFlags = Pick<
   | 'stepCache'
   | 'stepCacheMaxSkip'
   | 'priority'
+  | 'deadline'
 >;
 
 interface SubmitFlags extends GenerationFlags {
@@ -127,6 +143,8 @@ export async function main(argv: string[]): Promise<number> {
       .option('-o, --output <file>', 'output file: .png for an image; .mp4 (ffmpeg), .gif or .apng for a video'),
   )
     .option('--remote <address>', "run through a mesh: the scheduler's gRPC host:port ('local' = the mesh `diffmesh up` started)")
+    .option('--preview-dir <dir>', 'write live previews of the picture as it forms (small PNGs, step-NNN.png) into this folder')
+    .option('--preview-every <n>', 'with --preview-dir: a preview every this many denoising steps (default 1)')
     .addOption(
       new Option('--models-dir <dir...>', 'folders holding <org>/<name>/model.json')
         .env('DIFFMESH_MODELS_DIR')
@@ -345,7 +363,7 @@ async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number
   process.once('SIGINT', onSigint);
   let mesh: Awaited<ReturnType<typeof startEmbedded>> | undefined;
   try {
-    const params = parseParams(flags);
+    const params = { ...parseParams(flags), ...parsePreview(flags) };
     const threads = parseInteger(flags.threads, 'threads', 0, 256);
     const model = await modelArgument(flags.model);
     const args = {
@@ -354,8 +372,10 @@ async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number
       output: flags.output,
       params,
       priority: parseInteger(flags.priority, 'priority', -1_000_000, 1_000_000),
+      ...(flags.deadline !== undefined ? { deadline: parseDeadline(flags.deadline) } : {}),
       ffmpegPath: flags.ffmpeg,
       ...(flags.image !== undefined ? { image: await readInputImage(flags.image) } : {}),
+      ...(flags.previewDir !== undefined ? { previewDir: flags.previewDir } : {}),
     };
     const progress = createProgress(process.stderr, flags.progress && !flags.json);
     let result: GenerateOutcome;
@@ -414,7 +434,11 @@ function withGenerationOptions(cmd: Command): Command {
       'step caching: reuse the last denoiser output while its input changed less than this (relative L1, summed); 0 = off (default: the model’s, off)',
     )
     .option('--step-cache-max-skip <n>', 'step caching: most steps in a row that reuse one output (default: the model’s, 2)')
-    .option('--priority <n>', 'scheduling priority (larger first)', '0');
+    .option('--priority <n>', 'scheduling priority (larger first)', '0')
+    .option(
+      '--deadline <duration>',
+      'finish within this long from now, e.g. 30s, 2m, 1500ms (earliest deadline first within a priority; a scheduler that cannot make it refuses with DEADLINE_EXCEEDED)',
+    );
 }
 
 /** `--remote` of the commands that only work against a running mesh (default: the local one). */
@@ -479,6 +503,7 @@ async function runSubmit(prompt: string, flags: SubmitFlags): Promise<number> {
         params,
         priority,
         timeoutMs,
+        ...(flags.deadline !== undefined ? { deadline: parseDeadline(flags.deadline) } : {}),
         requestId: flags.requestId ?? '',
         ...(image ? { image } : {}),
       },
@@ -635,6 +660,16 @@ function parseParams(f: GenerationFlags): Partial<GenerationParams> {
     p.stepCache = { ...(threshold !== undefined ? { threshold } : {}), ...(maxSkippedSteps !== undefined ? { maxSkippedSteps } : {}) };
   }
   return p;
+}
+
+/** `--preview-every` / `--preview-dir`: previews only when there is somewhere to write them. */
+function parsePreview(f: Pick<GenerateFlags, 'previewDir' | 'previewEvery'>): Partial<GenerationParams> {
+  if (f.previewDir === undefined) {
+    if (f.previewEvery !== undefined) throw invalidParameter('preview.every_steps', 'needs --preview-dir (the folder the previews go to)');
+    return {};
+  }
+  const everySteps = f.previewEvery === undefined ? 1 : parseInteger(f.previewEvery, 'preview.every_steps', 1, MAX_STEPS);
+  return { preview: { everySteps, maxSide: DEFAULT_PREVIEW_SIDE } };
 }
 
 function parseExecutionProviders(raw: string): ExecutionProvider[] {

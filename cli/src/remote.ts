@@ -3,6 +3,7 @@ import { DurableStores, InlineTensorStore, RemoteTensorStore, RoutedTensorStore,
 import {
   DEFAULT_STRENGTH,
   paramsToWire,
+  timestampToWire,
   randomSeed,
   type GenerationParams,
   type Logger,
@@ -38,8 +39,12 @@ export async function* domainEvents(events: AsyncIterable<RequestEvent__Output>)
 }
 
 /** Shows a request's events until it ends; returns its outputs or throws its error. */
-export function followEvents(events: AsyncIterable<RequestEvent__Output>, progress: Progress): Promise<Record<string, ObjectRef>> {
-  return follow(domainEvents(events), progress);
+export function followEvents(
+  events: AsyncIterable<RequestEvent__Output>,
+  progress: Progress,
+  previewDir?: string,
+): Promise<Record<string, ObjectRef>> {
+  return follow(domainEvents(events), progress, previewDir);
 }
 
 /**
@@ -98,10 +103,11 @@ export async function generateRemote(
         model: args.model,
         params: paramsToWire({ ...args.params, prompt: args.prompt, seed: params.seed }, args.image),
         priority: args.priority,
+        ...(args.deadline ? { deadline: timestampToWire(args.deadline) } : {}),
       },
       { signal },
     );
-    const pixels = (await followEvents(events, progress)).pixels;
+    const pixels = (await followEvents(events, progress, args.previewDir)).pixels;
     try {
       const file = await writeResult(store, pixels, out, params.fps, args.ffmpegPath, signal);
       return { ...file, params, ms: Date.now() - started };

@@ -1,5 +1,13 @@
 import type { CancelResponse__Output, SubmitResponse__Output } from '@diffmesh/protos';
-import { invalidParameter, paramsToWire, type GenerationParams, type InputImageSource, type Logger, type TlsFiles } from '@diffmesh/core';
+import {
+  invalidParameter,
+  paramsToWire,
+  timestampToWire,
+  type GenerationParams,
+  type InputImageSource,
+  type Logger,
+  type TlsFiles,
+} from '@diffmesh/core';
 import type { SchedulerClient } from '@diffmesh/client';
 import { checkOutputFolder, planOutput, writeResult, type GenerateOutcome } from './generate.js';
 import type { Progress } from './progress.js';
@@ -19,6 +27,8 @@ export interface SubmitArgs {
   priority: number;
   /** 0 = the scheduler's default. */
   timeoutMs: number;
+  /** When it must be done by (ms since the epoch); absent = none. */
+  deadline?: number;
   /** '' = a fresh one (so that a retry on another scheduler cannot start it twice). */
   requestId: string;
   /** The input image (`--image`), for a model that takes one. */
@@ -50,6 +60,7 @@ export function submitRemote(addresses: readonly string[], args: SubmitArgs, log
         params: paramsToWire({ ...args.params, prompt: args.prompt }, args.image),
         priority: args.priority,
         timeoutMs: args.timeoutMs,
+        ...(args.deadline ? { deadline: timestampToWire(args.deadline) } : {}),
         requestId: args.requestId,
       },
       { timeoutMs: UNARY_TIMEOUT_MS },

@@ -81,5 +81,37 @@ export function eventFromWire(e: WireRequestEventOutput): RequestEvent | undefin
     };
   }
   if (e.cancelled) return { type: 'cancelled', reqId, at };
+  if (e.preview) {
+    const p = e.preview;
+    return {
+      type: 'preview',
+      reqId,
+      stageIndex: p.stageIndex,
+      stage: stageNameFromWire(p.stage),
+      step: p.step,
+      totalSteps: p.totalSteps,
+      mediaType: p.mediaType,
+      data: new Uint8Array(p.data),
+      width: p.width,
+      height: p.height,
+      at,
+    };
+  }
+  if (e.preempted) {
+    const p = e.preempted;
+    return {
+      type: 'preempted',
+      reqId,
+      stageIndex: p.stageIndex,
+      stage: stageNameFromWire(p.stage),
+      pool: p.pool,
+      instanceId: p.instanceId,
+      attempt: p.attempt,
+      step: p.step,
+      totalSteps: p.totalSteps,
+      reason: p.reason,
+      at,
+    };
+  }
   return undefined;
 }

@@ -389,8 +389,9 @@ export class SchedulerClient {
     });
     for await (const bytes of stream) {
       for (const e of codecs.generateRes.decode(bytes).events) {
-        // WatchResponse has GenerateResponse's shape.
-        if (e.sequence > after) yield e;
+        // WatchResponse has GenerateResponse's shape. A preview carries the sequence of the
+        // stored event before it (previews are not stored), so it may equal `after`.
+        if (e.sequence > after || (e.preview && e.sequence === after)) yield e;
       }
     }
   }

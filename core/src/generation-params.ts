@@ -25,6 +25,8 @@ export interface GenerationParams {
    * exactly when caching is on: `threshold` > 0 and `maxSkippedSteps` ≥ 1.
    */
   stepCache?: StepCacheParams;
+  /** Live previews every N denoising steps; absent = none (see {@link PreviewParams}). */
+  preview?: PreviewParams;
 }
 
 /** Step caching: skip the denoiser at a step whose input changed less than `threshold`. */
@@ -37,6 +39,21 @@ export interface StepCacheParams {
 
 /** Steps in a row that may reuse one model output when a request or plan gives no limit. */
 export const DEFAULT_STEP_CACHE_MAX_SKIPPED = 2;
+
+/**
+ * Live previews of a request: the denoising stage sends a small picture of its latent after
+ * every `everySteps` steps (and after the last), at most `maxSide` pixels a side. Set only
+ * when previews are on (`everySteps` ≥ 1).
+ */
+export interface PreviewParams {
+  everySteps: number;
+  maxSide: number;
+}
+
+/** Longest side of a preview when the request gives none, and the range it may give. */
+export const DEFAULT_PREVIEW_SIDE = 256;
+export const MIN_PREVIEW_SIDE = 8;
+export const MAX_PREVIEW_SIDE = 512;
 
 /** Strength of a request with an input image that gives none (diffusers' img2img default). */
 export const DEFAULT_STRENGTH = 0.8;

@@ -22,17 +22,20 @@ export type { DiffmeshErrorOptions, Reason } from './errors/errors.js';
 export { globToRegExp, STAGE_INPUTS, STAGE_NAMES } from './execution-plan.js';
 export type { ExecutionPlan, PlanStage, StageInput, StageName } from './execution-plan.js';
 export {
+  DEFAULT_PREVIEW_SIDE,
   DEFAULT_STEP_CACHE_MAX_SKIPPED,
   DEFAULT_STRENGTH,
   MAX_FPS,
+  MAX_PREVIEW_SIDE,
   MAX_PROMPT_LENGTH,
   MAX_SEED,
   MAX_STEPS,
   MIN_FPS,
+  MIN_PREVIEW_SIDE,
   MIN_STEPS,
   randomSeed,
 } from './generation-params.js';
-export type { GenerationParams, StepCacheParams } from './generation-params.js';
+export type { GenerationParams, PreviewParams, StepCacheParams } from './generation-params.js';
 export { advertisedAddress, hostOf, isWildcardHost } from './grpc/advertise.js';
 export type { AdvertiseInput } from './grpc/advertise.js';
 export { countsForBreaker, createBreaker } from './grpc/breaker.js';
@@ -81,7 +84,8 @@ export type { RunProcessOptions } from './process.js';
 export type { RequestContext, RequestStatus } from './request-context.js';
 export { isTerminal } from './request-event.js';
 export type { RequestEvent } from './request-event.js';
-export type { StageContext, StageHandler, StageProgress, StageResult, StageTask } from './stage-task.js';
+export type { StageContext, StageHandler, StagePreview, StageProgress, StageResult, StageTask } from './stage-task.js';
+export { preemptedError } from './stage-task.js';
 export { OTLP_PROTOCOLS, resolveTelemetrySettings } from './telemetry/config.js';
 export type { OtlpProtocol, TelemetrySettings } from './telemetry/config.js';
 export {

@@ -27,4 +27,6 @@ export interface RequestContext {
   traceContext: Record<string, string>;
   /** The tenant the request belongs to (fair share, quotas, who may see it); absent = `default` (tenancy off). */
   tenant?: string;
+  /** When the request must be done by (ms since the epoch); absent = no deadline. Earliest first within a priority. */
+  deadline?: number;
 }

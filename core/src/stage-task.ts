@@ -1,3 +1,4 @@
+import { Code, DiffmeshError } from './errors/index.js';
 import type { GenerationParams } from './generation-params.js';
 import type { ObjectRef } from './object-ref.js';
 import type { StageName } from './execution-plan.js';
@@ -37,6 +38,28 @@ export interface StageProgress {
    * the request ends.
    */
   checkpoint?: Record<string, ObjectRef>;
+  /**
+   * Pictures of the task's latent drawn since the last report, when the task's params ask for
+   * previews; each names the step it shows. Go to those following the request live; never
+   * stored.
+   */
+  previews?: StagePreview[];
+  /**
+   * The task stops here for a preemption ({@link StageContext.preempt}): `checkpoint` is where
+   * it stood, and a `PREEMPTED` failure follows.
+   */
+  preempted?: boolean;
+}
+
+/** A small encoded image of a stage's work in progress (a denoising preview). */
+export interface StagePreview {
+  /** `image/png`. */
+  mediaType: string;
+  data: Uint8Array;
+  width: number;
+  height: number;
+  /** The step whose latent it shows. */
+  step: number;
 }
 
 /** What a stage hands on: new objects by name. */
@@ -53,6 +76,13 @@ export interface StageResult {
 export interface StageContext {
   /** Aborted when the request is cancelled or the task's deadline passes. */
   signal: AbortSignal;
+  /**
+   * Aborted when the scheduler wants the task's slot for a more urgent task: a stage with
+   * steps stops at its next step boundary, reports a checkpoint there with `preempted: true`,
+   * and throws {@link preemptedError}; its next try resumes from that checkpoint. A stage
+   * without steps may ignore it. Absent where preemption is not offered.
+   */
+  preempt?: AbortSignal;
   onProgress(progress: StageProgress): void;
   log: Logger;
 }
@@ -74,4 +104,11 @@ export interface StageHandler {
   execute(task: StageTask, ctx: StageContext): Promise<StageResult>;
   /** Releases model sessions. */
   close?(): Promise<void>;
+}
+
+/** What a preempted task throws after its last checkpoint (UNAVAILABLE / PREEMPTED: it goes back to its queue). */
+export function preemptedError(step: number, totalSteps: number): DiffmeshError {
+  return new DiffmeshError(Code.UNAVAILABLE, 'PREEMPTED', `preempted after step ${step} of ${totalSteps}; resumes from its checkpoint`, {
+    retryAfterMs: 0,
+  });
 }

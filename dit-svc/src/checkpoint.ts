@@ -1,4 +1,4 @@
-import { Code, DiffmeshError, type Logger, type ObjectRef, type StageContext, type StageTask } from '@diffmesh/core';
+import { Code, DiffmeshError, preemptedError, type Logger, type ObjectRef, type StageContext, type StageTask } from '@diffmesh/core';
 import { float32View, toBytes, type TensorStore } from '@diffmesh/tensor-client';
 import type { NoiseRngState } from './rng.js';
 
@@ -117,7 +117,10 @@ export function runFingerprint(task: StageTask, extra: Record<string, unknown> =
 /** Options of {@link Checkpointer}. */
 export interface CheckpointerOptions {
   store: TensorStore;
-  /** Save every this many steps; 0 = never (and never resume). */
+  /**
+   * Save every this many steps; 0 = never on a schedule (a preempted task still keeps one where
+   * it stops, and a try given a checkpoint resumes from it).
+   */
   every: number;
 }
 
@@ -141,7 +144,7 @@ export class Checkpointer {
     latentLength: number,
   ): Promise<DenoiseCheckpoint | undefined> {
     const ref = task.inputs[CHECKPOINT_NAME];
-    if (!ref || this.opts.every === 0) return undefined;
+    if (!ref) return undefined;
     const log: Logger = ctx.log;
     try {
       const { data } = await this.opts.store.get(ref);
@@ -163,11 +166,37 @@ export class Checkpointer {
     return this.opts.every > 0 && stepsDone < totalSteps && stepsDone % this.opts.every === 0;
   }
 
-  /** Stores a checkpoint and reports it with the step's progress. */
-  async save(task: StageTask, ctx: StageContext, c: DenoiseCheckpoint, progress: { step: number; totalSteps: number }): Promise<ObjectRef> {
+  /** Stores a checkpoint and reports it with the step's progress (`preempted`: the task stops here). */
+  async save(
+    task: StageTask,
+    ctx: StageContext,
+    c: DenoiseCheckpoint,
+    progress: { step: number; totalSteps: number },
+    opts: { preempted?: boolean } = {},
+  ): Promise<ObjectRef> {
     const data = encodeCheckpoint(c);
     const ref = await this.opts.store.put({ requestId: task.reqId, name: CHECKPOINT_NAME, data, shape: [data.byteLength], dtype: 'uint8' });
-    ctx.onProgress({ ...progress, checkpoint: { [CHECKPOINT_NAME]: ref } });
+    ctx.onProgress({ ...progress, checkpoint: { [CHECKPOINT_NAME]: ref }, ...(opts.preempted ? { preempted: true } : {}) });
     return ref;
+  }
+
+  /**
+   * Whether the task should stop after `stepsDone` of `totalSteps` for a preemption (asked, and
+   * steps remain: a task at its last step just finishes).
+   */
+  preempting(ctx: StageContext, stepsDone: number, totalSteps: number): boolean {
+    return ctx.preempt?.aborted === true && stepsDone < totalSteps;
+  }
+
+  /** Keeps the checkpoint where a preempted task stops, reports it, and throws PREEMPTED. */
+  async yieldSlot(
+    task: StageTask,
+    ctx: StageContext,
+    c: DenoiseCheckpoint,
+    progress: { step: number; totalSteps: number },
+  ): Promise<never> {
+    await this.save(task, ctx, c, progress, { preempted: true });
+    ctx.log.info({ step: c.step, totalSteps: c.totalSteps }, 'preempted at a step boundary; checkpoint kept');
+    throw preemptedError(c.step, c.totalSteps);
   }
 }

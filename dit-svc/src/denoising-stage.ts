@@ -16,6 +16,7 @@ import { applyGuidance, FlowEulerSampler, samplerFor, type Sampler } from './sam
 import { DirectoryDenoiser } from './directory-denoiser.js';
 import { Checkpointer, runFingerprint } from './checkpoint.js';
 import { StepCache, stepCacheWarning } from './step-cache.js';
+import { LoopPreviews, manifestProjection, type LatentFrame } from './latent-preview.js';
 
 export interface DenoisingStageOptions extends OnnxStageDeps {
   /** Most latents in one denoiser run (a CFG request counts two). */
@@ -133,6 +134,7 @@ export class DenoisingStage extends OnnxStage {
     if (resumed) x.set(resumed.latent);
     // Step caching (off unless the params ask): a resumed run starts with an empty cache.
     const cache = StepCache.of(p.stepCache, total - 1);
+    const preview = new LoopPreviews(p.preview, manifestProjection(manifest.preview, shape[1]));
     for (let i = resumed?.step ?? start; i < total; i += 1) {
       ctx.signal.throwIfAborted();
       image?.hold();
@@ -169,7 +171,13 @@ export class DenoisingStage extends OnnxStage {
           sampler.step(x, out, i);
         },
       );
-      const progress = { step: i + 1 - start, totalSteps: total - start };
+      const step = { step: i + 1 - start, totalSteps: total - start };
+      if (this.checkpoints.preempting(ctx, i + 1, total)) {
+        await this.checkpoints.yieldSlot(task, ctx, { step: i + 1, totalSteps: total, fingerprint, latent: x, rng: rng.getState() }, step);
+      }
+      // Live previews (params.preview): frame 0 copied at a due step, drawn while the next step runs.
+      const previews = await preview.after(step.step, step.totalSteps, () => firstFrame(x, shape));
+      const progress = previews.length > 0 ? { ...step, previews } : step;
       if (this.checkpoints.due(i + 1, total)) {
         await this.checkpoints.save(task, ctx, { step: i + 1, totalSteps: total, fingerprint, latent: x, rng: rng.getState() }, progress);
       } else {
@@ -277,4 +285,13 @@ export class DenoisingStage extends OnnxStage {
     const run = ++this.runs;
     return items.map((_, b) => ({ out: out.slice(b * sampleSize, (b + 1) * sampleSize), batchSize: n, run }));
   }
+}
+
+/** Frame 0 of a [1, C, F, h, w] latent as [C, h, w] (a copy). */
+function firstFrame(x: Float32Array, shape: number[]): LatentFrame {
+  const [, C, F, h, w] = shape;
+  const plane = h * w;
+  const data = new Float32Array(C * plane);
+  for (let c = 0; c < C; c += 1) data.set(x.subarray(c * F * plane, c * F * plane + plane), c * plane);
+  return { data, channels: C, height: h, width: w };
 }

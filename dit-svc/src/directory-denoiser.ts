@@ -34,6 +34,7 @@ import {
 } from './schedulers/index.js';
 import { runFingerprint, type Checkpointer } from './checkpoint.js';
 import { StepCache, stepCacheWarning } from './step-cache.js';
+import { familyProjection, LoopPreviews } from './latent-preview.js';
 
 /** A float tensor without its batch axis. */
 interface Item {
@@ -162,6 +163,7 @@ export class DirectoryDenoiser {
     }
     // Step caching (off unless the params ask): a resumed run starts with an empty cache.
     const cache = StepCache.of(p.stepCache, total - 1);
+    const preview = new LoopPreviews(p.preview, familyProjection(layout.kind, C));
     for (let i = resumed?.step ?? 0; i < total; i += 1) {
       ctx.signal.throwIfAborted();
       const t = scheduler.timesteps[i];
@@ -206,8 +208,21 @@ export class DirectoryDenoiser {
           x = scheduler.step(out, i, x, rng);
         },
       );
-      const progress = { step: i + 1, totalSteps: total };
+      const step = { step: i + 1, totalSteps: total };
+      // Live previews (params.preview): the latent copied at a due step, drawn while the next step runs.
+      const latent = x;
+      const previews = await preview.after(i + 1, total, () => ({
+        data: flux ? unpackLatents(latent, C, h, w) : latent.slice(0, C * h * w),
+        channels: C,
+        height: h,
+        width: w,
+      }));
+      const progress = previews.length > 0 ? { ...step, previews } : step;
       const checkpoints = this.deps.checkpoints;
+      if (checkpoints?.preempting(ctx, i + 1, total)) {
+        const state = { step: i + 1, totalSteps: total, fingerprint, latent: x, rng: rng.getState() };
+        await checkpoints.yieldSlot(task, ctx, { ...state, scheduler: encodeSchedulerState(scheduler.getState()) }, progress);
+      }
       if (checkpoints?.due(i + 1, total)) {
         const state = { step: i + 1, totalSteps: total, fingerprint, latent: x, rng: rng.getState() };
         await checkpoints.save(task, ctx, { ...state, scheduler: encodeSchedulerState(scheduler.getState()) }, progress);

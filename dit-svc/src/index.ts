@@ -4,3 +4,5 @@ export { DdimSampler, FlowEulerSampler, alphasCumprod, applyGuidance, samplerFor
 export type { DdimConfig, Sampler } from './samplers.js';
 export { MicroBatcher } from './batching.js';
 export { NoiseRng } from './rng.js';
+export { familyProjection, latentPreview, manifestProjection, previewDue } from './latent-preview.js';
+export type { LatentRgbProjection } from './latent-preview.js';

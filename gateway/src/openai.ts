@@ -22,6 +22,7 @@ import {
   objectRefFromWire,
   paramsToWire,
   randomSeed,
+  timestampToWire,
   unknownModel,
   type GenerationParams,
   type InputImageSource,
@@ -144,6 +145,28 @@ function optString(body: Record<string, unknown>, name: string): string | undefi
   return v;
 }
 
+/**
+ * `deadline`: when the request must be done by, as an RFC 3339 time (`2026-11-27T08:00:00Z`) or
+ * ms since the Unix epoch. The scheduler refuses one in the past, or one it cannot meet (504
+ * DEADLINE_EXCEEDED / DEADLINE_UNREACHABLE) under its `refuse` deadline policy.
+ */
+function optDeadline(body: Record<string, unknown>): number | undefined {
+  const raw = body.deadline;
+  if (raw === undefined || raw === null || raw === '') return undefined;
+  const ms =
+    typeof raw === 'number'
+      ? raw
+      : typeof raw === 'string' && /^\d+$/.test(raw.trim())
+        ? Number(raw)
+        : typeof raw === 'string'
+          ? Date.parse(raw)
+          : NaN;
+  if (!Number.isFinite(ms) || ms <= 0) {
+    throw invalid('deadline', `expected an RFC 3339 time (e.g. "2026-01-01T12:00:00Z") or ms since the epoch, got ${describeValue(raw)}`);
+  }
+  return Math.round(ms);
+}
+
 function prompt(body: Record<string, unknown>, name: string, maxChars: number, required: boolean): string | undefined {
   const v = optString(body, name);
   if (required && (v === undefined || v.trim() === '')) throw invalid(name, 'is required');
@@ -225,6 +248,7 @@ const IMAGE_FIELDS = [
   'guidance_scale',
   'seed',
   'priority',
+  'deadline',
   // Accepted for compatibility; they change nothing here.
   'quality',
   'style',
@@ -242,8 +266,10 @@ async function generateOne(
   priority: number,
   signal: AbortSignal,
   image?: InputImageSource,
+  deadline?: number,
 ): Promise<ObjectRef> {
-  for await (const e of api.generate({ model, params: paramsToWire(params, image), priority }, { signal })) {
+  const request = { model, params: paramsToWire(params, image), priority, ...(deadline ? { deadline: timestampToWire(deadline) } : {}) };
+  for await (const e of api.generate(request, { signal })) {
     if (e.completed) {
       const ref = e.completed.results.find((r) => r.name === 'pixels') ?? e.completed.results[0];
       if (!ref) throw new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'generation finished without pixels');
@@ -270,6 +296,7 @@ function imageOptions(deps: OpenAiDeps, body: Record<string, unknown>) {
   const guidance = optNumber(body, 'guidance_scale', { min: 0 });
   const priority = optNumber(body, 'priority', { integer: true, min: -(2 ** 31), max: 2 ** 31 - 1 }) ?? 0;
   const seed = optSeed(body) ?? BigInt(randomSeed());
+  const deadline = optDeadline(body);
   const params: Partial<GenerationParams> & { prompt: string } = {
     prompt: text,
     ...(negative !== undefined ? { negativePrompt: negative } : {}),
@@ -278,7 +305,7 @@ function imageOptions(deps: OpenAiDeps, body: Record<string, unknown>) {
     ...(steps !== undefined ? { numInferenceSteps: steps } : {}),
     ...(guidance !== undefined ? { guidanceScale: guidance } : {}),
   };
-  return { params, n, format, priority, seed };
+  return { params, n, format, priority, seed, deadline };
 }
 
 export async function createImages(
@@ -309,7 +336,7 @@ async function runImages(
   signal: AbortSignal,
   image?: InputImageSource,
 ): Promise<void> {
-  const { params, n, format, priority, seed } = options;
+  const { params, n, format, priority, seed, deadline } = options;
   const model = { name: modelName };
   // n requests with consecutive seeds; the first failure cancels the others.
   const group = new AbortController();
@@ -323,6 +350,7 @@ async function runImages(
       priority,
       group.signal,
       image,
+      deadline,
     ),
   );
   let refs: ObjectRef[];
@@ -524,6 +552,7 @@ const VIDEO_FIELDS = [
   'num_inference_steps',
   'guidance_scale',
   'priority',
+  'deadline',
   // The image to start from (image-to-video): a file, a data URL, or { image_url } in JSON.
   'input_reference',
   // The openai SDK's form of { image_url } / { file_id }.
@@ -560,6 +589,7 @@ export async function createVideo(
   const guidance = optNumber(body, 'guidance_scale', { min: 0 });
   const priority = optNumber(body, 'priority', { integer: true, min: -(2 ** 31), max: 2 ** 31 - 1 }) ?? 0;
   const seed = optSeed(body);
+  const deadline = optDeadline(body);
   const image = reference ? await inputImageParam(reference.value, reference.param, deps.maxImageBytes) : undefined;
   const model = await deps.models.resolve(optString(body, 'model'), image ? 'MODALITY_IMAGE_TO_VIDEO' : 'MODALITY_TEXT_TO_VIDEO', signal);
   const d = model.info.defaults;
@@ -592,7 +622,12 @@ export async function createVideo(
     stages: (model.info.plan?.stages ?? [])
       .filter((s) => !s.requires || (s.requires === 'input_image' && image !== undefined))
       .map((s) => s.name.replace('STAGE_NAME_', '').toLowerCase()),
-    request: { model: model.name, params: paramsToWire(params, image), priority },
+    request: {
+      model: model.name,
+      params: paramsToWire(params, image),
+      priority,
+      ...(deadline ? { deadline: timestampToWire(deadline) } : {}),
+    },
   };
   const job = await deps.videos.create(spec, owner, signal, deps.api);
   deps.metrics.videos.inc({ model: model.name });

@@ -147,6 +147,10 @@ const IMAGE_PARAMS: Record<string, Schema> = {
   guidance_scale: { type: 'number' },
   seed: { type: 'integer' },
   priority: { type: 'integer' },
+  deadline: {
+    oneOf: [{ type: 'string', format: 'date-time' }, { type: 'integer' }],
+    description: 'when the request must be done by: an RFC 3339 time or ms since the epoch',
+  },
 };
 
 const IMAGES_RESPONSE: Schema = {
@@ -413,6 +417,10 @@ const VIDEO_PARAMS: Record<string, Schema> = {
   num_inference_steps: { type: 'integer', minimum: 1, maximum: 4294967295 },
   guidance_scale: { type: 'number' },
   priority: { type: 'integer' },
+  deadline: {
+    oneOf: [{ type: 'string', format: 'date-time' }, { type: 'integer' }],
+    description: 'when the request must be done by: an RFC 3339 time or ms since the epoch',
+  },
 };
 
 const OPENAI_SCHEMAS: Record<string, Schema> = {

@@ -122,6 +122,77 @@
     return true;
   }
 
+  // ---- live previews ---------------------------------------------------------------------------
+  //
+  // A request that asks for previews gets `preview` events: a small PNG of its latent every few
+  // steps. The page's own request gets them on its Generate stream; other running requests in
+  // the list are followed with Watch (a few at a time) so their picture forms in the list too.
+
+  const MAX_WATCHED = 4;
+  /** reqId → { src, step, totalSteps, width, height, bytes } of the latest preview. */
+  const previews = new Map();
+  /** reqId → AbortController of the Watch stream following it. */
+  const watched = new Map();
+  /** The request the Generate form is running (its stream brings its previews). */
+  let ownReqId = '';
+
+  function previewOf(p) {
+    const data = p.data || '';
+    return {
+      src: `data:${p.mediaType || 'image/png'};base64,${data}`,
+      step: p.step || 0,
+      totalSteps: p.totalSteps || 0,
+      width: p.width || 0,
+      height: p.height || 0,
+      bytes: Math.floor((data.length * 3) / 4),
+    };
+  }
+
+  /** Records a request's latest preview and shows it in its row of the list (if shown). */
+  function notePreview(reqId, p) {
+    const pv = previewOf(p);
+    previews.set(reqId, pv);
+    const row = document.querySelector(`.req[data-req-id="${CSS.escape(reqId)}"] .req-preview`);
+    if (row) {
+      row.src = pv.src;
+      row.title = `preview at step ${pv.step}/${pv.totalSteps}`;
+      row.hidden = false;
+    }
+    return pv;
+  }
+
+  /** Follows the running requests of the list that the page does not follow yet; forgets finished ones. */
+  function followPreviews(requests) {
+    const live = new Set(requests.filter((r) => !FINISHED.has(r.status)).map((r) => r.reqId));
+    for (const [reqId, ctl] of watched) if (!live.has(reqId)) ctl.abort();
+    for (const reqId of previews.keys()) if (!live.has(reqId) && reqId !== ownReqId) previews.delete(reqId);
+    for (const reqId of live) {
+      if (watched.size >= MAX_WATCHED) break;
+      if (watched.has(reqId) || reqId === ownReqId) continue;
+      const ctl = new AbortController();
+      watched.set(reqId, ctl);
+      watchPreviews(reqId, ctl.signal).finally(() => {
+        if (watched.get(reqId) === ctl) watched.delete(reqId);
+      });
+    }
+  }
+
+  async function watchPreviews(reqId, signal) {
+    try {
+      const res = await fetch(`api/v1/requests/${encodeURIComponent(reqId)}:watch`, {
+        headers: authHeaders({ accept: 'text/event-stream' }),
+        signal,
+      });
+      if (!res.ok || !res.body) return;
+      await readEvents(res.body, (name, data) => {
+        if (name !== 'message') return;
+        for (const ev of (JSON.parse(data) || {}).events || []) if (ev.preview) notePreview(reqId, ev.preview);
+      });
+    } catch {
+      // stopped, or the request went away: the list shows what it knows
+    }
+  }
+
   // ---- status polling ------------------------------------------------------------------------
 
   let pollTimer;
@@ -156,6 +227,7 @@
     $('in-flight').textContent = `${status.inFlight || 0} in flight`;
     renderPools(status.pools || []);
     renderRequests(status.recentRequests || [], parseTime(status.time) || Date.now());
+    followPreviews(status.recentRequests || []);
   }
 
   const BREAKER = {
@@ -269,8 +341,19 @@
         el('span', { class: 'total', text: `${fmtMs(end - t0)}${running}` })),
       el('div', { class: 'prompt', text: r.prompt || '', title: r.prompt || '' }),
       r.error && r.error.message ? el('div', { class: 'req-error', text: `${enumLabel(r.error.reason, 'ERROR_REASON_')}: ${r.error.message}` }) : null,
-      el('div', { class: 'waterfall' }, ...rows),
+      el('div', { class: 'req-body' }, el('div', { class: 'waterfall' }, ...rows), requestPreview(r.reqId, finished)),
     );
+  }
+
+  /** The latest preview of a running request (hidden until one comes). */
+  function requestPreview(reqId, finished) {
+    const pv = finished ? undefined : previews.get(reqId);
+    const img = el('img', { class: 'req-preview', alt: 'preview of the picture as it forms' });
+    if (pv) {
+      img.src = pv.src;
+      img.title = `preview at step ${pv.step}/${pv.totalSteps}`;
+    } else img.hidden = true;
+    return img;
   }
 
   // ---- models --------------------------------------------------------------------------------
@@ -403,12 +486,15 @@
     if (steps) params.numInferenceSteps = Number(steps);
     const seed = $('seed').value.trim();
     if (seed) params.seed = seed; // a decimal string: seeds are 64-bit
+    const every = Number($('preview-every').value.trim() || 0);
+    if (every > 0) params.preview = { everySteps: every };
     const body = { model: $('model').value, params };
     const controller = new AbortController();
     running = controller;
     setRunning(true);
     showGenerateError('');
     $('result').hidden = true;
+    $('live-preview').hidden = true;
     $('run').hidden = false;
     $('progress').value = 0;
     $('progress-text').textContent = '';
@@ -428,6 +514,7 @@
       if (!res.ok) throw await httpError(res);
       function onEvent(ev) {
         reqId = ev.reqId || reqId;
+        ownReqId = reqId;
         if (ev.queued) {
           if (stages.length === 0) stageLine([{ name: `queued in ${ev.queued.pool}`, done: false }]);
         } else if (ev.stageStarted) {
@@ -436,6 +523,11 @@
           stageLine(stages);
         } else if (ev.stepProgress) {
           if (ev.stepProgress.stage === 'STAGE_NAME_DENOISING') setProgress(ev.stepProgress.step || 0, ev.stepProgress.totalSteps || 0);
+        } else if (ev.preview) {
+          const pv = notePreview(reqId, ev.preview);
+          $('preview-image').src = pv.src;
+          $('preview-caption').textContent = `preview · step ${pv.step}/${pv.totalSteps} · ${pv.width}×${pv.height} · ${(pv.bytes / 1024).toFixed(1)} KiB`;
+          $('live-preview').hidden = false;
         } else if (ev.stageFinished) {
           for (const s of stages) s.done = true;
           stageLine(stages);
@@ -462,12 +554,15 @@
       if (failure) throw new Error(failure);
       if (!result) throw new Error('the request ended without a result');
       await showImage(result, controller.signal);
+      $('live-preview').hidden = true;
       const seconds = ((performance.now() - started) / 1000).toFixed(2);
       $('result-caption').textContent = `${body.model} · ${reqId} · ${seconds} s`;
       $('result').hidden = false;
     } catch (err) {
       showGenerateError(controller.signal.aborted ? 'cancelled' : err.message || String(err));
     } finally {
+      previews.delete(reqId);
+      ownReqId = '';
       running = undefined;
       setRunning(false);
       if (!needKey) poll();

@@ -185,6 +185,48 @@ describe('routes derived from the google.api.http annotations', () => {
     }
   });
 
+  it('streams live previews on Generate as server-sent events (base64 PNG), none once the request is over', async () => {
+    const gen = await call(
+      'POST',
+      '/api/v1/generate',
+      { model: MODEL, params: { prompt: 'a red circle', width: 128, height: 64, num_inference_steps: 5, preview: { every_steps: 2 } } },
+      { accept: 'text/event-stream' },
+    );
+    expect(gen.status).toBe(200);
+    const events = gen.text
+      .split('\n\n')
+      .filter((b) => b.includes('data: ') && !b.includes('event: '))
+      .flatMap((b) => JSON.parse(b.slice(b.indexOf('data: ') + 6)).events);
+    const previews = events.filter((e) => e.preview).map((e) => e.preview);
+    // Steps 2 and 4, and the last; from the DiT service's process, through the scheduler.
+    expect(previews.map((p) => [p.step, p.totalSteps])).toEqual([
+      [2, 5],
+      [4, 5],
+      [5, 5],
+    ]);
+    for (const p of previews) {
+      expect(p).toMatchObject({ stage: 'STAGE_NAME_DENOISING', mediaType: 'image/png', width: 16, height: 8 });
+      const png = decodePng(Buffer.from(p.data, 'base64'));
+      expect([png.width, png.height]).toEqual([16, 8]);
+    }
+    // Previews take no sequence number of their own, and are not stored: watching the finished
+    // request replays its events without them.
+    const reqId = events[0].reqId;
+    const seqs = events.filter((e) => !e.preview).map((e) => e.sequence);
+    expect(seqs).toEqual(seqs.map((_: number, i: number) => i + 1));
+    const nd = await call('GET', `/api/v1/requests/${reqId}:watch`);
+    const replayed = nd.text
+      .trim()
+      .split('\n')
+      .flatMap((l) => JSON.parse(l).result.events);
+    expect(replayed.length).toBe(seqs.length);
+    expect(replayed.some((e: { preview?: unknown }) => e.preview)).toBe(false);
+
+    const bad = await call('POST', '/api/v1/requests', { model: MODEL, params: { prompt: 'x', preview: { every_steps: 500 } } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toMatchObject({ reason: 'INVALID_PARAMETER', field: 'preview.every_steps' });
+  });
+
   it('serves the status of the scheduler and the PNG of a result object (the status page uses both)', async () => {
     const gen = await call('POST', '/api/v1/generate', {
       model: MODEL,
@@ -457,6 +499,13 @@ describe('OpenAI-compatible endpoints', () => {
     expect(model.body.error).toMatchObject({ param: 'model', code: 'unknown_model', type: 'not_found_error' });
     const steps = await call('POST', '/v1/images/generations', { prompt, num_inference_steps: 5000 });
     expect(steps.body.error.param).toBe('num_inference_steps');
+    // A deadline: an RFC 3339 time or ms since the epoch; not a word, not the past.
+    const word = await call('POST', '/v1/images/generations', { prompt, deadline: 'soon' });
+    expect(word.status).toBe(400);
+    expect(word.body.error.param).toBe('deadline');
+    const past = await call('POST', '/v1/images/generations', { prompt, deadline: new Date(Date.now() - 60_000).toISOString() });
+    expect(past.status).toBe(400);
+    expect(past.body.error).toMatchObject({ param: 'deadline', code: 'invalid_parameter' });
   });
 
   it('keeps at most max-image-results url results, evicting the oldest', async () => {

@@ -9,7 +9,15 @@ import { defaultModelsRoot } from '@diffmesh/models';
 export { rejection } from '@diffmesh/testing';
 import { startEmbedded, startLocalMesh, type LocalMesh, type LocalMeshOptions } from '@diffmesh/cli';
 import { schedulerStub, type SchedulerStub, eventFromWire } from '@diffmesh/client';
-import { fromWire, loadTlsFiles, paramsToWire, silentLogger, type GenerationParams, type RequestEvent } from '@diffmesh/core';
+import {
+  fromWire,
+  loadTlsFiles,
+  paramsToWire,
+  silentLogger,
+  timestampToWire,
+  type GenerationParams,
+  type RequestEvent,
+} from '@diffmesh/core';
 import { InlineTensorStore, RemoteTensorStore, type TensorStore } from '@diffmesh/tensor-client';
 import type { ExecutionProvider } from '@diffmesh/stage-host';
 
@@ -58,6 +66,8 @@ export interface RequestSpec {
   params: Partial<GenerationParams> & { prompt: string };
   priority?: number;
   timeoutMs?: number;
+  /** When it must be done by (ms since the epoch). */
+  deadline?: number;
   requestId?: string;
   /** gRPC metadata sent with the call, e.g. a W3C `traceparent`. */
   metadata?: Record<string, string>;
@@ -75,6 +85,7 @@ function wireRequest(spec: RequestSpec) {
     params: paramsToWire(spec.params),
     priority: spec.priority ?? 0,
     timeoutMs: spec.timeoutMs ?? 0,
+    ...(spec.deadline ? { deadline: timestampToWire(spec.deadline) } : {}),
     requestId: spec.requestId ?? '',
   };
 }

@@ -22,7 +22,8 @@ function denoiseInstance(events: RequestEvent[]): string[] {
 
 describe('scheduling across processes', () => {
   it('runs 20 concurrent requests of mixed priority in priority order on a one-slot DiT pool', async () => {
-    t = await startTestMesh({ capacities: { 'dit-svc': 1 } });
+    // Queue order alone (preemption would let each higher priority take the slot as it arrives).
+    t = await startTestMesh({ capacities: { 'dit-svc': 1 }, schedulerArgs: ['--preemption', 'off'] });
     const client = t.client;
     // A long request holds the only DiT slot while the others queue behind it.
     const blocker = await submit(client, { params: { prompt: 'a gray square', width: 256, height: 256, numInferenceSteps: 200 } });

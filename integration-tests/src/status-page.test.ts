@@ -196,6 +196,73 @@ describe('gateway status page', () => {
     expect(problems).toEqual([]);
   }, 120_000);
 
+  it('shows the picture forming while a request runs: live previews in the Generate card and in the request list', async () => {
+    if (!page.url().endsWith('/status')) await page.goto(`${gateway}/status`);
+    await page.fill('#api-key', KEY);
+    await page.click('#key-form button[type=submit]');
+    await page.locator('#model option[value="diffmesh/tiny-shapes"]').waitFor({ state: 'attached' });
+    await page.selectOption('#model', 'diffmesh/tiny-shapes');
+    // The Generate card: previews every 2 steps; record every picture the preview shows.
+    await page.fill('#prompt', PROMPT);
+    await page.fill('#steps', String(STEPS));
+    await page.fill('#seed', String(SEED));
+    await page.fill('#preview-every', '2');
+    await page.evaluate(`(() => {
+      window.__previews = [];
+      const img = document.getElementById('preview-image');
+      // One record per picture shown (several may come in one task): its previous src, and
+      // whether the result was shown yet.
+      new MutationObserver((records) => {
+        const resultShown = !document.getElementById('result').hidden;
+        for (const r of records) window.__previews.push({ old: r.oldValue, resultShown });
+      }).observe(img, { attributes: true, attributeFilter: ['src'], attributeOldValue: true });
+    })()`);
+    await page.click('#generate');
+    await page.locator('#result').waitFor({ timeout: 60_000 });
+    const seen = await page.evaluate<Array<{ old: string | null; resultShown: boolean }>>('window.__previews');
+    // Steps 2, 4, …, 20: ten pictures, each a PNG shown before the result.
+    expect(seen).toHaveLength(STEPS / 2);
+    const srcs = [...seen.slice(1).map((p) => p.old ?? ''), (await page.locator('#preview-image').getAttribute('src')) ?? ''];
+    for (const src of srcs) expect(src).toMatch(/^data:image\/png;base64,/);
+    for (const p of seen) expect(p.resultShown).toBe(false);
+    expect(new Set(srcs).size).toBeGreaterThan(1); // the picture changes as it forms
+    expect(await page.locator('#preview-caption').textContent()).toMatch(/^preview · step 20\/20 · 32×32 · /);
+    // The result replaces the preview.
+    expect(await page.locator('#live-preview').isHidden()).toBe(true);
+
+    // The request list: a long request submitted elsewhere (the API) shows its latest preview
+    // in its row while it runs.
+    const res = await fetch(`${gateway}/api/v1/requests`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'diffmesh/tiny-shapes',
+        params: {
+          prompt: 'a yellow square moving right',
+          width: 512,
+          height: 512,
+          numFrames: 32,
+          numInferenceSteps: 200,
+          preview: { everySteps: 1 },
+        },
+      }),
+    });
+    const { reqId } = (await res.json()) as { reqId: string };
+    try {
+      const thumb = page.locator(`.req[data-req-id="${reqId}"] .req-preview`);
+      await thumb.waitFor({ state: 'visible', timeout: 30_000 });
+      expect(await thumb.getAttribute('src')).toMatch(/^data:image\/png;base64,/);
+      expect(await page.locator(`.req[data-req-id="${reqId}"]`).getAttribute('data-status')).toMatch(/running|pending/);
+      const size = await thumb.evaluate((img: { naturalWidth: number; naturalHeight: number }) => [img.naturalWidth, img.naturalHeight]);
+      expect(size).toEqual([64, 64]); // 512 px at 1/8
+      // For a human to look at: the running request with its picture forming.
+      await writeFile(path.join(tmpdir(), 'diffmesh-status-page-previews.png'), await page.screenshot({ fullPage: true }));
+    } finally {
+      await fetch(`${gateway}/api/v1/requests/${reqId}:cancel`, { method: 'POST', headers: { authorization: `Bearer ${KEY}` } });
+    }
+    expect(problems).toEqual([]);
+  }, 120_000);
+
   it('shows a refused request as its error', async () => {
     await page.fill('#steps', '500'); // the plans allow 1–200; the scheduler says so
     await page.click('#generate');

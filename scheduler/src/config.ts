@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { LogConfigSchema, TlsConfigSchema, defineConfig, tlsConfigMappings } from '@diffmesh/core';
 import { STORE_BACKENDS } from './storage/types.js';
 import { MAX_TIMEOUT_MS } from './types.js';
+import { DEADLINE_POLICIES } from './limits.js';
 
 /** The scheduler service's configuration (env prefix `DIFFMESH_SCHEDULER_`). */
 export const SchedulerConfigSchema = z.object({
@@ -101,6 +102,25 @@ export const SchedulerConfigSchema = z.object({
     .boolean()
     .default(true)
     .describe('weighted fair queuing across tenants in every pool (false = first come, first served within a priority)'),
+  preemption: z
+    .enum(['on', 'off'])
+    .default('on')
+    .describe(
+      'step-boundary preemption: a waiting task of higher priority (or with its deadline at risk) takes the slot of the least urgent running one at its next step; the preempted task keeps a checkpoint there and resumes with the same result',
+    ),
+  preemptMinRunMs: z
+    .number()
+    .int()
+    .nonnegative()
+    .max(MAX_TIMEOUT_MS)
+    .default(1000)
+    .describe('least time a task runs before it may be preempted (and it must make a step of progress between two preemptions)'),
+  deadlinePolicy: z
+    .enum(DEADLINE_POLICIES)
+    .default('refuse')
+    .describe(
+      'requests with a deadline the pool cannot meet by its measured step time: refuse (DEADLINE_EXCEEDED / DEADLINE_UNREACHABLE at admission, or failed early while running) or best-effort (run anyway, earliest deadline first)',
+    ),
   tenantsFile: z
     .string()
     .default('')
@@ -146,6 +166,9 @@ export const schedulerConfig = defineConfig({
     QUEUE_NAMESPACE: 'queueNamespace',
     LEASE_MS: 'leaseMs',
     FAIR_SHARE: 'fairShare',
+    PREEMPTION: 'preemption',
+    PREEMPT_MIN_RUN_MS: 'preemptMinRunMs',
+    DEADLINE_POLICY: 'deadlinePolicy',
     FFMPEG: 'ffmpeg',
     TENANTS_FILE: 'tenantsFile',
     METRICS_LISTEN: 'metricsListen',
@@ -180,6 +203,9 @@ export const schedulerConfig = defineConfig({
     'queue-namespace': 'queueNamespace',
     'lease-ms': 'leaseMs',
     'fair-share': 'fairShare',
+    preemption: 'preemption',
+    'preempt-min-run-ms': 'preemptMinRunMs',
+    'deadline-policy': 'deadlinePolicy',
     ffmpeg: 'ffmpeg',
     'tenants-file': 'tenantsFile',
     'metrics-listen': 'metricsListen',

@@ -13,17 +13,20 @@ import {
   recordError,
   type Logger,
   type ObjectRef,
+  type RequestContext,
   type StageTask,
 } from '@diffmesh/core';
 import { busy, type InstanceSlot, type InstanceSlots, serves, versionMatches } from './instances.js';
-import { deadlineOf, timeoutError, type RequestLifecycle } from './lifecycle.js';
+import { deadlineOf, expiredError, type RequestLifecycle } from './lifecycle.js';
 import type { SchedulerLimits } from './limits.js';
-import type { Lease, RecordChange, RequestRecord, SchedulerStore } from './storage/types.js';
+import type { Lease, QueueItem, RecordChange, RequestRecord, SchedulerStore } from './storage/types.js';
 import { MAX_TIMEOUT_MS } from './types.js';
 import { classifyTaskEnd, type TrySeen } from './task-end.js';
 import type { FairShare } from './fair-share.js';
 import type { TaskCosts } from './task-cost.js';
 import type { TenantQuotas } from './tenant-quotas.js';
+import { chooseVictim, deadlineAtRisk, type RunningTask } from './preemption.js';
+import { DEFAULT_PREEMPT_MIN_RUN_MS } from './limits.js';
 
 /** A pool's queue keys with their version ranges (from the plan registry). */
 export type PoolQueues = (pool: string) => ReadonlyArray<{ key: string; range?: string }>;
@@ -87,6 +90,19 @@ interface Held {
   lastProgress?: { step: number; totalSteps: number };
   /** The request's record as this dispatch last wrote it (a hint for the next write). */
   record?: RequestRecord;
+  /** Preemption: when the try started (performance.now), the step last reported, whether it reported one. */
+  startedAt?: number;
+  step?: number;
+  totalSteps?: number;
+  progressed?: boolean;
+  /** The first step this try reported (its speed is measured from the second on). */
+  firstStep?: number;
+  /** A deadline check is in flight. */
+  lateCheck?: boolean;
+  /** Aborted to preempt the task (see `preemption.ts`). */
+  preempt?: AbortController;
+  /** Asked to stop for a more urgent task: why, and (once reported) where it stopped. */
+  preempting?: { reason: string; step?: number; totalSteps?: number; checkpoint?: Record<string, ObjectRef> };
 }
 
 /** Named states of the dispatcher. */
@@ -111,6 +127,13 @@ export class Dispatcher {
   private renewTimer: NodeJS.Timeout | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
   private idle = new Set<() => void>();
+  /** Per pool, tasks queued here that may preempt a running one (by item id); see {@link queuedItem}. */
+  private readonly waiters = new Map<string, Map<string, QueueItem>>();
+  /** Per pool, a pending second look for a victim (one that has not run long enough yet). */
+  private readonly preemptTimers = new Map<string, NodeJS.Timeout>();
+  private readonly preempting = new Set<string>();
+  /** The request contexts of waiters with a deadline (their run time estimates), by item id. */
+  private readonly waiterContexts = new Map<string, RequestContext>();
 
   constructor(private readonly opts: DispatcherOptions) {}
 
@@ -210,6 +233,8 @@ export class Dispatcher {
     clearInterval(this.renewTimer);
     clearInterval(this.pollTimer);
     for (const pool of [...this.stranded.keys()]) this.clearStranded(pool);
+    for (const t of this.preemptTimers.values()) clearTimeout(t);
+    this.preemptTimers.clear();
   }
 
   // ---- filling free slots ----------------------------------------------------------------
@@ -282,15 +307,24 @@ export class Dispatcher {
   private async take(lease: Lease): Promise<void> {
     const { store, instances, lifecycle } = this.opts;
     const { item } = lease;
-    // The memory store answers in this turn (dispatch is on every request's path).
-    const rec = store.peek ? store.peek(item.reqId) : await store.read(item.reqId);
+    this.waiters.get(item.pool)?.delete(item.id);
+    this.waiterContexts.delete(item.id);
+    // The memory store answers in this turn (dispatch is on every request's path); a shared
+    // store hands over the record it wrote with the task when it has it (no read back).
+    const rec = lease.record ?? (store.peek ? store.peek(item.reqId) : await store.read(item.reqId));
     if (!rec || !isCurrent(rec, lease)) {
       await lifecycle.repair(lease);
       return;
     }
     const deadline = deadlineOf(rec);
     if (deadline > 0 && Date.now() >= deadline) {
-      await lifecycle.end(item.reqId, { type: 'failed', error: timeoutError(rec.state.context.timeoutMs) }, { ack: lease });
+      await lifecycle.end(item.reqId, { type: 'failed', error: expiredError(rec) }, { ack: lease });
+      return;
+    }
+    // A task that would end past its request's deadline (at the measured speed) fails now, not late.
+    const left = this.estimateLeftMs(rec, item.stageIndex, 0, 0);
+    if (rec.state.context.deadline && left && (await lifecycle.failIfLate(item.reqId, rec.state.context.deadline, left.ms, left.how))) {
+      await store.apply({ ack: lease }).catch(() => undefined);
       return;
     }
     const fit = instances.free(item.pool).filter((s) => serves(s.instance, item.model) && versionMatches(s.instance, item.range));
@@ -384,6 +418,10 @@ export class Dispatcher {
     };
     const cancel = new Cancellation(Math.min(MAX_TIMEOUT_MS, this.opts.limits.stageTimeoutMs));
     held.cancel = cancel;
+    held.preempt = new AbortController();
+    held.startedAt = performance.now();
+    // A try that resumed from a checkpoint runs part of the stage: its time is no sample of the whole.
+    const resumed = rec.checkpoint !== undefined && Object.keys(rec.checkpoint).length > 0;
     held.record = rec;
     const { cost } = held;
     this.opts.quotas.taskStarted(item.tenant, cost);
@@ -398,15 +436,49 @@ export class Dispatcher {
       requestEnded: held.ended,
       timedOut: cancel.timedOut(),
       instanceGone: () => instance.isGone?.() === true,
+      ...(held.preempting
+        ? {
+            preempting: {
+              pool: instance.pool,
+              instanceId: instance.id,
+              reason: held.preempting.reason,
+              step: held.preempting.step ?? held.step ?? 0,
+              totalSteps: held.preempting.totalSteps ?? held.totalSteps ?? 0,
+              ...(held.preempting.checkpoint ? { checkpoint: held.preempting.checkpoint } : {}),
+            },
+          }
+        : {}),
     });
     instance
-      .execute(task, { cancel, onProgress: (p) => this.progress(held, p.step, p.totalSteps, p.checkpoint) })
+      .execute(task, {
+        cancel,
+        preempt: held.preempt.signal,
+        onProgress: (p) => {
+          // Previews go to live watchers at once (never stored, so never throttled).
+          for (const v of p.previews ?? [])
+            if (!held.ended && !held.leaseLost) this.opts.lifecycle.preview(lease, stage.name, p.totalSteps, v);
+          if (!held.progressed) held.firstStep = p.step;
+          held.step = p.step;
+          held.totalSteps = p.totalSteps;
+          held.progressed = true;
+          if (ctx.deadline && !held.ended) this.checkLate(held, rec, ctx.deadline);
+          // Where a preempted task stopped rides with its requeue (one write, nothing lost).
+          if (p.preempted && held.preempting)
+            held.preempting = {
+              ...held.preempting,
+              step: p.step,
+              totalSteps: p.totalSteps,
+              ...(p.checkpoint ? { checkpoint: p.checkpoint } : {}),
+            };
+          else this.progress(held, p.step, p.totalSteps, p.checkpoint);
+        },
+      })
       .then(
         async (result) => {
           held.answered = true;
           span.setAttribute(ATTR.outcome, 'ok');
           span.end();
-          this.opts.costs.observe(item.pool, ctx.model, stage.name, ctx.params, performance.now() - startedAt);
+          if (!resumed) this.opts.costs.observe(item.pool, ctx.model, stage.name, ctx.params, performance.now() - startedAt);
           // On a shared store the last step rides with the stage's end (one write less); the
           // memory store has written every step already.
           const last = this.opts.progressIntervalMs > 0 ? held.lastProgress : undefined;
@@ -419,6 +491,21 @@ export class Dispatcher {
           held.answered = true;
           const end = classifyTaskEnd({ rejected: err }, seen());
           const timedOut = cancel.timedOut();
+          if (end.kind === 'preempted') {
+            span.setAttribute(ATTR.outcome, 'preempted');
+            span.addEvent('diffmesh.preempted', {
+              'diffmesh.preempt.reason': end.at.reason,
+              [ATTR.step]: end.at.step,
+              [ATTR.stepCount]: end.at.totalSteps,
+            });
+            span.end();
+            await this.opts.lifecycle.taskEnded(lease, end);
+            this.opts.log.info(
+              { reqId: item.reqId, pool: item.pool, step: end.at.step, reason: end.at.reason },
+              'preempted task queued again',
+            );
+            return;
+          }
           span.setAttribute(ATTR.outcome, timedOut ? 'timeout' : held.ended ? 'cancelled' : 'failed');
           recordError(span, 'error' in end ? end.error : asDiffmeshError(err));
           span.end();
@@ -431,6 +518,8 @@ export class Dispatcher {
         this.opts.quotas.taskEnded(item.tenant, cost);
         this.release(held);
         this.schedule(instance.pool);
+        // A task that was waiting for a victim may find one now (or the freed slot takes it).
+        if (this.waiters.get(instance.pool)?.size) this.considerPreemption(instance.pool);
       });
   }
 
@@ -528,6 +617,7 @@ export class Dispatcher {
   /** A request running here ended (cancelled or failed, here or elsewhere): its task stops. */
   private changed(c: RecordChange): void {
     if (!c.terminal) return;
+    this.forgetWaiter(c.reqId);
     const set = this.byReq.get(c.reqId);
     if (!set) return;
     for (const h of set) {
@@ -545,6 +635,211 @@ export class Dispatcher {
     }
   }
 
+  // ---- deadlines ----------------------------------------------------------------------------
+
+  /**
+   * The time a request needs from stage `stageIndex` on: that stage's rest (at `msPerStep` for
+   * `stepsLeft` steps when measured in this try, else its estimate) and the later stages'
+   * estimates; undefined when nothing is measured yet.
+   */
+  private estimateLeftMs(
+    rec: RequestRecord,
+    stageIndex: number,
+    msPerStep: number,
+    stepsLeft: number,
+  ): { ms: number; how: string } | undefined {
+    const ctx = rec.state.context;
+    let ms = 0;
+    const parts: string[] = [];
+    ctx.executionPlan.stages.forEach((s, i) => {
+      if (i < stageIndex) return;
+      let est =
+        i === stageIndex && msPerStep > 0 ? msPerStep * stepsLeft : this.opts.costs.estimateMs(s.pool, ctx.model, s.name, ctx.params);
+      if (est === undefined) return;
+      // A try that resumes from a checkpoint (a preempted one) has only the steps after it left.
+      const { step, totalSteps } = rec.state;
+      if (i === stageIndex && msPerStep === 0 && rec.checkpoint && totalSteps > 0 && step < totalSteps) {
+        est = (est * (totalSteps - step)) / totalSteps;
+      }
+      ms += est;
+      parts.push(
+        i === stageIndex && msPerStep > 0
+          ? `${stepsLeft} ${s.name} steps at ${Math.round(msPerStep)} ms`
+          : `${s.name} ${Math.round(est)} ms`,
+      );
+    });
+    return parts.length > 0 ? { ms, how: parts.join(' + ') } : undefined;
+  }
+
+  /** Fails a running request early when its measured speed says it ends past its deadline. */
+  private checkLate(held: Held, rec: RequestRecord, deadline: number): void {
+    const step = held.step ?? 0;
+    const first = held.firstStep ?? step;
+    const total = held.totalSteps ?? 0;
+    if (held.lateCheck || step - first < 1 || step >= total || held.startedAt === undefined) return;
+    // The try's first step carries its start-up (loading inputs): its speed is measured after it.
+    const msPerStep = (performance.now() - held.startedAt) / (step - first + 1);
+    const left = this.estimateLeftMs(rec, held.lease.item.stageIndex, msPerStep, total - step);
+    if (!left) return;
+    held.lateCheck = true;
+    void this.opts.lifecycle
+      .failIfLate(held.lease.item.reqId, deadline, left.ms, left.how)
+      .catch((err: unknown) => this.opts.log.debug({ err }, 'could not check a deadline'))
+      .finally(() => {
+        held.lateCheck = false;
+      });
+  }
+
+  // ---- preemption (see preemption.ts) -----------------------------------------------------
+
+  /**
+   * A task was queued here: when its pool has no free slot, a running task less urgent than it
+   * may give up its slot at its next step boundary.
+   */
+  queuedItem(item: QueueItem): void {
+    if (this.opts.limits.preemption === false) return;
+    let m = this.waiters.get(item.pool);
+    if (!m) {
+      m = new Map();
+      this.waiters.set(item.pool, m);
+    }
+    m.set(item.id, item);
+    this.considerPreemption(item.pool);
+  }
+
+  private forgetWaiter(reqId: string): void {
+    for (const m of this.waiters.values()) {
+      for (const [id, w] of m) {
+        if (w.reqId !== reqId) continue;
+        m.delete(id);
+        this.waiterContexts.delete(id);
+      }
+    }
+  }
+
+  /** Looks for victims in `pool` (one look at a time per pool). */
+  private considerPreemption(pool: string): void {
+    if (this.state !== 'RUNNING' || this.preempting.has(pool)) return;
+    this.preempting.add(pool);
+    void this.preemptFor(pool)
+      .catch((err: unknown) => this.opts.log.warn({ pool, err }, 'preemption: could not look for a victim'))
+      .finally(() => this.preempting.delete(pool));
+  }
+
+  private async preemptFor(pool: string): Promise<void> {
+    const waiting = this.waiters.get(pool);
+    if (!waiting || waiting.size === 0) return;
+    const { instances, store } = this.opts;
+    const minRunMs = this.opts.limits.preemptMinRunMs ?? DEFAULT_PREEMPT_MIN_RUN_MS;
+    // Most urgent first: larger priority, then earlier deadline, then arrival.
+    const order = [...waiting.values()].sort(
+      (a, b) => b.priority - a.priority || (a.deadline || Infinity) - (b.deadline || Infinity) || a.enqueuedAt - b.enqueuedAt,
+    );
+    // Tasks already stopping for a waiter cover as many waiters (their slots go to the most urgent).
+    let covered = [...this.held].filter((h) => h.slot.instance.pool === pool && h.preempting && !h.answered).length;
+    let later = false;
+    for (const w of order) {
+      // A free slot that fits takes it without preemption.
+      if (instances.free(pool).some((s) => serves(s.instance, w.model) && versionMatches(s.instance, w.range))) return;
+      if (covered > 0) {
+        covered -= 1;
+        continue;
+      }
+      const now = Date.now();
+      const running = [...this.held].filter((h) => h.slot.instance.pool === pool).map((h) => this.runningView(h, w));
+      const soonest = Math.min(...running.map((r) => r.leftMs ?? Infinity));
+      const runMs = w.deadline ? await this.estimateMs(w) : undefined;
+      const atRisk = deadlineAtRisk(now, w.deadline ?? 0, runMs, Number.isFinite(soonest) ? soonest : undefined);
+      const choice = chooseVictim({ priority: w.priority, deadline: w.deadline ?? 0, atRisk }, running, minRunMs);
+      later ||= choice.later;
+      if (!choice.victim) continue;
+      // Still waiting (not taken elsewhere, not ended)?
+      const rec = store.peek ? store.peek(w.reqId) : await store.read(w.reqId);
+      const ctx = rec?.state.context;
+      if (
+        !rec ||
+        !ctx ||
+        ctx.status === 'completed' ||
+        ctx.status === 'failed' ||
+        ctx.status === 'cancelled' ||
+        ctx.currentStageIndex !== w.stageIndex ||
+        rec.gen !== w.gen ||
+        rec.startedBy !== undefined
+      ) {
+        waiting.delete(w.id);
+        this.waiterContexts.delete(w.id);
+        continue;
+      }
+      const h = choice.victim.held;
+      if (h.preempting || h.answered || !this.held.has(h)) continue;
+      h.preempting = { reason: choice.reason! };
+      this.opts.log.info(
+        {
+          reqId: h.lease.item.reqId,
+          pool,
+          instance: h.slot.instance.id,
+          for: w.reqId,
+          reason: choice.reason,
+          step: h.step,
+          totalSteps: h.totalSteps,
+        },
+        'preempting a task at its next step boundary',
+      );
+      h.preempt?.abort();
+    }
+    clearTimeout(this.preemptTimers.get(pool));
+    this.preemptTimers.delete(pool);
+    if (later && waiting.size > 0) {
+      // A task that has not run its minimum yet (or not made a step) may qualify soon.
+      const t = setTimeout(
+        () => {
+          this.preemptTimers.delete(pool);
+          this.considerPreemption(pool);
+        },
+        Math.max(20, Math.min(250, minRunMs / 4)),
+      );
+      t.unref();
+      this.preemptTimers.set(pool, t);
+    }
+  }
+
+  /** A held task as the victim choice sees it, for waiting task `w`. */
+  private runningView(h: Held, w: QueueItem): RunningTask & { held: Held; leftMs?: number } {
+    const item = h.lease.item;
+    const ctx = h.record?.state.context;
+    const full = ctx
+      ? this.opts.costs.estimateMs(item.pool, item.model, ctx.executionPlan.stages[item.stageIndex].name, ctx.params)
+      : undefined;
+    const total = h.totalSteps ?? 0;
+    const step = h.step ?? 0;
+    const leftMs = full === undefined ? undefined : total > 0 ? (full * (total - step)) / total : full;
+    return {
+      held: h,
+      priority: item.priority,
+      deadline: item.deadline ?? 0,
+      step,
+      totalSteps: total,
+      ranMs: performance.now() - (h.startedAt ?? performance.now()),
+      progressed: h.progressed === true,
+      stopping: h.preempting !== undefined || h.ended || h.handedBack || h.leaseLost || h.answered === true,
+      fits: serves(h.slot.instance, w.model) && versionMatches(h.slot.instance, w.range),
+      ...(leftMs === undefined ? {} : { leftMs }),
+    };
+  }
+
+  /** The waiting task's run time at the measured speed (its parameters read once from its record). */
+  private async estimateMs(w: QueueItem): Promise<number | undefined> {
+    let ctx = this.waiterContexts.get(w.id);
+    if (!ctx) {
+      const { store } = this.opts;
+      ctx = (store.peek ? store.peek(w.reqId) : await store.read(w.reqId))?.state.context;
+      if (!ctx) return undefined;
+      if (this.waiters.get(w.pool)?.has(w.id)) this.waiterContexts.set(w.id, ctx);
+    }
+    return this.opts.costs.estimateMs(w.pool, w.model, ctx.executionPlan.stages[w.stageIndex].name, ctx.params);
+  }
+
+  /** A preempted task stopped: it goes back to its queue with its checkpoint (not a failed try). */
   // ---- stranded tasks --------------------------------------------------------------------
 
   /**
@@ -622,6 +917,7 @@ export class Dispatcher {
   }
 }
 
+/** True when a task asked to stop for a preemption stopped for it (not a failure of the task). */
 /** True when the leased task is the request's current one and the request has not ended. */
 function isCurrent(rec: RequestRecord, lease: Lease): boolean {
   const ctx = rec.state.context;

@@ -22,6 +22,7 @@ import {
   type Span,
   type StageName,
   type StageResult,
+  type StagePreview,
 } from '@diffmesh/core';
 import type { TensorStore } from '@diffmesh/tensor-client';
 import { type InstanceSlots, serves, versionMatches } from './instances.js';
@@ -29,7 +30,7 @@ import { resolveParams } from './plans/params.js';
 import type { PlanRegistry } from './plans/registry.js';
 import { INPUT_IMAGE, requestPlan } from './request-plan.js';
 import type { RecentRequests } from './retention.js';
-import type { TaskEnd } from './task-end.js';
+import type { PreemptedAt, TaskEnd } from './task-end.js';
 import {
   isTerminalStatus,
   itemId,
@@ -108,7 +109,15 @@ interface Watcher {
   reading: boolean;
   again: boolean;
   closed: boolean;
+  /** The record of the last delivery (previews are delivered with it). */
+  record?: RequestRecord;
 }
+
+/** A preview event (ephemeral: never part of a record's events). */
+type PreviewEvent = Extract<RequestEvent, { type: 'preview' }>;
+
+/** Latest previews kept for watchers that attach mid-run, at most (the oldest go first). */
+const MAX_KEPT_PREVIEWS = 256;
 
 /**
  * A request's lifecycle over the storage port: admission, the transitions a dispatch
@@ -121,6 +130,8 @@ interface Watcher {
 export class RequestLifecycle {
   private readonly local = new Map<string, Local>();
   private readonly watchers = new Map<string, Set<Watcher>>();
+  /** The latest preview of each running request whose task this scheduler dispatched (see {@link preview}). */
+  private readonly previews = new Map<string, PreviewEvent>();
   private inFlight = 0;
   private stopped = false;
   private unsubscribe: (() => void) | undefined;
@@ -233,6 +244,7 @@ export class RequestLifecycle {
         `must be a whole number of milliseconds from 0 to ${MAX_TIMEOUT_MS} (about 24 days), got ${timeout}`,
       );
     }
+    const deadline = checkDeadline(req.deadline);
     for (const stage of plan.stages) {
       const healthy = instances.healthy(stage.pool);
       // Only an instance serving the model may run its task (pools are shared by models).
@@ -264,6 +276,7 @@ export class RequestLifecycle {
         retryAfterMs: 1000,
       });
     }
+    if (deadline) this.deadlineReachable(deadline, req.model, plan, params);
     const tenant = req.tenant || DEFAULT_TENANT;
     // Counted at once, like in-flight requests: a burst cannot pass a tenant's limits together.
     this.opts.quotas.admit(
@@ -290,6 +303,7 @@ export class RequestLifecycle {
       // The request span's context: every hop of the request continues from it.
       traceContext: injectTraceContext(traceCtx),
       ...(tenant !== DEFAULT_TENANT ? { tenant } : {}),
+      ...(deadline ? { deadline } : {}),
     };
     const record: RequestRecord = {
       state: { context, planName: entry.model ?? entry.pattern ?? req.model, step: 0, totalSteps: 0, timings: [], result: {} },
@@ -328,13 +342,49 @@ export class RequestLifecycle {
     this.opts.recent.add(result.record);
     this.observe(result.record, 0);
     this.opts.onEnqueued?.(item);
-    if (timeoutMs > 0 && this.local.get(reqId) === local) {
+    // The timeout, or the deadline when it comes first.
+    const untilDeadline = deadline ? Math.max(0, deadline - now) : Infinity;
+    const endIn = Math.min(timeoutMs > 0 ? timeoutMs : Infinity, untilDeadline);
+    if (Number.isFinite(endIn) && this.local.get(reqId) === local) {
+      const error = endIn === untilDeadline ? deadlineError(deadline!) : timeoutError(timeoutMs);
       local.timer = setTimeout(() => {
-        void this.end(reqId, { type: 'failed', error: timeoutError(timeoutMs) }).catch(() => undefined);
-      }, timeoutMs);
+        void this.end(reqId, { type: 'failed', error }).catch(() => undefined);
+      }, endIn);
       local.timer.unref();
     }
     return result;
+  }
+
+  /**
+   * Under the `refuse` deadline policy: refuses a request whose plan cannot finish by
+   * `deadline` at the run times this scheduler measured (the sum of its stages' estimates;
+   * stages not measured yet count nothing). The queue ahead is not counted: a request with a
+   * deadline passes tasks of its priority with later or no deadlines, and may preempt.
+   */
+  private deadlineReachable(deadline: number, model: string, plan: ExecutionPlan, params: RequestContext['params']): void {
+    if ((this.opts.limits.deadlinePolicy ?? 'refuse') !== 'refuse') return;
+    let estimate = 0;
+    const parts: string[] = [];
+    for (const s of plan.stages) {
+      const ms = this.opts.costs.estimateMs(s.pool, model, s.name, params);
+      if (ms === undefined) continue;
+      estimate += ms;
+      parts.push(`${s.name} ${Math.round(ms)} ms`);
+    }
+    const left = deadline - Date.now();
+    if (estimate > left) throw unreachable(estimate, left, parts.join(' + '));
+  }
+
+  /**
+   * Under the `refuse` deadline policy, fails a running request whose estimated finish
+   * (`leftMs` from now) passes its deadline, without waiting for it; true when it did.
+   */
+  async failIfLate(reqId: string, deadline: number, leftMs: number, how: string): Promise<boolean> {
+    if ((this.opts.limits.deadlinePolicy ?? 'refuse') !== 'refuse' || !deadline) return false;
+    const left = deadline - Date.now();
+    if (leftMs <= left) return false;
+    await this.end(reqId, { type: 'failed', error: unreachable(leftMs, left, how, 'running') });
+    return true;
   }
 
   // ---- reading ---------------------------------------------------------------------------
@@ -344,7 +394,7 @@ export class RequestLifecycle {
     let rec = await this.opts.store.read(reqId);
     if (!rec) throw notFound(reqId);
     if (!isTerminalStatus(rec.state.context.status) && pastDeadline(rec)) {
-      rec = (await this.end(reqId, { type: 'failed', error: timeoutError(rec.state.context.timeoutMs) }).catch(() => rec)) ?? rec;
+      rec = (await this.end(reqId, { type: 'failed', error: expiredError(rec) }).catch(() => rec)) ?? rec;
     }
     return rec;
   }
@@ -379,11 +429,14 @@ export class RequestLifecycle {
       }
     }
     this.deliver(reqId, w, rec);
+    const latest = this.previews.get(reqId);
+    if (latest) deliverPreview(w, latest);
     return stop;
   }
 
   private deliver(reqId: string, w: Watcher, rec: RequestRecord): void {
     if (w.closed) return;
+    w.record = rec;
     const events = rec.events;
     while (w.delivered < events.length && !w.closed) {
       w.delivered += 1;
@@ -420,6 +473,7 @@ export class RequestLifecycle {
   }
 
   private changed(c: RecordChange): void {
+    if (c.terminal) this.previews.delete(c.reqId);
     const set = this.watchers.get(c.reqId);
     if (set) {
       for (const w of [...set]) {
@@ -557,6 +611,8 @@ export class RequestLifecycle {
         return this.requeue(lease, false);
       case 'handed-back':
         return this.requeue(lease, true);
+      case 'preempted':
+        return this.preempted(lease, end.at);
       case 'request-ended':
         return this.abandon(lease);
       case 'lost':
@@ -571,6 +627,23 @@ export class RequestLifecycle {
         throw new Error(`unhandled task end ${JSON.stringify(unhandled)}`);
       }
     }
+  }
+
+  /**
+   * A preview from a running task (params `preview`). Previews are ephemeral: one goes at
+   * once to the request's watchers on this scheduler (the one dispatching the task), and the
+   * latest is kept in memory until the request ends for watchers that attach meanwhile. None
+   * is written to the store, so they cost the durable backends (sqlite, redis, JetStream)
+   * nothing; the price is that a watcher on another scheduler sharing the store sees none.
+   */
+  preview(lease: Lease, stage: StageName, totalSteps: number, preview: StagePreview): void {
+    const { reqId, stageIndex } = lease.item;
+    const event: PreviewEvent = { type: 'preview', reqId, stageIndex, stage, totalSteps, ...preview, at: Date.now() };
+    // Map order is recency: the least recently previewed request goes first when full.
+    this.previews.delete(reqId);
+    if (this.previews.size >= MAX_KEPT_PREVIEWS) this.previews.delete(this.previews.keys().next().value as string);
+    this.previews.set(reqId, event);
+    for (const w of this.watchers.get(reqId) ?? []) deliverPreview(w, event);
   }
 
   /** A task finished: the request moves on to its next stage, or completes. */
@@ -598,6 +671,7 @@ export class RequestLifecycle {
         // The stage is done: its checkpoints go.
         checkpoints = Object.values(r.checkpoint ?? {});
         delete r.checkpoint;
+        delete r.preemptions;
         const timing = timingOf(r, item.stageIndex);
         timing.finishedAt = now;
         ctx.updatedAt = now;
@@ -774,6 +848,58 @@ export class RequestLifecycle {
   }
 
   /**
+   * A running task gave its slot to a more urgent one at a step boundary (see `preemption.ts`):
+   * the `preempted` event; the checkpoint where it stopped becomes the stage's (the next try
+   * resumes from it); the task goes back to its place in its queue at once as the next try,
+   * which counts neither as a failure nor as a lost try.
+   */
+  private async preempted(lease: Lease, how: PreemptedAt): Promise<void> {
+    const { item } = lease;
+    let before = 0;
+    let replaced: ObjectRef[] = [];
+    const rec = await this.opts.store.update(item.reqId, (r) => {
+      if (!current(r, item) || r.startedBy !== lease.token) return false;
+      before = r.events.length;
+      replaced = [];
+      if (how.checkpoint) {
+        for (const [name, ref] of Object.entries(how.checkpoint)) {
+          const old = r.checkpoint?.[name];
+          if (old && old.objectId !== ref.objectId) replaced.push(old);
+        }
+        r.checkpoint = { ...r.checkpoint, ...how.checkpoint };
+      }
+      if (how.step > 0) pushProgress(r, item.stageIndex, how.step, how.totalSteps);
+      const now = Date.now();
+      r.events.push({
+        type: 'preempted',
+        reqId: r.state.context.reqId,
+        stageIndex: item.stageIndex,
+        stage: stageOf(r, item.stageIndex),
+        pool: how.pool,
+        instanceId: how.instanceId,
+        attempt: r.attempt,
+        step: how.step,
+        totalSteps: how.totalSteps,
+        reason: how.reason,
+        at: now,
+      });
+      r.startedBy = undefined;
+      r.attempt += 1;
+      r.preemptions = (r.preemptions ?? 0) + 1;
+      this.queued(r, item.stageIndex, now);
+      return { release: { lease, delayMs: 0 } };
+    });
+    if (rec) {
+      this.observe(rec, before);
+      if (replaced.length > 0) void this.deleteObjects(item.reqId, replaced, false);
+      return;
+    }
+    // Ended or moved on meanwhile: the checkpoint is not needed.
+    if (how.checkpoint) void this.deleteObjects(item.reqId, Object.values(how.checkpoint), false);
+    await this.repair(lease);
+  }
+
+  /**
    * Deals with a leased task that is not the request's current one (the request ended or
    * moved on, perhaps half-way on a backend that applies effects one by one): makes sure the
    * current task is queued (an enqueue of a stored id is a no-op) and drops the stale one.
@@ -919,6 +1045,7 @@ export class RequestLifecycle {
       enqueuedAt,
       tenant: ctx.tenant ?? DEFAULT_TENANT,
       cost: this.opts.costs.estimate(stage.pool, ctx.model, stage.name, ctx.params),
+      ...(ctx.deadline ? { deadline: ctx.deadline } : {}),
     };
   }
 
@@ -951,6 +1078,12 @@ export class RequestLifecycle {
       this.opts.log.warn({ reqId, failed: failed.length, err: failed[0].reason }, 'could not delete some request objects');
     }
   }
+}
+
+/** Hands a preview to a watcher, numbered as the last event it has (previews take no sequence of their own). */
+function deliverPreview(w: Watcher, e: PreviewEvent): void {
+  if (w.closed || !w.record || isTerminalStatus(w.record.state.context.status)) return;
+  w.listener.item(e, w.delivered, w.record);
 }
 
 /** True when `item` is the request's current task and the request has not ended. */
@@ -1001,15 +1134,58 @@ function timingOf(r: RequestRecord, stageIndex: number): StageTiming {
   return t;
 }
 
-/** The request's deadline (ms since the epoch), 0 = none. */
+/** The request's deadline (ms since the epoch): its timeout's end or its own deadline, whichever comes first; 0 = none. */
 export function deadlineOf(r: RequestRecord): number {
   const ctx = r.state.context;
-  return ctx.timeoutMs > 0 ? ctx.createdAt + ctx.timeoutMs : 0;
+  const timeout = ctx.timeoutMs > 0 ? ctx.createdAt + ctx.timeoutMs : 0;
+  const own = ctx.deadline ?? 0;
+  return timeout && own ? Math.min(timeout, own) : timeout || own;
+}
+
+/** The error of a request whose own deadline passed. */
+export function deadlineError(deadline: number): DiffmeshError {
+  return new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `request deadline ${new Date(deadline).toISOString()} passed`);
+}
+
+/** DEADLINE_EXCEEDED / DEADLINE_UNREACHABLE: the estimate (and what it is made of) against the time left. */
+function unreachable(estimateMs: number, leftMs: number, parts: string, when: 'admission' | 'running' = 'admission'): DiffmeshError {
+  const what = when === 'admission' ? 'cannot finish by its deadline' : 'will not finish by its deadline';
+  return new DiffmeshError(
+    Code.DEADLINE_EXCEEDED,
+    'DEADLINE_UNREACHABLE',
+    `request ${what}: estimated ${Math.round(estimateMs)} ms (${parts || 'measured run times'}) with ${Math.max(0, Math.round(leftMs))} ms left`,
+    { metadata: { field: 'deadline', estimate_ms: String(Math.round(estimateMs)), left_ms: String(Math.max(0, Math.round(leftMs))) } },
+  );
+}
+
+/** A request's deadline as given: a whole number of ms since the epoch, in the future, within the longest timeout. */
+function checkDeadline(deadline: number | undefined): number | undefined {
+  if (deadline === undefined || deadline === 0) return undefined;
+  const now = Date.now();
+  if (!Number.isFinite(deadline) || deadline < 0) {
+    throw invalidParameter('deadline', `must be a time (ms since the epoch), got ${deadline}`);
+  }
+  if (deadline <= now) {
+    throw invalidParameter('deadline', `is in the past (${new Date(deadline).toISOString()}, now ${new Date(now).toISOString()})`);
+  }
+  if (deadline - now > MAX_TIMEOUT_MS) {
+    throw invalidParameter(
+      'deadline',
+      `must be within ${MAX_TIMEOUT_MS} ms (about 24 days) from now, got ${new Date(deadline).toISOString()}`,
+    );
+  }
+  return Math.round(deadline);
 }
 
 function pastDeadline(r: RequestRecord): boolean {
   const d = deadlineOf(r);
   return d > 0 && Date.now() >= d;
+}
+
+/** The error of a request past {@link deadlineOf}: its own deadline's, or its timeout's. */
+export function expiredError(r: RequestRecord): DiffmeshError {
+  const ctx = r.state.context;
+  return ctx.deadline && deadlineOf(r) === ctx.deadline ? deadlineError(ctx.deadline) : timeoutError(ctx.timeoutMs);
 }
 
 export function timeoutError(timeoutMs: number): DiffmeshError {

@@ -31,7 +31,29 @@ export interface SchedulerLimits {
    * its tasks to other schedulers after this long. Default 10000 (shared stores).
    */
   leaseMs?: number;
+  /**
+   * Step-boundary preemption (see `preemption.ts`): a more urgent task waiting for a pool with
+   * no free slot takes the slot of the least urgent running one that has run at least
+   * {@link preemptMinRunMs}. Default true.
+   */
+  preemption?: boolean;
+  /** Least time a task runs (in this try) before it may be preempted. Default 1000. */
+  preemptMinRunMs?: number;
+  /**
+   * What a request's deadline does when the pool's measured speed says it cannot be met:
+   * `refuse` (DEADLINE_EXCEEDED / DEADLINE_UNREACHABLE at admission; a running request fails
+   * as soon as its estimated finish passes its deadline) or `best-effort` (it runs anyway,
+   * earliest deadline first within its priority). Default `refuse`.
+   */
+  deadlinePolicy?: DeadlinePolicy;
 }
+
+/** See {@link SchedulerLimits.deadlinePolicy}. */
+export const DEADLINE_POLICIES = ['refuse', 'best-effort'] as const;
+export type DeadlinePolicy = (typeof DEADLINE_POLICIES)[number];
+
+/** Default of {@link SchedulerLimits.preemptMinRunMs}. */
+export const DEFAULT_PREEMPT_MIN_RUN_MS = 1000;
 
 /** Default of {@link SchedulerLimits.maxRetained}. */
 export const DEFAULT_MAX_RETAINED = 10_000;

@@ -41,6 +41,7 @@ export class LocalInstance implements StageInstance {
           get signal() {
             return hooks.cancel.signal;
           },
+          ...(hooks.preempt ? { preempt: hooks.preempt } : {}),
           onProgress: hooks.onProgress,
           log: this.log.child({ reqId: task.reqId, stage: task.stage }),
         }),

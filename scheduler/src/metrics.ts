@@ -32,6 +32,7 @@ export class SchedulerMetrics {
   private readonly stageLatency: Histogram<'stage' | 'pool'>;
   private readonly queueWait: Histogram<'pool' | 'tenant'>;
   private readonly refusals: Counter<'tenant' | 'reason'>;
+  private readonly preemptions: Counter<'pool'>;
   /** Tenants seen that have their own label (without `isTenant`), bounded. */
   private readonly tenantLabels = new Set<string>([DEFAULT_TENANT]);
   private readonly isTenant: ((tenant: string) => boolean) | undefined;
@@ -56,6 +57,12 @@ export class SchedulerMetrics {
       name: 'diffmesh_requests_failed_total',
       help: 'Requests failed',
       labelNames: ['model', 'reason'],
+      registers: [r],
+    });
+    this.preemptions = new Counter({
+      name: 'diffmesh_scheduler_preemptions_total',
+      help: 'Running tasks that gave their slot to a more urgent task at a step boundary',
+      labelNames: ['pool'],
       registers: [r],
     });
     this.cancelled = new Counter({
@@ -213,6 +220,9 @@ export class SchedulerMetrics {
         return;
       case 'cancelled':
         this.cancelled.inc({ model });
+        return;
+      case 'preempted':
+        this.preemptions.inc({ pool: e.pool });
         return;
       default:
     }

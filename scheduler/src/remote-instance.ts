@@ -236,13 +236,22 @@ export class RemoteInstance implements StageInstance {
         return;
       }
       const done = hooks.cancel.onCancel(onAbort);
+      // A preemption goes to the instance as is: the task stops at its next step boundary.
+      const onPreempt = (): void => {
+        if (this.pending.has(key))
+          this.stream.write({ preempt: { reqId: task.reqId, stageIndex: task.stageIndex, attempt: task.attempt } });
+      };
+      hooks.preempt?.addEventListener('abort', onPreempt, { once: true });
+      const unpreempt = (): void => hooks.preempt?.removeEventListener('abort', onPreempt);
       this.pending.set(key, {
         resolve: (r) => {
           done();
+          unpreempt();
           resolve(r);
         },
         reject: (e) => {
           done();
+          unpreempt();
           fail(e);
         },
         hooks,
@@ -270,7 +279,16 @@ export class RemoteInstance implements StageInstance {
           msg.progress.checkpoint && Object.keys(msg.progress.checkpoint).length > 0
             ? objectRefsFromWire(msg.progress.checkpoint)
             : undefined;
-        p.hooks.onProgress({ step: msg.progress.step, totalSteps: msg.progress.totalSteps, ...(checkpoint ? { checkpoint } : {}) });
+        const previews = (msg.progress.previews ?? [])
+          .filter((v) => v.data.byteLength > 0)
+          .map((v) => ({ mediaType: v.mediaType, data: new Uint8Array(v.data), width: v.width, height: v.height, step: v.step }));
+        p.hooks.onProgress({
+          step: msg.progress.step,
+          totalSteps: msg.progress.totalSteps,
+          ...(checkpoint ? { checkpoint } : {}),
+          ...(previews.length > 0 ? { previews } : {}),
+          ...(msg.progress.preempted ? { preempted: true } : {}),
+        });
       } else if (msg.result) {
         const outputs = objectRefsFromWire(msg.result.outputs);
         const warnings = msg.result.warnings ?? [];

@@ -131,7 +131,10 @@ export class Scheduler {
       instances: this.slots,
       recent: this.recent,
       ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
-      onEnqueued: (item) => this.dispatcher.enqueued(item.pool, item.model, item.range),
+      onEnqueued: (item) => {
+        this.dispatcher.enqueued(item.pool, item.model, item.range);
+        this.dispatcher.queuedItem(item);
+      },
     });
     const durable = this.requests.durable;
     this.dispatcher = new Dispatcher({

@@ -43,6 +43,7 @@ import {
   planToWire,
   requestStatusToWire,
   stageNameToWire,
+  timestampFromWire,
   timestampToWire,
   toWire,
   traceContextFromMetadata,
@@ -610,6 +611,8 @@ function fromWireRequest(req: SubmitRequest__Output | GenerateRequest__Output, t
     priority: req.priority,
     ...(req.timeoutMs > 0 ? { timeoutMs: req.timeoutMs } : {}),
     ...(req.requestId ? { requestId: req.requestId } : {}),
+    // Checked at admission (a time in the past, or past the longest timeout, is refused naming the field).
+    ...(req.deadline ? { deadline: timestampFromWire(req.deadline) } : {}),
     traceContext,
   };
 }
@@ -770,5 +773,33 @@ export function eventToWire(e: RequestEvent, sequence: number, state?: RequestSt
       };
     case 'cancelled':
       return { ...base, cancelled: { reason: 'cancelled' } };
+    case 'preview':
+      return {
+        ...base,
+        preview: {
+          stageIndex: e.stageIndex,
+          stage: stageNameToWire(e.stage),
+          step: e.step,
+          totalSteps: e.totalSteps,
+          mediaType: e.mediaType,
+          data: Buffer.from(e.data.buffer, e.data.byteOffset, e.data.byteLength),
+          width: e.width,
+          height: e.height,
+        },
+      };
+    case 'preempted':
+      return {
+        ...base,
+        preempted: {
+          stageIndex: e.stageIndex,
+          stage: stageNameToWire(e.stage),
+          pool: e.pool,
+          instanceId: e.instanceId,
+          attempt: e.attempt,
+          step: e.step,
+          totalSteps: e.totalSteps,
+          reason: e.reason,
+        },
+      };
   }
 }

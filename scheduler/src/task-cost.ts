@@ -45,6 +45,18 @@ export class TaskCosts {
     return nominal * (m.value / p.value);
   }
 
+  /**
+   * How long a task of `model` at `stage` in `pool` is expected to run (ms), from the run
+   * times measured here: the model's own once it has {@link MIN_SAMPLES}, else the pool's
+   * average per nominal unit; undefined before any task of the pool finished.
+   */
+  estimateMs(pool: string, model: string, stage: StageName, params: GenerationParams): number | undefined {
+    const m = this.byModel.get(`${pool}\u0000${model}`);
+    const p = this.byPool.get(pool);
+    const perUnit = m && m.samples >= MIN_SAMPLES ? m.value : p?.value;
+    return perUnit === undefined ? undefined : perUnit * nominalCost(stage, params);
+  }
+
   /** A task finished after running `runMs` on an instance. */
   observe(pool: string, model: string, stage: StageName, params: GenerationParams, runMs: number): void {
     if (!(runMs >= 0)) return;

@@ -3,7 +3,7 @@
  * the dispatcher (which sees a try end) and the request lifecycle (which records it). The
  * table in the README's "Lifecycle" section uses these names.
  */
-import { Code, DiffmeshError, asDiffmeshError, type RequestStatus, type StageName, type StageResult } from '@diffmesh/core';
+import { Code, DiffmeshError, asDiffmeshError, type ObjectRef, type RequestStatus, type StageName, type StageResult } from '@diffmesh/core';
 import { TaskRefused } from './types.js';
 
 /**
@@ -45,6 +45,12 @@ export type TaskEnd =
    * try, not counted against any budget.
    */
   | { kind: 'handed-back'; error: DiffmeshError }
+  /**
+   * The task gave its slot to a more urgent one at a step boundary, as this scheduler asked
+   * (preemption): back in its place at once as the next try, resuming from the checkpoint where
+   * it stopped (`at`); counted against no budget.
+   */
+  | { kind: 'preempted'; error: DiffmeshError; at: PreemptedAt }
   /** The task's request ended while it ran (cancelled, failed or timed out): nothing to retry. */
   | { kind: 'request-ended'; error: DiffmeshError }
   /**
@@ -61,6 +67,19 @@ export type TaskEnd =
 
 export type TaskEndKind = TaskEnd['kind'];
 
+/** Where a preempted try stopped, and why (the request's `preempted` event). */
+export interface PreemptedAt {
+  pool: string;
+  instanceId: string;
+  /** E.g. `priority 10 > 0` or `deadline at risk`. */
+  reason: string;
+  /** Steps done when it stopped, of `totalSteps`. */
+  step: number;
+  totalSteps: number;
+  /** The checkpoint written at that step (the next try resumes from it). */
+  checkpoint?: Record<string, ObjectRef>;
+}
+
 /** What the dispatcher saw of a try, besides the instance's answer. */
 export interface TrySeen {
   stage: StageName;
@@ -72,6 +91,8 @@ export interface TrySeen {
   requestEnded: boolean;
   /** The try ran past the stage's time limit (`stageTimeoutMs`). */
   timedOut: boolean;
+  /** This scheduler asked the instance to preempt the task: where it stopped, as far as known. */
+  preempting?: PreemptedAt;
   /** Whether the instance is gone for good (its connection lost); asked only when it matters. */
   instanceGone: () => boolean;
 }
@@ -97,6 +118,7 @@ export function classifyTaskEnd(answer: { result: StageResult } | { rejected: un
   // it after it began draining): not a failure of the task.
   if (seen.handedBack || (error.code === Code.UNAVAILABLE && error.reason === 'DRAINING')) return { kind: 'handed-back', error };
   if (seen.requestEnded) return { kind: 'request-ended', error };
+  if (seen.preempting && error.reason === 'PREEMPTED') return { kind: 'preempted', error, at: seen.preempting };
   if (error.reason === 'TRANSPORT' && seen.instanceGone()) return { kind: 'lost', error };
   return {
     kind: 'failed',

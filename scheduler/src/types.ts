@@ -64,6 +64,12 @@ export class TaskRefused extends DiffmeshError {
 export interface ExecuteHooks {
   /** Cancelled when the request ends early or the dispatch deadline passes. */
   cancel: Cancellation;
+  /**
+   * Aborted to preempt the task: it stops at its next step boundary with a checkpoint there
+   * (its progress says `preempted`) and fails with PREEMPTED. An instance that cannot pass it
+   * on lets the task finish.
+   */
+  preempt?: AbortSignal;
   onProgress(progress: StageProgress): void;
 }
 
@@ -81,6 +87,13 @@ export interface GenerateRequest {
   priority?: number;
   /** Request timeout in ms, at most {@link MAX_TIMEOUT_MS}; 0/unset = the scheduler's default. */
   timeoutMs?: number;
+  /**
+   * When the request must be done by (ms since the epoch); unset = none. Within a priority the
+   * earliest deadline runs first; one the pool cannot meet by its measured speed is refused
+   * (DEADLINE_EXCEEDED / DEADLINE_UNREACHABLE) or run anyway, as the scheduler's
+   * `deadlinePolicy` says.
+   */
+  deadline?: number;
   /**
    * Client-chosen id; a repeated id returns the existing request (idempotent submit). At most
    * {@link MAX_REQUEST_ID_CHARS} characters, none of them `:` (it starts the request's object

@@ -47,6 +47,17 @@ export const ModelManifestSchema = z.object({
     /** Frames per latent frame after the first (1 = no temporal compression). */
     temporalFactor: z.number().int().positive().default(1),
   }),
+  /**
+   * Live previews: the linear map of the latent channels to RGB (`rgbFactors[c]` = the R, G, B
+   * weights of channel c; RGB in [-1, 1] like the decoder's output) plus `rgbBias`. Absent = the
+   * previewer's fallback (the first three channels, each normalised).
+   */
+  preview: z
+    .object({
+      rgbFactors: z.array(z.array(z.number()).length(3)).min(1),
+      rgbBias: z.array(z.number()).length(3).optional(),
+    })
+    .optional(),
   text: z.object({
     tokenizer: z.string().default('tokenizer.json'),
     maxLength: z.number().int().positive(),

@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** How a stage task ended, as the `outcome` label says it. */
-export type StageTaskOutcome = 'ok' | 'failed' | 'cancelled' | 'timeout' | 'refused';
+export type StageTaskOutcome = 'ok' | 'failed' | 'cancelled' | 'timeout' | 'refused' | 'preempted';
 
 /** Timing hooks an ONNX stage reports its model runs through (implemented by {@link StageMetrics}). */
 export interface ModelRunObserver {
@@ -30,7 +30,7 @@ const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64];
 /**
  * Prometheus metrics of one stage service instance:
  * - `diffmesh_stage_tasks_total{stage,pool,outcome}`: tasks ended, by outcome
- *   (ok | failed | cancelled | timeout | refused);
+ *   (ok | failed | cancelled | timeout | refused | preempted);
  * - `diffmesh_stage_task_seconds{stage,pool}`: run time of a task (admitted to ended);
  * - `diffmesh_stage_in_flight{stage,pool}`: tasks running now;
  * - `diffmesh_denoising_steps_total{pool}`: denoising steps done by this instance;
@@ -61,7 +61,7 @@ export class StageMetrics implements ModelRunObserver {
     if (opts.processMetrics) collectDefaultMetrics({ register: r, prefix: 'diffmesh_stage_' });
     this.tasks = new Counter({
       name: 'diffmesh_stage_tasks_total',
-      help: 'Stage tasks ended, by outcome (ok, failed, cancelled, timeout, refused)',
+      help: 'Stage tasks ended, by outcome (ok, failed, cancelled, timeout, refused, preempted)',
       labelNames: ['stage', 'pool', 'outcome'],
       registers: [r],
     });
@@ -105,7 +105,8 @@ export class StageMetrics implements ModelRunObserver {
     });
     // Series exist from the start, so rates and "no task yet" read as 0 rather than absent.
     this.inFlight.set(this.labels, 0);
-    for (const outcome of ['ok', 'failed', 'cancelled', 'timeout', 'refused'] as const) this.tasks.inc({ ...this.labels, outcome }, 0);
+    for (const outcome of ['ok', 'failed', 'cancelled', 'timeout', 'refused', 'preempted'] as const)
+      this.tasks.inc({ ...this.labels, outcome }, 0);
     if (opts.stage === 'denoising') {
       this.steps.inc({ pool: opts.pool }, 0);
       this.cacheSkipped.inc({ pool: opts.pool }, 0);
@@ -120,6 +121,7 @@ export class StageMetrics implements ModelRunObserver {
         cancelled: outcome('cancelled'),
         timeout: outcome('timeout'),
         refused: outcome('refused'),
+        preempted: outcome('preempted'),
       },
     };
   }

@@ -4,6 +4,7 @@ import {
   type DescribeResponse,
   type ExecuteRequest__Output,
   type ExecuteResponse,
+  type TaskProgress,
   type WorkRequest__Output,
   type WorkResponse,
   loadDiffmeshProtos,
@@ -29,9 +30,9 @@ import {
   timestampToWire,
   errorDetailToWire,
   toWire,
-  type ObjectRef,
   type StageContext,
   type StageHandler,
+  type StageProgress,
   type StageResult,
   type StageTask,
   stageExecuteAttributes,
@@ -197,7 +198,8 @@ export class StageService {
   private async run(
     task: StageTask,
     cancel: Cancellation,
-    onProgress: (step: number, total: number, checkpoint?: Record<string, ObjectRef>) => void,
+    onProgress: (progress: StageProgress) => void,
+    preempt?: AbortSignal,
   ): Promise<StageResult> {
     const id = this.identity;
     const parent = extractTraceContext(task.traceContext);
@@ -256,15 +258,16 @@ export class StageService {
         get signal() {
           return cancel.signal;
         },
+        ...(preempt ? { preempt } : {}),
         onProgress: (p) => {
           if (denoising) metrics?.denoisingSteps(p.step - step);
           step = Math.max(step, p.step);
           totalSteps = p.totalSteps;
           const now = performance.now();
-          // A checkpoint always goes out (the next try resumes from it).
-          if (!p.checkpoint && p.step < p.totalSteps && now - lastProgress < interval) return;
+          // A checkpoint always goes out (the next try resumes from it), and so does a preview.
+          if (!p.checkpoint && !p.previews?.length && p.step < p.totalSteps && now - lastProgress < interval) return;
           lastProgress = now;
-          onProgress(p.step, p.totalSteps, p.checkpoint);
+          onProgress(p);
         },
         get log() {
           return (taskLog ??= baseLog.child({ reqId: task.reqId, stage: task.stage, attempt: task.attempt }));
@@ -283,6 +286,10 @@ export class StageService {
           throw new DiffmeshError(Code.DEADLINE_EXCEEDED, 'TIMEOUT', `task deadline passed during ${task.stage}`);
         }
         if (cancel.aborted) outcome = 'cancelled';
+        else if (preempt?.aborted && asDiffmeshError(err).reason === 'PREEMPTED') {
+          outcome = 'preempted';
+          span.addEvent('diffmesh.preempted', { [ATTR.stepsDone]: step, [ATTR.stepCount]: totalSteps });
+        }
         // Handed back: the scheduler is told so, whatever the handler threw when it stopped.
         if (this.handedBack.has(cancel)) throw cancel.reason;
         throw err;
@@ -321,9 +328,7 @@ export class StageService {
     }
     const ids = { reqId: task.reqId, stageIndex: task.stageIndex, attempt: task.attempt };
     const started = Date.now();
-    this.run(task, cancel, (step, totalSteps, checkpoint) =>
-      call.write({ progress: { ...ids, step, totalSteps, ...(checkpoint ? { checkpoint: objectRefsToWire(checkpoint) } : {}) } }),
-    )
+    this.run(task, cancel, (p) => call.write({ progress: progressToWire(ids, p) }))
       .then((result) => {
         answered = true;
         call.write({
@@ -372,6 +377,7 @@ export class StageService {
       if (this.exclusiveStream === call) this.exclusiveStream = undefined;
     };
     const running = new Map<string, Cancellation>();
+    const preempts = new Map<string, AbortController>();
     const key = (reqId: string, stageIndex: number, attempt: number) => `${reqId}#${stageIndex}#${attempt}`;
     // Every answer is encoded directly (the converters build the encoder's form): they are on
     // every request's path.
@@ -400,6 +406,11 @@ export class StageService {
         c?.cancel(new DiffmeshError(Code.CANCELLED, 'CANCELLED', msg.cancel.reason || 'cancelled by the scheduler'));
         return;
       }
+      if (msg.preempt) {
+        // The task stops at its next step boundary (a stage without steps finishes).
+        preempts.get(key(msg.preempt.reqId, msg.preempt.stageIndex, msg.preempt.attempt))?.abort();
+        return;
+      }
       if (!msg.assignment) return;
       let task: StageTask;
       try {
@@ -415,10 +426,10 @@ export class StageService {
       const k = key(task.reqId, task.stageIndex, task.attempt);
       const cancel = new Cancellation();
       running.set(k, cancel);
+      const preempt = new AbortController();
+      preempts.set(k, preempt);
       const started = Date.now();
-      this.run(task, cancel, (step, totalSteps, checkpoint) => {
-        send({ progress: { ...ids, step, totalSteps, ...(checkpoint ? { checkpoint: objectRefsToWire(checkpoint) } : {}) } });
-      })
+      this.run(task, cancel, (p) => send({ progress: progressToWire(ids, p) }), preempt.signal)
         .then((result) => {
           send({
             result: {
@@ -436,6 +447,7 @@ export class StageService {
         })
         .finally(() => {
           running.delete(k);
+          preempts.delete(k);
         });
     });
     call.on('end', () => {
@@ -461,4 +473,19 @@ export class StageService {
     if (e.code === Code.INTERNAL) this.log.error({ ...fields, err }, 'task failed');
     else this.log.warn({ ...fields, message: e.message }, 'task failed');
   }
+}
+
+/** A task's progress as a TaskProgress message (a checkpoint's refs, previews' bytes inline). */
+function progressToWire(ids: { reqId: string; stageIndex: number; attempt: number }, p: StageProgress): TaskProgress {
+  const { step, totalSteps, checkpoint, previews, preempted } = p;
+  return {
+    ...ids,
+    step,
+    totalSteps,
+    ...(checkpoint ? { checkpoint: objectRefsToWire(checkpoint) } : {}),
+    ...(previews?.length
+      ? { previews: previews.map((v) => ({ ...v, data: Buffer.from(v.data.buffer, v.data.byteOffset, v.data.byteLength) })) }
+      : {}),
+    ...(preempted ? { preempted: true } : {}),
+  };
 }

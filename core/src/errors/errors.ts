@@ -30,6 +30,8 @@ export const REASONS = [
   'INSTANCE_HELD',
   'CAPABILITY_REQUIRED',
   'TENANT_QUOTA',
+  'PREEMPTED',
+  'DEADLINE_UNREACHABLE',
 ] as const;
 export type Reason = (typeof REASONS)[number];
 

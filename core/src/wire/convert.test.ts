@@ -141,6 +141,19 @@ describe('GenerationParams', () => {
     expect(paramsInputFromWire(decoded)).toStrictEqual({ prompt: 'a cat', width: 0, seed: '7' });
   });
 
+  it('carries preview params through the wire (max_side unset = the default), and none when unset', () => {
+    const round = (p: Parameters<typeof paramsToWire>[0]) =>
+      paramsInputFromWire(paramsCodec().decode(paramsCodec().encode(paramsToWire(p))));
+    expect(round({ prompt: 'a cat', preview: { everySteps: 2, maxSide: 64 } })).toStrictEqual({
+      prompt: 'a cat',
+      preview: { everySteps: 2, maxSide: 64 },
+    });
+    expect(round({ prompt: 'a cat' })).toStrictEqual({ prompt: 'a cat' });
+    // A client that sets only every_steps gets the default side.
+    const partial = paramsCodec().decode(paramsCodec().encode({ prompt: 'a cat', preview: { everySteps: 3 } }));
+    expect(paramsInputFromWire(partial).preview).toStrictEqual({ everySteps: 3, maxSide: 256 });
+  });
+
   it('carries strength when set and leaves it out when not (it is set only with an input image)', () => {
     const withStrength = paramsCodec().decode(paramsCodec().encode(paramsToWire({ prompt: 'a cat', strength: 0.3 })));
     expect(withStrength.strength).toBe(0.3);

@@ -23,7 +23,7 @@ import type { Long } from '@grpc/proto-loader';
 
 import { STAGE_INPUTS, STAGE_NAMES, type ExecutionPlan, type PlanStage, type StageInput, type StageName } from '../execution-plan.js';
 import { type Dtype, type ObjectRef } from '../object-ref.js';
-import { type GenerationParams } from '../generation-params.js';
+import { DEFAULT_PREVIEW_SIDE, type GenerationParams, type PreviewParams } from '../generation-params.js';
 import { type RequestContext, type RequestStatus } from '../request-context.js';
 import { Code, DiffmeshError, invalidParameter } from '../errors/index.js';
 import { codeName, parseCode, reasonFromWire, reasonForCode, reasonToWire } from './errors.js';
@@ -220,6 +220,7 @@ export function paramsToWire(params: Partial<GenerationParams>, inputImage?: Inp
     const { threshold, maxSkippedSteps } = params.stepCache;
     out.stepCache = { ...(threshold !== undefined ? { threshold } : {}), ...(maxSkippedSteps !== undefined ? { maxSkippedSteps } : {}) };
   }
+  if (params.preview !== undefined) out.preview = { everySteps: params.preview.everySteps, maxSide: params.preview.maxSide };
   if (inputImage) out.inputImage = inputImageToWire(inputImage);
   return out;
 }
@@ -259,7 +260,18 @@ export function paramsInputFromWire(params: WireGenerationParams | null | undefi
     const maxSkippedSteps = optionalNumber(p.stepCache.maxSkippedSteps);
     out.stepCache = { ...(threshold !== undefined ? { threshold } : {}), ...(maxSkippedSteps !== undefined ? { maxSkippedSteps } : {}) };
   }
+  const preview = previewInputFromWire(p.preview);
+  if (preview) out.preview = preview;
   return out;
+}
+
+/**
+ * The preview params as a request set them (`everySteps` 0 = off, `maxSide` unset =
+ * {@link DEFAULT_PREVIEW_SIDE}); absent when the request set none. The scheduler checks them.
+ */
+function previewInputFromWire(p: WireGenerationParams['preview']): PreviewParams | undefined {
+  if (!p) return undefined;
+  return { everySteps: optionalNumber(p.everySteps) ?? 0, maxSide: optionalNumber(p.maxSide) ?? DEFAULT_PREVIEW_SIDE };
 }
 
 const PARAM_FIELDS: ReadonlyArray<[keyof GenerationParams, string]> = [
@@ -330,6 +342,7 @@ export function requestContextToWire(ctx: RequestContext): WireRequestContext {
     ...(ctx.error ? { error: contextErrorToWire(ctx.error) } : {}),
     traceContext: { ...ctx.traceContext },
     tenant: ctx.tenant ?? '',
+    ...(ctx.deadline ? { deadline: timestampToWire(ctx.deadline) } : {}),
   };
 }
 
@@ -350,6 +363,7 @@ export function requestContextFromWire(ctx: WireRequestContext): RequestContext 
     traceContext: { ...(ctx.traceContext ?? {}) },
   };
   if (ctx.tenant) out.tenant = ctx.tenant;
+  if (ctx.deadline) out.deadline = timestampFromWire(ctx.deadline);
   if (ctx.error) {
     const code = parseCode(ctx.error.code);
     out.error = {

@@ -351,6 +351,14 @@ export async function buildTinyShapes(outDir: string): Promise<void> {
     prediction: 'flow',
     sampler: { type: 'flow_euler', shift: 1 },
     latent: { channels: 3, spatialFactor: 8, temporalFactor: 1 },
+    // The latent is the picture (the decoder only upsamples it): its previews are exact.
+    preview: {
+      rgbFactors: [
+        [1, 0, 0],
+        [0, 1, 0],
+        [0, 0, 1],
+      ],
+    },
     text: { tokenizer: 'tokenizer.json', maxLength: MAX_LENGTH, hiddenSize: TINY_SHAPES_HIDDEN, padId: 0 },
     defaults: { width: 256, height: 256, numFrames: 1, steps: 20, guidanceScale: 3, fps: 8 },
     limits: { maxWidth: 512, maxHeight: 512, maxFrames: 32 },

@@ -8,6 +8,8 @@ import type { ExecutionPlan as _diffmesh_common_v1_ExecutionPlan, ExecutionPlan_
 import type { FailedEvent as _diffmesh_common_v1_FailedEvent, FailedEvent__Output as _diffmesh_common_v1_FailedEvent__Output } from './diffmesh/common/v1/FailedEvent.js';
 import type { ObjectRef as _diffmesh_common_v1_ObjectRef, ObjectRef__Output as _diffmesh_common_v1_ObjectRef__Output } from './diffmesh/common/v1/ObjectRef.js';
 import type { PlanStage as _diffmesh_common_v1_PlanStage, PlanStage__Output as _diffmesh_common_v1_PlanStage__Output } from './diffmesh/common/v1/PlanStage.js';
+import type { PreemptedEvent as _diffmesh_common_v1_PreemptedEvent, PreemptedEvent__Output as _diffmesh_common_v1_PreemptedEvent__Output } from './diffmesh/common/v1/PreemptedEvent.js';
+import type { PreviewEvent as _diffmesh_common_v1_PreviewEvent, PreviewEvent__Output as _diffmesh_common_v1_PreviewEvent__Output } from './diffmesh/common/v1/PreviewEvent.js';
 import type { QueuedEvent as _diffmesh_common_v1_QueuedEvent, QueuedEvent__Output as _diffmesh_common_v1_QueuedEvent__Output } from './diffmesh/common/v1/QueuedEvent.js';
 import type { RequestEvent as _diffmesh_common_v1_RequestEvent, RequestEvent__Output as _diffmesh_common_v1_RequestEvent__Output } from './diffmesh/common/v1/RequestEvent.js';
 import type { StageFinishedEvent as _diffmesh_common_v1_StageFinishedEvent, StageFinishedEvent__Output as _diffmesh_common_v1_StageFinishedEvent__Output } from './diffmesh/common/v1/StageFinishedEvent.js';
@@ -33,6 +35,8 @@ export interface ProtoGrpcType {
         FailedEvent: MessageTypeDefinition<_diffmesh_common_v1_FailedEvent, _diffmesh_common_v1_FailedEvent__Output>
         ObjectRef: MessageTypeDefinition<_diffmesh_common_v1_ObjectRef, _diffmesh_common_v1_ObjectRef__Output>
         PlanStage: MessageTypeDefinition<_diffmesh_common_v1_PlanStage, _diffmesh_common_v1_PlanStage__Output>
+        PreemptedEvent: MessageTypeDefinition<_diffmesh_common_v1_PreemptedEvent, _diffmesh_common_v1_PreemptedEvent__Output>
+        PreviewEvent: MessageTypeDefinition<_diffmesh_common_v1_PreviewEvent, _diffmesh_common_v1_PreviewEvent__Output>
         QueuedEvent: MessageTypeDefinition<_diffmesh_common_v1_QueuedEvent, _diffmesh_common_v1_QueuedEvent__Output>
         RequestEvent: MessageTypeDefinition<_diffmesh_common_v1_RequestEvent, _diffmesh_common_v1_RequestEvent__Output>
         StageFinishedEvent: MessageTypeDefinition<_diffmesh_common_v1_StageFinishedEvent, _diffmesh_common_v1_StageFinishedEvent__Output>

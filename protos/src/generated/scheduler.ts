@@ -10,6 +10,9 @@ import type { GenerationParams as _diffmesh_common_v1_GenerationParams, Generati
 import type { InputImage as _diffmesh_common_v1_InputImage, InputImage__Output as _diffmesh_common_v1_InputImage__Output } from './diffmesh/common/v1/InputImage.js';
 import type { ObjectRef as _diffmesh_common_v1_ObjectRef, ObjectRef__Output as _diffmesh_common_v1_ObjectRef__Output } from './diffmesh/common/v1/ObjectRef.js';
 import type { PlanStage as _diffmesh_common_v1_PlanStage, PlanStage__Output as _diffmesh_common_v1_PlanStage__Output } from './diffmesh/common/v1/PlanStage.js';
+import type { PreemptedEvent as _diffmesh_common_v1_PreemptedEvent, PreemptedEvent__Output as _diffmesh_common_v1_PreemptedEvent__Output } from './diffmesh/common/v1/PreemptedEvent.js';
+import type { PreviewEvent as _diffmesh_common_v1_PreviewEvent, PreviewEvent__Output as _diffmesh_common_v1_PreviewEvent__Output } from './diffmesh/common/v1/PreviewEvent.js';
+import type { PreviewParams as _diffmesh_common_v1_PreviewParams, PreviewParams__Output as _diffmesh_common_v1_PreviewParams__Output } from './diffmesh/common/v1/PreviewParams.js';
 import type { QueuedEvent as _diffmesh_common_v1_QueuedEvent, QueuedEvent__Output as _diffmesh_common_v1_QueuedEvent__Output } from './diffmesh/common/v1/QueuedEvent.js';
 import type { RequestContext as _diffmesh_common_v1_RequestContext, RequestContext__Output as _diffmesh_common_v1_RequestContext__Output } from './diffmesh/common/v1/RequestContext.js';
 import type { RequestEvent as _diffmesh_common_v1_RequestEvent, RequestEvent__Output as _diffmesh_common_v1_RequestEvent__Output } from './diffmesh/common/v1/RequestEvent.js';
@@ -90,6 +93,9 @@ export interface ProtoGrpcType {
         InputImage: MessageTypeDefinition<_diffmesh_common_v1_InputImage, _diffmesh_common_v1_InputImage__Output>
         ObjectRef: MessageTypeDefinition<_diffmesh_common_v1_ObjectRef, _diffmesh_common_v1_ObjectRef__Output>
         PlanStage: MessageTypeDefinition<_diffmesh_common_v1_PlanStage, _diffmesh_common_v1_PlanStage__Output>
+        PreemptedEvent: MessageTypeDefinition<_diffmesh_common_v1_PreemptedEvent, _diffmesh_common_v1_PreemptedEvent__Output>
+        PreviewEvent: MessageTypeDefinition<_diffmesh_common_v1_PreviewEvent, _diffmesh_common_v1_PreviewEvent__Output>
+        PreviewParams: MessageTypeDefinition<_diffmesh_common_v1_PreviewParams, _diffmesh_common_v1_PreviewParams__Output>
         QueuedEvent: MessageTypeDefinition<_diffmesh_common_v1_QueuedEvent, _diffmesh_common_v1_QueuedEvent__Output>
         RequestContext: MessageTypeDefinition<_diffmesh_common_v1_RequestContext, _diffmesh_common_v1_RequestContext__Output>
         RequestEvent: MessageTypeDefinition<_diffmesh_common_v1_RequestEvent, _diffmesh_common_v1_RequestEvent__Output>

@@ -7,6 +7,7 @@ import type { GenerationParams as _diffmesh_common_v1_GenerationParams, Generati
 import type { InputImage as _diffmesh_common_v1_InputImage, InputImage__Output as _diffmesh_common_v1_InputImage__Output } from './diffmesh/common/v1/InputImage.js';
 import type { ObjectRef as _diffmesh_common_v1_ObjectRef, ObjectRef__Output as _diffmesh_common_v1_ObjectRef__Output } from './diffmesh/common/v1/ObjectRef.js';
 import type { PlanStage as _diffmesh_common_v1_PlanStage, PlanStage__Output as _diffmesh_common_v1_PlanStage__Output } from './diffmesh/common/v1/PlanStage.js';
+import type { PreviewParams as _diffmesh_common_v1_PreviewParams, PreviewParams__Output as _diffmesh_common_v1_PreviewParams__Output } from './diffmesh/common/v1/PreviewParams.js';
 import type { RequestContext as _diffmesh_common_v1_RequestContext, RequestContext__Output as _diffmesh_common_v1_RequestContext__Output } from './diffmesh/common/v1/RequestContext.js';
 import type { StepCacheParams as _diffmesh_common_v1_StepCacheParams, StepCacheParams__Output as _diffmesh_common_v1_StepCacheParams__Output } from './diffmesh/common/v1/StepCacheParams.js';
 import type { CancelTask as _diffmesh_stage_v1_CancelTask, CancelTask__Output as _diffmesh_stage_v1_CancelTask__Output } from './diffmesh/stage/v1/CancelTask.js';
@@ -15,10 +16,12 @@ import type { DescribeResponse as _diffmesh_stage_v1_DescribeResponse, DescribeR
 import type { ExecuteRequest as _diffmesh_stage_v1_ExecuteRequest, ExecuteRequest__Output as _diffmesh_stage_v1_ExecuteRequest__Output } from './diffmesh/stage/v1/ExecuteRequest.js';
 import type { ExecuteResponse as _diffmesh_stage_v1_ExecuteResponse, ExecuteResponse__Output as _diffmesh_stage_v1_ExecuteResponse__Output } from './diffmesh/stage/v1/ExecuteResponse.js';
 import type { InstanceStatus as _diffmesh_stage_v1_InstanceStatus, InstanceStatus__Output as _diffmesh_stage_v1_InstanceStatus__Output } from './diffmesh/stage/v1/InstanceStatus.js';
+import type { PreemptTask as _diffmesh_stage_v1_PreemptTask, PreemptTask__Output as _diffmesh_stage_v1_PreemptTask__Output } from './diffmesh/stage/v1/PreemptTask.js';
 import type { StageServiceClient as _diffmesh_stage_v1_StageServiceClient, StageServiceDefinition as _diffmesh_stage_v1_StageServiceDefinition } from './diffmesh/stage/v1/StageService.js';
 import type { Task as _diffmesh_stage_v1_Task, Task__Output as _diffmesh_stage_v1_Task__Output } from './diffmesh/stage/v1/Task.js';
 import type { TaskAssignment as _diffmesh_stage_v1_TaskAssignment, TaskAssignment__Output as _diffmesh_stage_v1_TaskAssignment__Output } from './diffmesh/stage/v1/TaskAssignment.js';
 import type { TaskFailed as _diffmesh_stage_v1_TaskFailed, TaskFailed__Output as _diffmesh_stage_v1_TaskFailed__Output } from './diffmesh/stage/v1/TaskFailed.js';
+import type { TaskPreview as _diffmesh_stage_v1_TaskPreview, TaskPreview__Output as _diffmesh_stage_v1_TaskPreview__Output } from './diffmesh/stage/v1/TaskPreview.js';
 import type { TaskProgress as _diffmesh_stage_v1_TaskProgress, TaskProgress__Output as _diffmesh_stage_v1_TaskProgress__Output } from './diffmesh/stage/v1/TaskProgress.js';
 import type { TaskResult as _diffmesh_stage_v1_TaskResult, TaskResult__Output as _diffmesh_stage_v1_TaskResult__Output } from './diffmesh/stage/v1/TaskResult.js';
 import type { WorkRequest as _diffmesh_stage_v1_WorkRequest, WorkRequest__Output as _diffmesh_stage_v1_WorkRequest__Output } from './diffmesh/stage/v1/WorkRequest.js';
@@ -41,6 +44,7 @@ export interface ProtoGrpcType {
         InputImage: MessageTypeDefinition<_diffmesh_common_v1_InputImage, _diffmesh_common_v1_InputImage__Output>
         ObjectRef: MessageTypeDefinition<_diffmesh_common_v1_ObjectRef, _diffmesh_common_v1_ObjectRef__Output>
         PlanStage: MessageTypeDefinition<_diffmesh_common_v1_PlanStage, _diffmesh_common_v1_PlanStage__Output>
+        PreviewParams: MessageTypeDefinition<_diffmesh_common_v1_PreviewParams, _diffmesh_common_v1_PreviewParams__Output>
         RequestContext: MessageTypeDefinition<_diffmesh_common_v1_RequestContext, _diffmesh_common_v1_RequestContext__Output>
         RequestStatus: EnumTypeDefinition
         StageName: EnumTypeDefinition
@@ -55,6 +59,7 @@ export interface ProtoGrpcType {
         ExecuteRequest: MessageTypeDefinition<_diffmesh_stage_v1_ExecuteRequest, _diffmesh_stage_v1_ExecuteRequest__Output>
         ExecuteResponse: MessageTypeDefinition<_diffmesh_stage_v1_ExecuteResponse, _diffmesh_stage_v1_ExecuteResponse__Output>
         InstanceStatus: MessageTypeDefinition<_diffmesh_stage_v1_InstanceStatus, _diffmesh_stage_v1_InstanceStatus__Output>
+        PreemptTask: MessageTypeDefinition<_diffmesh_stage_v1_PreemptTask, _diffmesh_stage_v1_PreemptTask__Output>
         /**
          * Served by every stage instance (encoder, denoiser, VAE decoder). The
          * scheduler dispatches over Work, one long-lived stream per instance; Execute
@@ -64,6 +69,7 @@ export interface ProtoGrpcType {
         Task: MessageTypeDefinition<_diffmesh_stage_v1_Task, _diffmesh_stage_v1_Task__Output>
         TaskAssignment: MessageTypeDefinition<_diffmesh_stage_v1_TaskAssignment, _diffmesh_stage_v1_TaskAssignment__Output>
         TaskFailed: MessageTypeDefinition<_diffmesh_stage_v1_TaskFailed, _diffmesh_stage_v1_TaskFailed__Output>
+        TaskPreview: MessageTypeDefinition<_diffmesh_stage_v1_TaskPreview, _diffmesh_stage_v1_TaskPreview__Output>
         TaskProgress: MessageTypeDefinition<_diffmesh_stage_v1_TaskProgress, _diffmesh_stage_v1_TaskProgress__Output>
         TaskResult: MessageTypeDefinition<_diffmesh_stage_v1_TaskResult, _diffmesh_stage_v1_TaskResult__Output>
         WorkRequest: MessageTypeDefinition<_diffmesh_stage_v1_WorkRequest, _diffmesh_stage_v1_WorkRequest__Output>

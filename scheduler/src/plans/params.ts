@@ -1,9 +1,13 @@
 import {
   type GenerationParams,
   type StepCacheParams,
+  type PreviewParams,
   invalidParameter,
   DEFAULT_STEP_CACHE_MAX_SKIPPED,
+  DEFAULT_PREVIEW_SIDE,
   DEFAULT_STRENGTH,
+  MAX_PREVIEW_SIDE,
+  MIN_PREVIEW_SIDE,
   MAX_FPS,
   MAX_PROMPT_LENGTH,
   MAX_SEED,
@@ -33,6 +37,8 @@ export interface GenerationParamsInput {
   strength?: number | null;
   /** Step caching; fields left out take the plan's (off by default). */
   stepCache?: { threshold?: number | null; maxSkippedSteps?: number | null } | null;
+  /** Live previews: every N denoising steps (0 = off), at most `maxSide` pixels a side. */
+  preview?: { everySteps?: number | null; maxSide?: number | null } | null;
 }
 
 /** Options of {@link resolveParams}. */
@@ -52,7 +58,8 @@ export interface ResolveParamsOptions {
  *
  * Throws `invalidParameter(field, …)` naming the first bad field as the user wrote it
  * (snake_case: `prompt`, `negative_prompt`, `width`, `height`, `num_frames`,
- * `num_inference_steps`, `guidance_scale`, `seed`, `fps`, `strength`).
+ * `num_inference_steps`, `guidance_scale`, `seed`, `fps`, `strength`, `preview.every_steps`,
+ * `preview.max_side`).
  */
 export function resolveParams(entry: PlanEntry, input: GenerationParamsInput, opts: ResolveParamsOptions = {}): GenerationParams {
   const { defaults, constraints } = entry;
@@ -84,6 +91,7 @@ export function resolveParams(entry: PlanEntry, input: GenerationParamsInput, op
 
   const strength = checkStrength(given(input.strength), opts.inputImage === true, defaults.strength ?? DEFAULT_STRENGTH);
   const stepCache = checkStepCache(given(input.stepCache) ?? {}, defaults.stepCache);
+  const preview = checkPreview(given(input.preview));
 
   return {
     prompt,
@@ -97,6 +105,7 @@ export function resolveParams(entry: PlanEntry, input: GenerationParamsInput, op
     fps,
     ...(strength !== undefined ? { strength } : {}),
     ...(stepCache !== undefined ? { stepCache } : {}),
+    ...(preview ? { preview } : {}),
   };
 }
 
@@ -117,6 +126,20 @@ function checkStepCache(
     throw invalidParameter('step_cache.max_skipped_steps', `must be an integer from 0 to ${MAX_STEPS}, got ${show(maxSkippedSteps)}`);
   }
   return threshold > 0 && maxSkippedSteps > 0 ? { threshold, maxSkippedSteps } : undefined;
+}
+
+/** Preview params: `every_steps` from 0 (off) to the step limit, `max_side` in range; undefined when off. */
+function checkPreview(value: GenerationParamsInput['preview']): PreviewParams | undefined {
+  if (value === undefined || value === null) return undefined;
+  const everySteps = given(value.everySteps) ?? 0;
+  if (typeof everySteps !== 'number' || !Number.isInteger(everySteps) || everySteps < 0 || everySteps > MAX_STEPS) {
+    throw invalidParameter('preview.every_steps', `must be an integer from 0 (no previews) to ${MAX_STEPS}, got ${show(everySteps)}`);
+  }
+  const maxSide = given(value.maxSide) ?? DEFAULT_PREVIEW_SIDE;
+  if (typeof maxSide !== 'number' || !Number.isInteger(maxSide) || maxSide < MIN_PREVIEW_SIDE || maxSide > MAX_PREVIEW_SIDE) {
+    throw invalidParameter('preview.max_side', `must be an integer from ${MIN_PREVIEW_SIDE} to ${MAX_PREVIEW_SIDE}, got ${show(maxSide)}`);
+  }
+  return everySteps === 0 ? undefined : { everySteps, maxSide };
 }
 
 /** img2img strength: in (0, 1], and only for a request with an input image (default: the plan's). */

@@ -280,6 +280,19 @@ describe('resolveParams', () => {
     return { field: err.field, message: err.message };
   }
 
+  it('takes preview params: every_steps 0 = off, max_side defaults to 256, bad values named', () => {
+    expect(resolveParams(video, { prompt: 'x', preview: { everySteps: 3 } }).preview).toEqual({ everySteps: 3, maxSide: 256 });
+    expect(resolveParams(video, { prompt: 'x', preview: { everySteps: 1, maxSide: 64 } }).preview).toEqual({ everySteps: 1, maxSide: 64 });
+    expect(resolveParams(video, { prompt: 'x', preview: { everySteps: 0 } })).not.toHaveProperty('preview');
+    expect(resolveParams(video, { prompt: 'x', preview: null })).not.toHaveProperty('preview');
+    for (const everySteps of [-1, 1.5, 201, Number.NaN]) {
+      expect(fieldOf(video, { preview: { everySteps } }).field).toBe('preview.every_steps');
+    }
+    for (const maxSide of [0, 7, 513, 100.5]) {
+      expect(fieldOf(video, { preview: { everySteps: 1, maxSide } }).field).toBe('preview.max_side');
+    }
+  });
+
   it('fills defaults and records a random seed', () => {
     const params = resolveParams(video, { prompt: 'a red ball' }, { randomSeed: () => '42' });
     expect(params).toEqual({

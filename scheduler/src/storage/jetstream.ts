@@ -18,6 +18,7 @@ import { natsAuthenticatorFromFile } from '@diffmesh/discovery';
 import { copyRecord, decodeItem, decodeRecord, encodeItem, encodeRecord } from './codec.js';
 import { StoreEvents, casLoop, changeOf, fitsAny, priorityKey, setPosition } from './common.js';
 import { DrainRate, queueFullError, storeStoppedError } from './queue-full.js';
+import { WrittenRecords } from './written.js';
 import {
   DEFAULT_TENANT,
   tenantRank,
@@ -137,8 +138,18 @@ function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/** Hashes of stream and consumer names, computed once each (every lease and publish names one). */
+const hashes = new Map<string, string>();
+
 function hash(s: string, n = 16): string {
-  return createHash('sha1').update(s).digest('hex').slice(0, n);
+  const key = `${n}:${s}`;
+  let h = hashes.get(key);
+  if (h === undefined) {
+    h = createHash('sha1').update(s).digest('hex').slice(0, n);
+    if (hashes.size >= 10_000) hashes.clear();
+    hashes.set(key, h);
+  }
+  return h;
 }
 
 function isNotFound(err: unknown): boolean {
@@ -201,6 +212,7 @@ export class JetStreamStore implements SchedulerStore {
   private readonly drain = new DrainRate();
   private readonly waitingCache = new Map<string, number>();
   private readonly events = new StoreEvents();
+  private readonly written = new WrittenRecords();
   private readonly expiryTimers = new Set<NodeJS.Timeout>();
   /** Per pool, the kinds of item last seen in its stream (see `lease`). */
   private readonly kinds = new Map<string, KindCache>();
@@ -219,6 +231,11 @@ export class JetStreamStore implements SchedulerStore {
         servers: this.opts.url,
         name: `diffmesh-scheduler-store-${this.id.slice(0, 8)}`,
         maxReconnectAttempts: -1,
+        // Its own announcements are ignored on arrival anyway: the server need not send them back.
+        noEcho: true,
+        // No stack captured for every request (each KV get/update, publish and pull is one): a
+        // store error names its cause without it (see `unreachable`), and it was ~9% of the store's CPU.
+        noAsyncTraces: true,
         ...(this.opts.credentialsFile ? { authenticator: natsAuthenticatorFromFile(this.opts.credentialsFile, 'natsCredentials') } : {}),
       });
     } catch (err) {
@@ -288,8 +305,10 @@ export class JetStreamStore implements SchedulerStore {
     // record is dropped by the lifecycle after a grace period.
     await this.publish(first);
     try {
-      const rev = await this.kv.create(this.key(reqId), enc.encode(encodeRecord(record)));
+      const body = encodeRecord(record);
+      const rev = await this.kv.create(this.key(reqId), enc.encode(body));
       this.kvRevision.set(record, rev);
+      this.written.wrote(record, body);
     } catch (err) {
       const now = await this.read(reqId);
       if (now) return { record: now, created: false };
@@ -305,7 +324,7 @@ export class JetStreamStore implements SchedulerStore {
     const hintRev = hint ? this.kvRevision.get(hint) : undefined;
     let first: RequestRecord | undefined;
     if (hint && hintRev !== undefined) {
-      first = copyRecord(hint);
+      first = this.written.copy(hint) ?? copyRecord(hint);
       this.kvRevision.set(first, hintRev);
     }
     const done = await casLoop(
@@ -315,7 +334,9 @@ export class JetStreamStore implements SchedulerStore {
         // The compare-and-set is on the KV entry's revision (of the read or the hint).
         const kvRev = this.kvRevision.get(rec) as number;
         try {
-          this.kvRevision.set(rec, await this.kv.update(this.key(reqId), enc.encode(encodeRecord(rec)), kvRev));
+          const body = encodeRecord(rec);
+          this.kvRevision.set(rec, await this.kv.update(this.key(reqId), enc.encode(body), kvRev));
+          this.written.wrote(rec, body);
           return 'written';
         } catch (err) {
           if (/wrong last sequence|key exists/i.test(String((err as Error).message))) return 'conflict';
@@ -481,7 +502,9 @@ export class JetStreamStore implements SchedulerStore {
       try {
         msg = await this.js.pull(stream, durable);
       } catch (err) {
-        if (!isNotFound(err) && !/timeout|408/i.test(String((err as Error).message))) throw unreachable(this.opts.url, err);
+        // 408 "requests pending": another store's pull on the kind is being answered (two schedulers at once).
+        if (!isNotFound(err) && !/timeout|408/i.test(String((err as Error).message)) && (err as { code?: unknown }).code !== '408')
+          throw unreachable(this.opts.url, err);
         // Nothing to take there now (all out on leases, or gone).
         cache.kinds.delete(k.prefix);
         continue;
@@ -493,7 +516,8 @@ export class JetStreamStore implements SchedulerStore {
       this.drain.out(item.queue);
       const waiting = this.waitingCache.get(item.queue);
       if (waiting) this.waitingCache.set(item.queue, waiting - 1);
-      return { item, token, deliveries: msg.info.redeliveryCount };
+      const record = this.written.forItem(item);
+      return { item, token, deliveries: msg.info.redeliveryCount, ...(record ? { record } : {}) };
     }
     return undefined;
   }
@@ -650,7 +674,9 @@ export class JetStreamStore implements SchedulerStore {
   private changeMessage(text: string): void {
     const [origin, rev, terminal, ...id] = text.split('|');
     if (origin === this.id) return;
-    this.events.change({ reqId: id.join('|'), revision: Number(rev), terminal: terminal === '1' });
+    const change: RecordChange = { reqId: id.join('|'), revision: Number(rev), terminal: terminal === '1' };
+    this.written.changed(change.reqId, change.revision);
+    this.events.change(change);
   }
 
   private queueMessage(text: string): void {

@@ -34,7 +34,7 @@ interface Entry {
 }
 
 /**
- * A pool's waiting items in dispatch order: larger priority first, then arrival. A lease that
+ * A pool's waiting items in dispatch order: larger priority first, then earliest deadline, then arrival. A lease that
  * orders tenants takes the first item of the best-ranked tenant, so each tenant's items keep
  * this order among themselves.
  */
@@ -61,7 +61,11 @@ class PoolOrder {
 }
 
 function before(a: Entry, b: Entry): boolean {
-  return a.item.priority > b.item.priority || (a.item.priority === b.item.priority && a.seq < b.seq);
+  if (a.item.priority !== b.item.priority) return a.item.priority > b.item.priority;
+  // Earliest deadline first within a priority (none = after every deadline).
+  const da = a.item.deadline || Infinity;
+  const db = b.item.deadline || Infinity;
+  return da !== db ? da < db : a.seq < b.seq;
 }
 
 /**

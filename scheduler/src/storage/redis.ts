@@ -4,8 +4,10 @@ import { Code, DiffmeshError, redactUri } from '@diffmesh/core';
 import { copyRecord, decodeItem, decodeRecord, encodeItem, encodeRecord } from './codec.js';
 import { StoreEvents, casLoop, priorityKey, setPosition } from './common.js';
 import { DrainRate, queueFullError, storeStoppedError } from './queue-full.js';
+import { WrittenRecords } from './written.js';
 import {
   DEFAULT_TENANT,
+  deadlineKey,
   isTerminalStatus,
   type Lease,
   type LeaseQuery,
@@ -212,6 +214,7 @@ export class RedisStore implements SchedulerStore {
   private readonly drain = new DrainRate();
   private readonly waitingCache = new Map<string, number>();
   private readonly events = new StoreEvents();
+  private readonly written = new WrittenRecords();
   private stopped = false;
 
   constructor(private readonly opts: RedisStoreOptions) {
@@ -277,11 +280,12 @@ export class RedisStore implements SchedulerStore {
     const reqId = record.state.context.reqId;
     setPosition(record, first, this.waiting(first.queue));
     record.revision = 1;
+    const body = encodeRecord(record);
     const res = await this.call(() =>
       this.conn.dmAdmit(
         this.prefix,
         reqId,
-        encodeRecord(record),
+        body,
         record.state.context.status,
         record.expiresAt,
         maxLength,
@@ -300,6 +304,7 @@ export class RedisStore implements SchedulerStore {
       return { record: existing, created: false };
     }
     this.waitingCache.set(first.queue, Number(a) + 1);
+    this.written.wrote(record, body);
     this.events.announce(record, [first.pool]);
     return { record, created: true };
   }
@@ -309,12 +314,13 @@ export class RedisStore implements SchedulerStore {
       () => this.read(reqId),
       mutate,
       async (rec, effects, expected) => {
+        const body = encodeRecord(rec);
         const res = await this.call(() =>
           this.conn.dmCommit(
             this.prefix,
             reqId,
             String(expected),
-            encodeRecord(rec),
+            body,
             rec.state.context.status,
             rec.expiresAt,
             JSON.stringify(this.effectsArg(effects)),
@@ -322,9 +328,10 @@ export class RedisStore implements SchedulerStore {
             isTerminalStatus(rec.state.context.status) ? 1 : 0,
           ),
         );
+        if (res !== -1 && res !== 0) this.written.wrote(rec, body);
         return res === -1 ? 'gone' : res === 0 ? 'conflict' : 'written';
       },
-      hint ? copyRecord(hint) : undefined,
+      hint ? (this.written.copy(hint) ?? copyRecord(hint)) : undefined,
     );
     if (!done) return undefined;
     const { record, effects } = done;
@@ -352,7 +359,8 @@ export class RedisStore implements SchedulerStore {
     this.drain.out(item.queue);
     const cached = this.waitingCache.get(item.queue);
     if (cached) this.waitingCache.set(item.queue, cached - 1);
-    return { item, token, deliveries: Number(res[1]) };
+    const record = this.written.forItem(item);
+    return { item, token, deliveries: Number(res[1]), ...(record ? { record } : {}) };
   }
 
   async renew(lease: Lease): Promise<boolean> {
@@ -414,7 +422,8 @@ export class RedisStore implements SchedulerStore {
       queue: item.queue,
       model: item.model,
       tenant: item.tenant ?? DEFAULT_TENANT,
-      pk: priorityKey(item.priority),
+      // Earliest deadline first within a priority.
+      pk: priorityKey(item.priority) + deadlineKey(item.deadline),
       body: encodeItem(item),
     };
   }
@@ -449,7 +458,9 @@ export class RedisStore implements SchedulerStore {
       return;
     }
     const [rev, terminal, ...id] = rest.split('|');
-    this.events.change({ reqId: id.join('|'), revision: Number(rev), terminal: terminal === '1' });
+    const change: RecordChange = { reqId: id.join('|'), revision: Number(rev), terminal: terminal === '1' };
+    this.written.changed(change.reqId, change.revision);
+    this.events.change(change);
   }
 }
 

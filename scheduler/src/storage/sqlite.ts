@@ -155,7 +155,7 @@ export class SqliteStore implements SchedulerStore {
         `UPDATE items SET lease_token = NULL, lease_until = 0, change_seq = @seq WHERE pool = @pool AND lease_token IS NOT NULL AND lease_until <= @now`,
       ),
       candidates: db.prepare(
-        `SELECT id, pool, queue, model, body, lease_token, deliveries FROM items WHERE pool = ? AND lease_token IS NULL AND visible_at <= ? ORDER BY priority DESC, seq ASC`,
+        `SELECT id, pool, queue, model, body, lease_token, deliveries FROM items WHERE pool = ? AND lease_token IS NULL AND visible_at <= ? ORDER BY priority DESC, COALESCE(json_extract(body, '$.deadline'), 9999999999999) ASC, seq ASC`,
       ),
       take: db.prepare(`UPDATE items SET lease_token = @token, lease_until = @until, deliveries = deliveries + 1 WHERE id = @id`),
       renew: db.prepare(`UPDATE items SET lease_until = @until WHERE id = @id AND lease_token = @token`),
@@ -173,7 +173,8 @@ export class SqliteStore implements SchedulerStore {
 
   /**
    * The waiting items of a pool in lease order: with `tenants`, a tenant not listed first, then
-   * the listed ones in order (see `LeaseQuery.tenants`); then priority, then arrival.
+   * the listed ones in order (see `LeaseQuery.tenants`); then priority, then earliest deadline
+   * (read from the item's body: no column, so older files need no migration), then arrival.
    */
   private candidates(tenants: readonly string[] | undefined): Database.Statement {
     const n = tenants?.length ?? 0;
@@ -183,7 +184,7 @@ export class SqliteStore implements SchedulerStore {
       const rank = Array.from({ length: n }, (_, i) => `WHEN ? THEN ${i + 1}`).join(' ');
       stmt = this.conn.prepare(
         `SELECT id, pool, queue, model, body, lease_token, deliveries FROM items WHERE pool = ? AND lease_token IS NULL AND visible_at <= ? ` +
-          `ORDER BY CASE tenant ${rank} ELSE 0 END, priority DESC, seq ASC`,
+          `ORDER BY CASE tenant ${rank} ELSE 0 END, priority DESC, COALESCE(json_extract(body, '$.deadline'), 9999999999999) ASC, seq ASC`,
       );
       this.byTenants.set(n, stmt);
     }

@@ -17,7 +17,8 @@
  *   transitions wins and the other sees the outcome (a stage finished twice counts once).
  * - A **queue item** is one stage task waiting for a free stage instance, at most one per
  *   (request, stage) at a time. Items of a pool are ordered larger `priority` first, then
- *   by arrival (FIFO within a priority); a released item keeps its place. A lease may put
+ *   earliest `deadline` (items without one after those with one), then by arrival (FIFO);
+ *   a released item keeps its place. (JetStream orders by priority, then arrival.) A lease may put
  *   tenants first ({@link LeaseQuery.tenants}: fair share), the order holding within each.
  * - A **lease** takes an item out of the order for `leaseMs`. Renewed, it stays taken;
  *   acknowledged, the item is gone; released (or not renewed in time), the item is back in
@@ -67,6 +68,8 @@ export interface RequestRecord {
   producers: Record<string, number>;
   /** Stages re-run so far because an input was lost (bounded by the scheduler). */
   reruns: number;
+  /** Tries of the current stage that gave their slot to a more urgent task (not failures, not lost tries). */
+  preemptions?: number;
   /**
    * Objects the current stage's tries keep for a later try (a denoising checkpoint), by
    * name: given to the next try among its inputs, deleted when the stage completes.
@@ -101,6 +104,8 @@ export interface QueueItem {
   tenant: string;
   /** The task's cost estimate (`task-cost.ts`), for fair share; missing in old items (estimated when dispatched). */
   cost?: number;
+  /** The request's deadline (ms since the epoch): within a priority, the earliest goes first; none = after those with one. */
+  deadline?: number;
 }
 
 /** The tenant of a request sent without one (tenancy off), and of items stored before tenants. */
@@ -113,6 +118,13 @@ export interface Lease {
   token: string;
   /** Times the item has been leased, this lease included (1 = first). */
   deliveries: number;
+  /**
+   * The request's record as this store last wrote it, when that write made the item (same
+   * `gen`), so the dispatcher need not read it back; absent when the store does not know it.
+   * It may be stale (another scheduler changed the request since): the next update's
+   * compare-and-set finds out, as with any hint.
+   */
+  record?: RequestRecord;
 }
 
 /** One kind of instance that has a free slot: what it can take. */
@@ -277,6 +289,14 @@ export interface StoreOptions {
   maxRetained: number;
   /** How long a lease holds without renewal (JetStream: the consumers' AckWait). */
   leaseMs: number;
+}
+
+/**
+ * The order token of an item's deadline within its priority (earliest first; none after every
+ * deadline): fixed-width decimal ms, so stores that order by string order it too.
+ */
+export function deadlineKey(deadline: number | undefined): string {
+  return deadline && deadline > 0 ? String(Math.min(Math.trunc(deadline), 9_999_999_999_999)).padStart(13, '0') : '9999999999999';
 }
 
 /** The id of a task's queue item. */

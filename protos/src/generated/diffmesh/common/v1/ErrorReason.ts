@@ -78,6 +78,16 @@ export const ErrorReason = {
    * its running or of its waiting work); the error says which and when to retry.
    */
   ERROR_REASON_TENANT_QUOTA: 'ERROR_REASON_TENANT_QUOTA',
+  /**
+   * A task gave its slot to a more urgent one at a step boundary (see
+   * diffmesh.stage.v1.PreemptTask); the scheduler queues it again.
+   */
+  ERROR_REASON_PREEMPTED: 'ERROR_REASON_PREEMPTED',
+  /**
+   * The request cannot finish by its deadline at the pool's measured step
+   * time; the message names the estimate.
+   */
+  ERROR_REASON_DEADLINE_UNREACHABLE: 'ERROR_REASON_DEADLINE_UNREACHABLE',
 } as const;
 
 /**
@@ -184,6 +194,18 @@ export type ErrorReason =
    */
   | 'ERROR_REASON_TENANT_QUOTA'
   | 25
+  /**
+   * A task gave its slot to a more urgent one at a step boundary (see
+   * diffmesh.stage.v1.PreemptTask); the scheduler queues it again.
+   */
+  | 'ERROR_REASON_PREEMPTED'
+  | 26
+  /**
+   * The request cannot finish by its deadline at the pool's measured step
+   * time; the message names the estimate.
+   */
+  | 'ERROR_REASON_DEADLINE_UNREACHABLE'
+  | 27
 
 /**
  * Why a diffmesh call failed. On gRPC errors the same value travels, without

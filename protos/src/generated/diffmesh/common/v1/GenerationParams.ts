@@ -2,6 +2,7 @@
 
 import type { InputImage as _diffmesh_common_v1_InputImage, InputImage__Output as _diffmesh_common_v1_InputImage__Output } from '../../../diffmesh/common/v1/InputImage.js';
 import type { StepCacheParams as _diffmesh_common_v1_StepCacheParams, StepCacheParams__Output as _diffmesh_common_v1_StepCacheParams__Output } from '../../../diffmesh/common/v1/StepCacheParams.js';
+import type { PreviewParams as _diffmesh_common_v1_PreviewParams, PreviewParams__Output as _diffmesh_common_v1_PreviewParams__Output } from '../../../diffmesh/common/v1/PreviewParams.js';
 import type { Long } from '@grpc/proto-loader';
 
 /**
@@ -45,6 +46,10 @@ export interface GenerationParams {
    * above 0 is set here or in the plan.
    */
   'stepCache'?: (_diffmesh_common_v1_StepCacheParams | null);
+  /**
+   * Live previews every N denoising steps; absent = none.
+   */
+  'preview'?: (_diffmesh_common_v1_PreviewParams | null);
   '_negativePrompt'?: "negativePrompt";
   '_width'?: "width";
   '_height'?: "height";
@@ -97,6 +102,10 @@ export interface GenerationParams__Output {
    * above 0 is set here or in the plan.
    */
   'stepCache': (_diffmesh_common_v1_StepCacheParams__Output | null);
+  /**
+   * Live previews every N denoising steps; absent = none.
+   */
+  'preview': (_diffmesh_common_v1_PreviewParams__Output | null);
   '_negativePrompt'?: "negativePrompt";
   '_width'?: "width";
   '_height'?: "height";

@@ -47,6 +47,11 @@ export interface RequestContext {
    * The tenant the request belongs to (`default` when the mesh has no tenants).
    */
   'tenant'?: (string);
+  /**
+   * When the request must be done by (absent = no deadline). Within a
+   * priority, the earliest deadline runs first.
+   */
+  'deadline'?: (_google_protobuf_Timestamp | null);
 }
 
 /**
@@ -89,4 +94,9 @@ export interface RequestContext__Output {
    * The tenant the request belongs to (`default` when the mesh has no tenants).
    */
   'tenant': (string);
+  /**
+   * When the request must be done by (absent = no deadline). Within a
+   * priority, the earliest deadline runs first.
+   */
+  'deadline': (_google_protobuf_Timestamp__Output | null);
 }

@@ -8,6 +8,8 @@ import type { StepProgressEvent as _diffmesh_common_v1_StepProgressEvent, StepPr
 import type { CompletedEvent as _diffmesh_common_v1_CompletedEvent, CompletedEvent__Output as _diffmesh_common_v1_CompletedEvent__Output } from '../../../diffmesh/common/v1/CompletedEvent.js';
 import type { FailedEvent as _diffmesh_common_v1_FailedEvent, FailedEvent__Output as _diffmesh_common_v1_FailedEvent__Output } from '../../../diffmesh/common/v1/FailedEvent.js';
 import type { CancelledEvent as _diffmesh_common_v1_CancelledEvent, CancelledEvent__Output as _diffmesh_common_v1_CancelledEvent__Output } from '../../../diffmesh/common/v1/CancelledEvent.js';
+import type { PreemptedEvent as _diffmesh_common_v1_PreemptedEvent, PreemptedEvent__Output as _diffmesh_common_v1_PreemptedEvent__Output } from '../../../diffmesh/common/v1/PreemptedEvent.js';
+import type { PreviewEvent as _diffmesh_common_v1_PreviewEvent, PreviewEvent__Output as _diffmesh_common_v1_PreviewEvent__Output } from '../../../diffmesh/common/v1/PreviewEvent.js';
 
 /**
  * One event in the life of a request, as streamed by Generate and Watch.
@@ -26,7 +28,9 @@ export interface RequestEvent {
   'completed'?: (_diffmesh_common_v1_CompletedEvent | null);
   'failed'?: (_diffmesh_common_v1_FailedEvent | null);
   'cancelled'?: (_diffmesh_common_v1_CancelledEvent | null);
-  'kind'?: "queued"|"stageStarted"|"stageFinished"|"stepProgress"|"completed"|"failed"|"cancelled";
+  'preempted'?: (_diffmesh_common_v1_PreemptedEvent | null);
+  'preview'?: (_diffmesh_common_v1_PreviewEvent | null);
+  'kind'?: "queued"|"stageStarted"|"stageFinished"|"stepProgress"|"completed"|"failed"|"cancelled"|"preempted"|"preview";
 }
 
 /**
@@ -46,5 +50,7 @@ export interface RequestEvent__Output {
   'completed'?: (_diffmesh_common_v1_CompletedEvent__Output | null);
   'failed'?: (_diffmesh_common_v1_FailedEvent__Output | null);
   'cancelled'?: (_diffmesh_common_v1_CancelledEvent__Output | null);
-  'kind'?: "queued"|"stageStarted"|"stageFinished"|"stepProgress"|"completed"|"failed"|"cancelled";
+  'preempted'?: (_diffmesh_common_v1_PreemptedEvent__Output | null);
+  'preview'?: (_diffmesh_common_v1_PreviewEvent__Output | null);
+  'kind'?: "queued"|"stageStarted"|"stageFinished"|"stepProgress"|"completed"|"failed"|"cancelled"|"preempted"|"preview";
 }
