@@ -639,8 +639,8 @@ export function saturationCause(
   if (limiting && limiting.utilisation < 0.9 && limiting.waitP50 > 0) {
     return (
       `dispatch to pool ${limiting.pool}: its workers ${(limiting.utilisation * 100).toFixed(0)}% busy while its tasks waited ${limiting.waitP50.toFixed(0)} ms (p50), ` +
-      `no process of this run near a full core — each scheduler dispatched one of its tasks every ${limiting.msPerDispatch.toFixed(1)} ms, one after another ` +
-      `(lease → read → record the start, round trips to the queue)${machine ? `; ${machine}` : ''}`
+      `no process of this run near a full core — each scheduler dispatched one of its tasks every ${limiting.msPerDispatch.toFixed(1)} ms ` +
+      `(lease → read → record the start, round trips to the queue; up to 4 at once per pool on a durable queue)${machine ? `; ${machine}` : ''}`
     );
   }
   return machine ?? 'no component near a full core: time between tasks (dispatch latency)';

@@ -60,8 +60,11 @@ export function matchesFilter(instance: InstanceInfo, filter: InstanceFilter = {
 /** Sorts by name, then semver (ascending), then id. */
 export function compareInstances(a: InstanceInfo, b: InstanceInfo): number {
   if (a.name !== b.name) return a.name < b.name ? -1 : 1;
-  const v = semver.compare(a.version, b.version);
-  if (v !== 0) return v;
+  // Most instances of a name share a version: parse only when they differ.
+  if (a.version !== b.version) {
+    const v = semver.compare(a.version, b.version);
+    if (v !== 0) return v;
+  }
   return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
 }
 

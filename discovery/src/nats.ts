@@ -122,6 +122,11 @@ export class NatsDiscovery implements Discovery {
   private readonly prefix: string;
   private readonly listeners: ListenerSet;
   private readonly known = new Map<string, Entry>();
+  /**
+   * The last identity each service id answered with, and what it read as: a poll answer with
+   * the same identity (every poll, for almost every service) is not parsed and validated again.
+   */
+  private readonly identities = new Map<string, { name: string; version: string; metadata: Record<string, string>; info: InstanceInfo }>();
   /** Service ids that said goodbye, with when to forget them: late poll answers must not resurrect them. */
   private readonly tombstones = new Map<string, number>();
   private readonly registrations = new Set<NatsRegistration>();
@@ -169,6 +174,10 @@ export class NatsDiscovery implements Discovery {
         timeout: opts.connectTimeoutMs ?? 5000,
         maxReconnectAttempts: -1,
         reconnectTimeWait: 250,
+        // With async traces on, the client builds a NatsError (its stack captured) for every
+        // request up front, in case it times out, and an Error per poll: a cost per call
+        // that failures never repay here (a failed poll is logged without its stack).
+        noAsyncTraces: true,
         ...(opts.credentialsFile ? { authenticator: natsAuthenticatorFromFile(opts.credentialsFile) } : {}),
       });
     } catch (err) {
@@ -201,7 +210,7 @@ export class NatsDiscovery implements Discovery {
 
   async instances(filter?: InstanceFilter): Promise<Instance[]> {
     if (!this.closed) await this.startWatching();
-    return this.snapshot().filter((i) => matchesFilter(i, filter));
+    return this.snapshot(filter);
   }
 
   subscribe(listener: DiscoveryListener, opts: SubscribeOptions = {}): () => void {
@@ -328,12 +337,24 @@ export class NatsDiscovery implements Discovery {
 
   private toSighting(s: Notice): Sighting | undefined {
     if (this.tombstones.has(s.id)) return undefined;
-    const info = fromServiceIdentity(s);
+    const info = this.identityOf(s);
     if (typeof info === 'string') {
       this.log.trace({ service: s.name, serviceId: s.id, why: info }, 'discovery: ignoring service');
       return undefined;
     }
     return { info, serviceId: s.id, ...(typeof s.started === 'string' ? { startedAt: s.started } : {}) };
+  }
+
+  /** {@link fromServiceIdentity}, reusing the last answer for an unchanged identity. */
+  private identityOf(s: Notice): InstanceInfo | string {
+    const prev = typeof s.id === 'string' ? this.identities.get(s.id) : undefined;
+    const metadata = s.metadata ?? {};
+    if (prev && prev.name === s.name && prev.version === s.version && sameStrings(prev.metadata, metadata)) return prev.info;
+    const info = fromServiceIdentity(s);
+    if (typeof info !== 'string' && typeof s.id === 'string') {
+      this.identities.set(s.id, { name: s.name, version: s.version, metadata: { ...metadata }, info });
+    }
+    return info;
   }
 
   /** Diffs a poll against what is known and emits the events. */
@@ -352,6 +373,12 @@ export class NatsDiscovery implements Discovery {
     }
     const now = Date.now();
     for (const [sid, until] of this.tombstones) if (until <= now) this.tombstones.delete(sid);
+    // Identities of services no longer known are forgotten.
+    if (this.identities.size > this.known.size) {
+      const live = new Set<string>();
+      for (const e of this.known.values()) live.add(e.serviceId);
+      for (const sid of this.identities.keys()) if (!live.has(sid)) this.identities.delete(sid);
+    }
   }
 
   /** Records a sighting: `up` when new, `updated` when changed. `withLoad`: the sighting carries the load. */
@@ -367,7 +394,7 @@ export class NatsDiscovery implements Discovery {
       this.listeners.emit({ type: 'down', instance: prev.instance, why: 'restarted' });
     } else if (prev) {
       prev.misses = 0;
-      if (!sameJson(prev.instance, instance)) {
+      if (!sameInstance(prev.instance, instance)) {
         prev.instance = instance;
         this.listeners.emit({ type: 'updated', instance });
       }
@@ -415,8 +442,11 @@ export class NatsDiscovery implements Discovery {
     }
   }
 
-  private snapshot(): Instance[] {
-    return [...this.known.values()].map((e) => cloneInstance(e.instance)).sort(compareInstances);
+  /** Copies of the known instances that match `filter` (filtered first: only those are copied and sorted). */
+  private snapshot(filter?: InstanceFilter): Instance[] {
+    const out: Instance[] = [];
+    for (const e of this.known.values()) if (!filter || matchesFilter(e.instance, filter)) out.push(cloneInstance(e.instance));
+    return out.sort(compareInstances);
   }
 }
 
@@ -548,6 +578,28 @@ class NatsRegistration implements Registration {
       this.log.debug({ err, subject }, 'discovery: publishing a notice failed');
     }
   }
+}
+
+/** True when two string maps hold the same entries. */
+function sameStrings(a: Record<string, string>, b: Record<string, string>): boolean {
+  if (a === b) return true;
+  let n = 0;
+  for (const k in b) {
+    if (a[k] !== b[k]) return false;
+    n += 1;
+  }
+  return n === Object.keys(a).length;
+}
+
+/**
+ * `sameJson` of two readings of one instance: when both came from the same identity (the
+ * common case, see `identityOf`) only their start time and load can differ.
+ */
+function sameInstance(a: Instance, b: Instance): boolean {
+  if (a.id === b.id && a.name === b.name && a.version === b.version && a.metadata === b.metadata && a.models === b.models) {
+    return a.serviceId === b.serviceId && a.startedAt === b.startedAt && sameJson(a.load, b.load);
+  }
+  return sameJson(a, b);
 }
 
 function positive(field: string, v: number): number {

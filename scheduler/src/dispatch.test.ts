@@ -1,7 +1,12 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Code, type DiffmeshError, type StageResult, type StageTask } from '@diffmesh/core';
 import { PlanRegistry } from './plans/registry.js';
 import { HeldInstance, end, entry, newScheduler, outcome } from './fixtures/stages.js';
+import { SqliteStore } from './storage/sqlite.js';
+import type { Lease, LeaseQuery } from './storage/types.js';
 import { TaskRefused, type ExecuteHooks } from './types.js';
 
 /** Refuses its first task without running it, as an instance behind a breaker may. */
@@ -126,5 +131,58 @@ describe('a pool that loses every instance able to run a waiting task', async ()
     first.finish(0);
     expect(await outcome(s, waiting)).toBe('completed');
     expect(await outcome(s, running)).toBe('completed');
+  });
+});
+
+describe('dispatch on a durable store', () => {
+  it("fills a pool's free slots with several leases in flight at once, never more than its free slots", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-lanes-'));
+    /** Holds every lease until released, counting how many wait at once. */
+    class GatedStore extends SqliteStore {
+      inFlight = 0;
+      most = 0;
+      private readonly gates: Array<() => void> = [];
+      override async lease(query: LeaseQuery): Promise<Lease | undefined> {
+        this.inFlight += 1;
+        this.most = Math.max(this.most, this.inFlight);
+        await new Promise<void>((resolve) => this.gates.push(resolve));
+        this.inFlight -= 1;
+        return super.lease(query);
+      }
+      open(): void {
+        for (const g of this.gates.splice(0)) g();
+      }
+    }
+    const store = new GatedStore({ file: path.join(dir, 'requests.sqlite'), retentionMs: 60_000, maxRetained: 1000, leaseMs: 5000 });
+    const s = newScheduler({ maxAttempts: 1, leaseMs: 5000 }, { requests: store });
+    try {
+      await s.start();
+      // Six free slots, eight tasks queued (the leases wait at the gate).
+      const inst = new HeldInstance('enc-1', { capacity: 6 });
+      s.addInstance(inst);
+      const ids: string[] = [];
+      for (let i = 0; i < 8; i += 1) ids.push((await s.submit({ model: 'm1', params: { prompt: `p${i}` } })).context.reqId);
+      /** Tasks sent, opening the gates on every look. */
+      const sent = (): number => {
+        store.open();
+        return inst.tasks.length;
+      };
+      // Opens the gates until all six slots are taken (one lease, a second, then the lanes).
+      await expect.poll(sent, { timeout: 10_000 }).toBe(6);
+      // Leases in flight together: more than one, at most the lanes (4) and the free slots.
+      expect(store.most).toBeGreaterThan(1);
+      expect(store.most).toBeLessThanOrEqual(4);
+      expect(inst.tasks.length).toBe(6);
+      for (let done = 0; done < 8; done += 1) {
+        await expect.poll(sent, { timeout: 10_000 }).toBeGreaterThan(done);
+        inst.finish(done);
+      }
+      for (const id of ids) expect(await outcome(s, id)).toBe('completed');
+      expect(store.most).toBeLessThanOrEqual(4);
+    } finally {
+      store.open();
+      await s.stop();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -54,9 +54,38 @@ export function serves(instance: Serving, model: string): boolean {
   return instance.models.length === 0 || instance.models.includes(model);
 }
 
+/** Answers of {@link satisfies} by range, then version (a cluster has a few of each). */
+const satisfied = new Map<string, Map<string, boolean>>();
+/** Distinct (range, version) pairs kept before the cache starts again. */
+const SATISFIED_MAX = 4096;
+let satisfiedSize = 0;
+
+/**
+ * `semver.satisfies(version, range, { includePrerelease: true })`, remembered: it parsed the
+ * range and the version on every call, and dispatch asks it per free instance per task.
+ */
+export function satisfies(version: string, range: string): boolean {
+  let byVersion = satisfied.get(range);
+  const known = byVersion?.get(version);
+  if (known !== undefined) return known;
+  const ok = semver.satisfies(version, range, { includePrerelease: true });
+  if (satisfiedSize >= SATISFIED_MAX) {
+    satisfied.clear();
+    satisfiedSize = 0;
+    byVersion = undefined;
+  }
+  if (!byVersion) {
+    byVersion = new Map();
+    satisfied.set(range, byVersion);
+  }
+  byVersion.set(version, ok);
+  satisfiedSize += 1;
+  return ok;
+}
+
 /** True when no range is given or the instance's version satisfies it. */
 export function versionMatches(instance: Serving, range: string | undefined): boolean {
-  return !range || semver.satisfies(instance.version, range, { includePrerelease: true });
+  return !range || satisfies(instance.version, range);
 }
 
 /**

@@ -39,12 +39,17 @@ export function followDiscovery(scheduler: Scheduler, discovery: Discovery, opts
   // discovery says they are gone: a worker restarted under its id (by a supervisor) may
   // register again before discovery noticed it was away, so no event announces it.
   const lost = new Set<string>();
+  // Rechecks due together (instances lost together, e.g. a worker host's) share one listing.
+  let listing: Promise<Instance[]> | undefined;
+  const list = (): Promise<Instance[]> =>
+    (listing ??= discovery.instances().finally(() => {
+      listing = undefined;
+    }));
   const recheck = (id: string, afterMs: number): void => {
     lost.add(id);
     setTimeout(() => {
       if (stopped || !lost.has(id)) return;
-      void discovery
-        .instances()
+      void list()
         .then((all) => {
           const found = all.filter((x) => x.id === id);
           if (found.length === 0) recheck(id, afterMs);

@@ -1,4 +1,4 @@
-import semver from 'semver';
+import { satisfies } from './instances.js';
 import type { PlanEntry } from './plans/schema.js';
 import type { StageInstance } from './types.js';
 
@@ -28,7 +28,7 @@ export function modelAvailability(source: InstanceSource, entry: PlanEntry): Mod
     if (stage.requires) continue;
     const ok = source.instances(stage.pool).some(({ instance }) => {
       if (instance.available?.() === false) return false;
-      if (stage.version && !semver.satisfies(instance.version, stage.version, { includePrerelease: true })) return false;
+      if (stage.version && !satisfies(instance.version, stage.version)) return false;
       if (instance.models.length === 0) return true;
       return entry.model ? instance.models.includes(entry.model) : true;
     });
