@@ -573,15 +573,7 @@ export class RequestLifecycle {
         if (!current(r, item) || r.startedBy !== lease.token) return false;
         before = r.events.length;
         pushProgress(r, item.stageIndex, step, totalSteps);
-        replaced = [];
-        if (opts.checkpoint) {
-          // The latest checkpoint of each name is kept; an older one it replaces goes.
-          for (const [name, ref] of Object.entries(opts.checkpoint)) {
-            const old = r.checkpoint?.[name];
-            if (old && old.objectId !== ref.objectId) replaced.push(old);
-          }
-          r.checkpoint = { ...r.checkpoint, ...opts.checkpoint };
-        }
+        replaced = opts.checkpoint ? keepCheckpoint(r, opts.checkpoint) : [];
         return {};
       },
       opts.hint,
@@ -671,7 +663,6 @@ export class RequestLifecycle {
         // The stage is done: its checkpoints go.
         checkpoints = Object.values(r.checkpoint ?? {});
         delete r.checkpoint;
-        delete r.preemptions;
         const timing = timingOf(r, item.stageIndex);
         timing.finishedAt = now;
         ctx.updatedAt = now;
@@ -860,14 +851,7 @@ export class RequestLifecycle {
     const rec = await this.opts.store.update(item.reqId, (r) => {
       if (!current(r, item) || r.startedBy !== lease.token) return false;
       before = r.events.length;
-      replaced = [];
-      if (how.checkpoint) {
-        for (const [name, ref] of Object.entries(how.checkpoint)) {
-          const old = r.checkpoint?.[name];
-          if (old && old.objectId !== ref.objectId) replaced.push(old);
-        }
-        r.checkpoint = { ...r.checkpoint, ...how.checkpoint };
-      }
+      replaced = how.checkpoint ? keepCheckpoint(r, how.checkpoint) : [];
       if (how.step > 0) pushProgress(r, item.stageIndex, how.step, how.totalSteps);
       const now = Date.now();
       r.events.push({
@@ -885,7 +869,6 @@ export class RequestLifecycle {
       });
       r.startedBy = undefined;
       r.attempt += 1;
-      r.preemptions = (r.preemptions ?? 0) + 1;
       this.queued(r, item.stageIndex, now);
       return { release: { lease, delayMs: 0 } };
     });
@@ -1102,6 +1085,20 @@ function sameRefs(a: RequestRecord, b: RequestRecord): boolean {
 }
 
 /** Records a progress event of stage `stageIndex` in a record being changed. */
+/**
+ * Keeps a try's checkpoint objects on the record: the latest of each name is kept, and the
+ * older ones it replaces are returned (to be deleted once the change is written).
+ */
+function keepCheckpoint(r: RequestRecord, checkpoint: Record<string, ObjectRef>): ObjectRef[] {
+  const replaced: ObjectRef[] = [];
+  for (const [name, ref] of Object.entries(checkpoint)) {
+    const old = r.checkpoint?.[name];
+    if (old && old.objectId !== ref.objectId) replaced.push(old);
+  }
+  r.checkpoint = { ...r.checkpoint, ...checkpoint };
+  return replaced;
+}
+
 function pushProgress(r: RequestRecord, stageIndex: number, step: number, totalSteps: number): void {
   r.state.step = step;
   r.state.totalSteps = totalSteps;

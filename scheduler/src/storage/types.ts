@@ -68,8 +68,6 @@ export interface RequestRecord {
   producers: Record<string, number>;
   /** Stages re-run so far because an input was lost (bounded by the scheduler). */
   reruns: number;
-  /** Tries of the current stage that gave their slot to a more urgent task (not failures, not lost tries). */
-  preemptions?: number;
   /**
    * Objects the current stage's tries keep for a later try (a denoising checkpoint), by
    * name: given to the next try among its inputs, deleted when the stage completes.
