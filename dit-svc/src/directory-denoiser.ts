@@ -32,7 +32,7 @@ import {
   SchedulerError,
   type DiffusionScheduler,
 } from './schedulers/index.js';
-import { runFingerprint, type Checkpointer } from './checkpoint.js';
+import { runFingerprint, type Checkpointer, type DenoiseCheckpoint } from './checkpoint.js';
 import { StepCache, stepCacheWarning } from './step-cache.js';
 import { familyProjection, LoopPreviews } from './latent-preview.js';
 
@@ -219,16 +219,17 @@ export class DirectoryDenoiser {
       }));
       const progress = previews.length > 0 ? { ...step, previews } : step;
       const checkpoints = this.deps.checkpoints;
-      if (checkpoints?.preempting(ctx, i + 1, total)) {
-        const state = { step: i + 1, totalSteps: total, fingerprint, latent: x, rng: rng.getState() };
-        await checkpoints.yieldSlot(task, ctx, { ...state, scheduler: encodeSchedulerState(scheduler.getState()) }, progress);
-      }
-      if (checkpoints?.due(i + 1, total)) {
-        const state = { step: i + 1, totalSteps: total, fingerprint, latent: x, rng: rng.getState() };
-        await checkpoints.save(task, ctx, { ...state, scheduler: encodeSchedulerState(scheduler.getState()) }, progress);
-      } else {
-        ctx.onProgress(progress);
-      }
+      const state = (): DenoiseCheckpoint => ({
+        step: i + 1,
+        totalSteps: total,
+        fingerprint,
+        latent: x,
+        rng: rng.getState(),
+        scheduler: encodeSchedulerState(scheduler.getState()),
+      });
+      if (checkpoints?.preempting(ctx, i + 1, total)) await checkpoints.yieldSlot(task, ctx, state(), progress);
+      if (checkpoints?.due(i + 1, total)) await checkpoints.save(task, ctx, state(), progress);
+      else ctx.onProgress(progress);
     }
     const latent = flux ? unpackLatents(x, C, h, w) : x;
     const latents = await this.deps.store.put({
