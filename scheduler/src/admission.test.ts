@@ -1,40 +1,10 @@
-import * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadDiffmeshProtos, type SubmitResponse__Output } from '@diffmesh/protos';
-import { Code, fromWire, type DiffmeshError } from '@diffmesh/core';
+import { Code } from '@diffmesh/core';
 import { SchedulerConfigSchema } from './config.js';
-import { Fixtures, HeldInstance, newScheduler, outcome, twoModels } from './fixtures/stages.js';
-import { schedulerServiceBinding } from './service.js';
-import type { Scheduler } from './scheduler.js';
-import type { GenerateRequest } from './types.js';
+import { Fixtures, HeldInstance, newScheduler, outcome, refusal } from './fixtures/stages.js';
 
 const fx = new Fixtures();
 afterEach(() => fx.close());
-
-/** The error `submit` throws, or undefined when it accepts. */
-async function refusal(s: Scheduler, req: Partial<GenerateRequest>): Promise<DiffmeshError | undefined> {
-  try {
-    await s.submit({ model: 'm1', params: { prompt: 'x' }, ...req });
-    return undefined;
-  } catch (err) {
-    return err as DiffmeshError;
-  }
-}
-
-/** Submit over gRPC: the response, or the error it failed with. */
-async function submitOverGrpc(s: Scheduler, req: Record<string, unknown>): Promise<SubmitResponse__Output | DiffmeshError> {
-  const address = await fx.server(schedulerServiceBinding(s, twoModels));
-  const client = new (loadDiffmeshProtos().diffmesh.scheduler.v1.SchedulerService)(address, grpc.credentials.createInsecure());
-  try {
-    return await new Promise((resolve) => {
-      client.Submit({ model: 'm1', params: { prompt: 'x' }, ...req }, (err: grpc.ServiceError | null, res?: SubmitResponse__Output) =>
-        resolve(err ? fromWire(err) : (res as SubmitResponse__Output)),
-      );
-    });
-  } finally {
-    client.close();
-  }
-}
 
 describe('admission: timeout_ms', async () => {
   it('refuses a timeout a timer cannot hold (2^31 ms or more) naming timeout_ms, and accepts nothing', async () => {
@@ -47,7 +17,7 @@ describe('admission: timeout_ms', async () => {
     });
     expect(s.inFlightCount()).toBe(0);
     // A valid uint32 on the wire, refused the same way.
-    expect(await submitOverGrpc(s, { timeoutMs: 2 ** 31 })).toMatchObject({
+    expect(await fx.submitOverGrpc(s, { timeoutMs: 2 ** 31 })).toMatchObject({
       code: Code.INVALID_ARGUMENT,
       metadata: { field: 'timeout_ms' },
     });
@@ -80,7 +50,7 @@ describe('admission: request_id', async () => {
     expect(await refusal(s, { requestId: 'tenant:42' })).toMatchObject(bad);
     expect(await refusal(s, { requestId: 'x'.repeat(60_000) })).toMatchObject(bad);
     expect(await refusal(s, { requestId: 'é'.repeat(129) })).toMatchObject(bad);
-    expect(await submitOverGrpc(s, { requestId: 'a:b' })).toMatchObject(bad);
+    expect(await fx.submitOverGrpc(s, { requestId: 'a:b' })).toMatchObject(bad);
     expect(s.inFlightCount()).toBe(0);
     expect(s.recentRequests()).toHaveLength(0);
   });

@@ -1,37 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import * as grpc from '@grpc/grpc-js';
-import { Code, fromWire, timestampToWire, type DiffmeshError } from '@diffmesh/core';
-import { loadDiffmeshProtos, type SubmitResponse__Output } from '@diffmesh/protos';
-import { Fixtures, HeldInstance, end, newScheduler, twoModels } from './fixtures/stages.js';
-import { schedulerServiceBinding } from './service.js';
+import { Code, timestampToWire } from '@diffmesh/core';
+import type { SubmitResponse__Output } from '@diffmesh/protos';
+import { Fixtures, HeldInstance, end, newScheduler, refusal } from './fixtures/stages.js';
 import type { Scheduler } from './scheduler.js';
-import type { GenerateRequest } from './types.js';
 
 const fx = new Fixtures();
 afterEach(() => fx.close());
-
-async function refusal(s: Scheduler, req: Partial<GenerateRequest>): Promise<DiffmeshError | undefined> {
-  try {
-    await s.submit({ model: 'm1', params: { prompt: 'x' }, ...req });
-    return undefined;
-  } catch (err) {
-    return err as DiffmeshError;
-  }
-}
-
-async function submitOverGrpc(s: Scheduler, req: Record<string, unknown>): Promise<SubmitResponse__Output | DiffmeshError> {
-  const address = await fx.server(schedulerServiceBinding(s, twoModels));
-  const client = new (loadDiffmeshProtos().diffmesh.scheduler.v1.SchedulerService)(address, grpc.credentials.createInsecure());
-  try {
-    return await new Promise((resolve) => {
-      client.Submit({ model: 'm1', params: { prompt: 'x' }, ...req }, (err: grpc.ServiceError | null, res?: SubmitResponse__Output) =>
-        resolve(err ? fromWire(err) : (res as SubmitResponse__Output)),
-      );
-    });
-  } finally {
-    client.close();
-  }
-}
 
 /** Runs one task of ~`ms` on `inst` so the scheduler has a measured run time for the pool. */
 async function measured(s: Scheduler, inst: HeldInstance, ms: number): Promise<void> {
@@ -52,11 +26,11 @@ describe('deadlines', () => {
       metadata: { field: 'deadline' },
     });
     expect(await refusal(s, { deadline: Number.NaN })).toMatchObject({ code: Code.INVALID_ARGUMENT, metadata: { field: 'deadline' } });
-    expect(await submitOverGrpc(s, { deadline: timestampToWire(Date.now() + 30 * 86_400_000) })).toMatchObject({
+    expect(await fx.submitOverGrpc(s, { deadline: timestampToWire(Date.now() + 30 * 86_400_000) })).toMatchObject({
       code: Code.INVALID_ARGUMENT,
       metadata: { field: 'deadline' },
     });
-    expect(await submitOverGrpc(s, { deadline: { seconds: 1, nanos: 0 } })).toMatchObject({
+    expect(await fx.submitOverGrpc(s, { deadline: { seconds: 1, nanos: 0 } })).toMatchObject({
       code: Code.INVALID_ARGUMENT,
       metadata: { field: 'deadline' },
     });
@@ -70,7 +44,7 @@ describe('deadlines', () => {
     // The only slot is taken: the second request waits past its deadline.
     await s.submit({ model: 'm1', params: { prompt: 'blocker' } });
     const deadline = Date.now() + 150;
-    const res = await submitOverGrpc(s, { deadline: timestampToWire(deadline) });
+    const res = await fx.submitOverGrpc(s, { deadline: timestampToWire(deadline) });
     const reqId = (res as SubmitResponse__Output).reqId;
     expect((await s.get(reqId)).context.deadline).toBe(deadline);
     const e = await end(s, reqId);
