@@ -3,7 +3,7 @@
 // Paths are the workspace folders; another package is reached through its built entry point
 // (`<pkg>/dist/…`), so the rules also see what a process really loads at run time.
 const SERVICES = '(scheduler|tensor-svc|encoder-svc|dit-svc|vae-svc|gateway)';
-const LIBRARIES = '(core|discovery|tensor-client|media|model-layout|stage-host|client|testing|models)';
+const LIBRARIES = '(core|discovery|tensor-client|media|model-layout|adapters|stage-host|client|testing|models)';
 const TOP = '(cli|integration-tests|bench|deploy)';
 const TEST = '\\.test\\.ts$|/fixtures/';
 
@@ -30,7 +30,7 @@ module.exports = {
       comment: 'core holds what every process shares; it depends on protos and npm packages only.',
       from: { path: '^core/' },
       to: {
-        path: `^(discovery|tensor-client|media|model-layout|stage-host|client|testing|models|${SERVICES.slice(1, -1)}|${TOP.slice(1, -1)})/`,
+        path: `^(discovery|tensor-client|media|model-layout|adapters|stage-host|client|testing|models|${SERVICES.slice(1, -1)}|${TOP.slice(1, -1)})/`,
       },
     },
     {
@@ -72,7 +72,7 @@ module.exports = {
       name: 'no-onnx-in-light-processes',
       severity: 'error',
       comment: 'Only stage services (and model builders) load onnxruntime-node; the gateway, scheduler, tensor-svc and client never do.',
-      from: { path: '^(gateway|scheduler|tensor-svc|client|core|discovery|tensor-client|media|model-layout)/src/', pathNot: TEST },
+      from: { path: '^(gateway|scheduler|tensor-svc|client|core|discovery|tensor-client|media|model-layout|adapters)/src/', pathNot: TEST },
       to: { path: 'node_modules/onnxruntime-node/', reachable: true },
     },
   ],

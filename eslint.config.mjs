@@ -89,6 +89,7 @@ export default tseslint.config(
       'tensor-client/src/**/*.ts',
       'media/src/**/*.ts',
       'model-layout/src/**/*.ts',
+      'adapters/src/**/*.ts',
       'stage-host/src/**/*.ts',
       'client/src/**/*.ts',
       'scheduler/src/**/*.ts',

@@ -1,5 +1,6 @@
 import { GraphBuilder, WeightRng, type ElemType } from '../onnx/graph.js';
 import { castIn, castOut, type Precision } from './text-encoders.js';
+import { addAttentionBlock } from './unet-attention-block.js';
 import { logSigmas, type TrainingScheduleConfig } from './training-schedule.js';
 import { SEMANTIC_DIMS } from './vocabulary.js';
 
@@ -59,6 +60,11 @@ export interface AnalyticUnetOptions {
    * picture, stays the same; only the run takes longer. Default none.
    */
   extraWork?: { size: number; products: number };
+  /**
+   * Adds a transformer block with optimum's layer names (see `unet-attention-block.ts`) whose
+   * base contribution is exactly zero, so LoRA files have layers to update. Default false.
+   */
+  attentionBlock?: boolean;
   seed: number;
 }
 
@@ -252,7 +258,8 @@ export function buildAnalyticUnetOnnx(opts: AnalyticUnetOptions): Uint8Array {
     amp = g.f32(UNET_PATTERN_AMP, []);
   }
   const u = g.op('Add', [colour4, g.op('Mul', [amp, pattern])]);
-  const x0 = g.op('Mul', [u, g.f32(opts.scalingFactor, [])]);
+  let x0 = g.op('Mul', [u, g.f32(opts.scalingFactor, [])]);
+  if (opts.attentionBlock && ehs) x0 = g.op('Add', [x0, addAttentionBlock(g, x, s, castIn(g, ehs, opts.precision), D, opts.seed)]);
 
   const [sa, s1] = timestepToAlphaSigma(g, timestep, opts.timestepType, logSigmas(opts.schedule));
   const eps = g.op('Div', [g.op('Sub', [x, g.op('Mul', [sa, x0])]), s1]);

@@ -39,3 +39,6 @@ export type { BrokenDirKind, TestModel } from './test-model-dirs.js';
 export { alphasCumprod, logSigmas, sigmaAtTimestep, trainingBetas } from './training-schedule.js';
 export type { TrainingScheduleConfig } from './training-schedule.js';
 export { NEUTRAL_WORDS, VOCABULARY_WORDS, WORD_MEANINGS } from './vocabulary.js';
+export { testLoraTensors, writeTestLora } from './lora-files.js';
+export type { TestLoraOptions } from './lora-files.js';
+export { attentionBlockLinears, BLOCK_DIM } from './unet-attention-block.js';

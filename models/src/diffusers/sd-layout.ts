@@ -72,6 +72,8 @@ export interface SdDirOptions {
    * Default none.
    */
   extraWork?: { size: number; products: number };
+  /** The UNet gets a transformer block with optimum's layer names for LoRA files (base picture unchanged). Default false. */
+  attentionBlock?: boolean;
   seed?: number;
 }
 
@@ -101,6 +103,7 @@ export function resolveSdOptions(o: SdDirOptions = {}): ResolvedSdOptions {
     timestepCondDim: o.timestepCondDim ?? 0,
     externalData: o.externalData ?? false,
     extraWork: o.extraWork ?? { size: 0, products: 0 },
+    attentionBlock: o.attentionBlock ?? false,
     seed: o.seed ?? 1234,
   };
 }
@@ -163,6 +166,7 @@ export class SdTestModel {
       withEncoderHiddenStates: o.withEncoderHiddenStates,
       ...(o.timestepCondDim ? { timestepCondDim: o.timestepCondDim } : {}),
       ...(o.extraWork.products > 0 ? { extraWork: o.extraWork } : {}),
+      attentionBlock: o.attentionBlock,
       seed: o.seed + 1,
     };
   }

@@ -107,13 +107,23 @@ export class GraphBuilder {
     return out;
   }
 
+  /**
+   * Appends a node with a given node name (as exporters name them, `/down_blocks.0/…/to_q/MatMul`)
+   * and one output, named after the node unless `output` is given.
+   */
+  named(nodeName: string, opType: string, inputs: string[], attrs: Record<string, AttrValue> = {}, output?: string): string {
+    const out = output ?? `${nodeName}_output_0`;
+    this.opN(opType, inputs, [out], attrs, nodeName);
+    return out;
+  }
+
   /** Appends a node with several outputs. */
-  opN(opType: string, inputs: string[], outputs: string[], attrs: Record<string, AttrValue> = {}): string[] {
+  opN(opType: string, inputs: string[], outputs: string[], attrs: Record<string, AttrValue> = {}, nodeName?: string): string[] {
     const node = new onnx.NodeProto({
       opType,
       input: inputs,
       output: outputs,
-      name: this.fresh(`n_${opType}`),
+      name: nodeName ?? this.fresh(`n_${opType}`),
       attribute: Object.entries(attrs).map(([k, v]) => attribute(k, v)),
     });
     this.nodes.push(node);

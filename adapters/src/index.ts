@@ -1,0 +1,18 @@
+export { adapterFileError } from './adapter-error.js';
+export { mapLoraToGraphs } from './adapter-mapping.js';
+export type { MappedAdapter, MappedTarget, ModelGraphs } from './adapter-mapping.js';
+export { loraFamilies } from './base-model.js';
+export type { BaseFamily } from './base-model.js';
+export { findGraphLinears, moduleOfNodeName } from './graph-targets.js';
+export type { GraphLinear, GraphLinears, ModelProto } from './graph-targets.js';
+export { kohyaFlatName, sgmToDiffusersFlat } from './kohya-names.js';
+export { loadLoraAdapter } from './lora-adapter.js';
+export { loraFeeds } from './lora-feeds.js';
+export type { AdapterUse, LoraFeed } from './lora-feeds.js';
+export { readLoraFile } from './lora-file.js';
+export type { AdapterComponent, LoraFile, LoraFormat, LoraTarget } from './lora-file.js';
+export { mergeLora } from './lora-merge.js';
+export { addLoraBranches, loraInputNames } from './lora-pass.js';
+export type { LoraSlot } from './lora-pass.js';
+export { encodeSafetensors, MAX_HEADER_BYTES, parseSafetensors } from './safetensors.js';
+export type { SafetensorsDtype, SafetensorsFile, SafetensorsTensor, TensorToWrite } from './safetensors.js';
