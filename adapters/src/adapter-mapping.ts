@@ -16,6 +16,8 @@ export interface MappedAdapter {
   components: Partial<Record<AdapterComponent, Map<string, MappedTarget>>>;
   /** Bytes the adapter's matrices hold in memory (float32). */
   bytes: number;
+  /** Targets of the components left out ({@link ModelGraphs.skip}). */
+  skipped: number;
 }
 
 /** What the mapping needs to know about the model. */
@@ -25,6 +27,11 @@ export interface ModelGraphs {
   linears: Partial<Record<AdapterComponent, GraphLinears>>;
   /** The UNet's `layers_per_block` (kohya's SDXL block names); default 2. */
   layersPerBlock?: number;
+  /**
+   * Components whose targets are left out rather than mapped (a stage that applies only the
+   * denoiser's part of a file); default none. They are counted in {@link MappedAdapter.skipped}.
+   */
+  skip?: AdapterComponent[];
 }
 
 function findLinear(t: LoraTarget, linears: GraphLinears, layersPerBlock: number): GraphLinear | undefined {
@@ -48,7 +55,12 @@ export function mapLoraToGraphs(lora: LoraFile, file: string, model: ModelGraphs
   }
   const components: MappedAdapter['components'] = {};
   let bytes = 0;
+  let skipped = 0;
   for (const t of lora.targets) {
+    if (model.skip?.includes(t.component)) {
+      skipped += 1;
+      continue;
+    }
     const linears = model.linears[t.component];
     if (!linears) throw adapterFileError(file, `key ${t.key}: the model has no ${t.component} graph to apply it to`, { key: t.key });
     const linear = findLinear(t, linears, model.layersPerBlock ?? 2);
@@ -66,5 +78,5 @@ export function mapLoraToGraphs(lora: LoraFile, file: string, model: ModelGraphs
     map.set(linear.module, { target: t, linear });
     bytes += (t.down.length + t.up.length) * 4;
   }
-  return { format: lora.format, components, bytes };
+  return { format: lora.format, components, bytes, skipped };
 }

@@ -16,3 +16,16 @@ export { addLoraBranches, loraInputNames } from './lora-pass.js';
 export type { LoraSlot } from './lora-pass.js';
 export { encodeSafetensors, MAX_HEADER_BYTES, parseSafetensors } from './safetensors.js';
 export type { SafetensorsDtype, SafetensorsFile, SafetensorsTensor, TensorToWrite } from './safetensors.js';
+export {
+  ADAPTER_FILE_SUFFIX,
+  addAdapterFile,
+  adapterFilePath,
+  DEFAULT_MAX_ADAPTER_FILE_BYTES,
+  listAdapterFiles,
+  readAdapterBytes,
+  removeAdapterFile,
+  statAdapterFile,
+  summariseAdapter,
+} from './adapter-directory.js';
+export type { AdapterFileInfo, AdapterSummary } from './adapter-directory.js';
+export { decodeModel, encodeModel, externalDataFiles } from './onnx-model.js';

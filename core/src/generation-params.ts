@@ -27,7 +27,25 @@ export interface GenerationParams {
   stepCache?: StepCacheParams;
   /** Live previews every N denoising steps; absent = none (see {@link PreviewParams}). */
   preview?: PreviewParams;
+  /** LoRA adapters applied to the denoiser, by name, each at its scale; absent or empty = none. */
+  adapters?: AdapterParams[];
 }
+
+/** One LoRA adapter of a request (see {@link ADAPTER_NAME_PATTERN}). */
+export interface AdapterParams {
+  name: string;
+  /** Finite, within ±{@link MAX_ADAPTER_SCALE}; a request that gives none gets {@link DEFAULT_ADAPTER_SCALE}. */
+  scale: number;
+}
+
+/** Adapter names: a file name without `.safetensors`, no path (letters, digits, `.`, `_`, `-`; not starting with `.`). */
+export const ADAPTER_NAME_PATTERN = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/;
+/** Scale of an adapter a request names without one. */
+export const DEFAULT_ADAPTER_SCALE = 1;
+/** Largest |scale| of an adapter. */
+export const MAX_ADAPTER_SCALE = 10;
+/** Most adapters in one request. */
+export const MAX_ADAPTERS = 8;
 
 /** Step caching: skip the denoiser at a step whose input changed less than `threshold`. */
 export interface StepCacheParams {

@@ -22,9 +22,13 @@ export type { DiffmeshErrorOptions, Reason } from './errors/errors.js';
 export { globToRegExp, STAGE_INPUTS, STAGE_NAMES } from './execution-plan.js';
 export type { ExecutionPlan, PlanStage, StageInput, StageName } from './execution-plan.js';
 export {
+  ADAPTER_NAME_PATTERN,
+  DEFAULT_ADAPTER_SCALE,
   DEFAULT_PREVIEW_SIDE,
   DEFAULT_STEP_CACHE_MAX_SKIPPED,
   DEFAULT_STRENGTH,
+  MAX_ADAPTER_SCALE,
+  MAX_ADAPTERS,
   MAX_FPS,
   MAX_PREVIEW_SIDE,
   MAX_PROMPT_LENGTH,
@@ -35,7 +39,7 @@ export {
   MIN_STEPS,
   randomSeed,
 } from './generation-params.js';
-export type { GenerationParams, PreviewParams, StepCacheParams } from './generation-params.js';
+export type { AdapterParams, GenerationParams, PreviewParams, StepCacheParams } from './generation-params.js';
 export { advertisedAddress, hostOf, isWildcardHost } from './grpc/advertise.js';
 export type { AdvertiseInput } from './grpc/advertise.js';
 export { countsForBreaker, createBreaker } from './grpc/breaker.js';

@@ -14,6 +14,7 @@ import { defaultLatentSize, OnnxStage, latentFrames, ort, type OnnxStageDeps, ty
 import { float32View, toBytes } from '@diffmesh/tensor-client';
 import { applyGuidance, FlowEulerSampler, samplerFor, type Sampler } from './samplers.js';
 import { DirectoryDenoiser } from './directory-denoiser.js';
+import type { DenoiserAdapters } from './denoiser-adapters.js';
 import { Checkpointer, runFingerprint } from './checkpoint.js';
 import { StepCache, stepCacheWarning } from './step-cache.js';
 import { LoopPreviews, manifestProjection, type LatentFrame } from './latent-preview.js';
@@ -33,6 +34,8 @@ export interface DenoisingStageOptions extends OnnxStageDeps {
    * where the hardware allows; each is a batch of whatever was ready). Default 1.
    */
   runConcurrency?: number;
+  /** LoRA adapters of model directories' denoisers (`--lora-dir`); none without. */
+  adapters?: DenoiserAdapters;
 }
 
 /** What one item gets back from a denoiser run. */
@@ -77,6 +80,7 @@ export class DenoisingStage extends OnnxStage {
       maxBatch: opts.maxBatch,
       runConcurrency: opts.runConcurrency ?? 1,
       checkpoints: this.checkpoints,
+      ...(opts.adapters ? { adapters: opts.adapters } : {}),
       ...(opts.metrics ? { metrics: opts.metrics } : {}),
       ...(opts.onBatch ? { onBatch: opts.onBatch } : {}),
     });
@@ -110,6 +114,8 @@ export class DenoisingStage extends OnnxStage {
   async execute(task: StageTask, ctx: StageContext): Promise<StageResult> {
     const resolved = await this.opts.catalog.resolve(task.model);
     if (resolved.kind === 'directory') return this.directories.run(task, ctx, resolved.directory);
+    if (task.params.adapters?.length)
+      throw invalidParameter('adapters[0].name', `${task.model} takes no adapters (only model directories do)`);
     const { manifest, file } = resolved.manifest;
     const p = task.params;
     const f = manifest.latent.spatialFactor;

@@ -21,7 +21,9 @@ import {
   type SessionCache,
 } from '@diffmesh/stage-host';
 import { float32View, toBytes, type TensorStore } from '@diffmesh/tensor-client';
+import type { AdapterUse } from '@diffmesh/adapters';
 import { MicroBatcher } from './batching.js';
+import type { DenoiserAdapters } from './denoiser-adapters.js';
 import { guidanceScaleEmbedding, latentImageIds, packLatents, unpackLatents } from './latent-packing.js';
 import { NoiseRng } from './rng.js';
 import {
@@ -59,6 +61,9 @@ interface StepItem {
   shared: Record<string, Item>;
   timestep: number;
   output: string;
+  /** The request's LoRA adapters, and the inputs of the branches for a batch (see {@link DenoiserAdapters}). */
+  adapters: AdapterUse[];
+  loraFeeds?: (rows: AdapterUse[][]) => Promise<Record<string, ort.Tensor>>;
 }
 
 interface StepOutput {
@@ -77,6 +82,8 @@ export interface DirectoryDenoiserDeps {
   onBatch?: (size: number, ms: number) => void;
   /** Stores and resumes step checkpoints (see {@link Checkpointer}). */
   checkpoints?: Checkpointer;
+  /** LoRA adapters (`--lora-dir`); without, a request naming adapters is refused. */
+  adapters?: DenoiserAdapters;
 }
 
 /** Names of the latent input of each denoiser kind. */
@@ -145,7 +152,8 @@ export class DirectoryDenoiser {
     }
     const sampleDims = flux ? [(h / 2) * (w / 2), 4 * C] : [C, h, w];
     const output = io.outputs[0].name;
-    const session = () => directory.session(this.deps.sessions, denoiser.name);
+    const lora = await this.adapters(task, directory);
+    const session = () => directory.session(this.deps.sessions, denoiser.name, lora.variant);
     // An export with a fixed batch of 1 runs each item alone (the CFG pair included).
     const batchedNames = new Set([sampleName, ...Object.keys(cond.cond)]);
     const staticBatch = [...inputs.values()].some((v) => batchedNames.has(v.name) && typeof v.shape?.[0] === 'number' && v.shape[0] === 1);
@@ -176,6 +184,8 @@ export class DirectoryDenoiser {
         shared: cond.shared,
         timestep,
         output,
+        adapters: lora.uses,
+        ...(lora.feeds ? { loraFeeds: lora.feeds } : {}),
       });
       const key = `${denoiser.model}|${sampleDims.join('x')}|${JSON.stringify(Object.values(cond.cond).map((c) => c.dims))}|${
         timestepPerItem ? 'per-item' : timestep
@@ -347,6 +357,21 @@ export class DirectoryDenoiser {
     }
   }
 
+  /** A task's adapters, and the session variant and branch inputs every request of the directory then shares. */
+  private async adapters(task: StageTask, directory: ModelDirectory) {
+    const adapters = this.deps.adapters;
+    if (!adapters) {
+      if (task.params.adapters?.length)
+        throw invalidParameter('adapters[0].name', 'this denoising stage serves no adapters (start it with --lora-dir)');
+      return { uses: [] as AdapterUse[] };
+    }
+    return {
+      uses: await adapters.resolve(task.params, directory),
+      variant: adapters.variant(directory),
+      feeds: (rows: AdapterUse[][]) => adapters.feeds(directory, rows),
+    };
+  }
+
   /** Stacks items along the batch axis, runs the denoiser once, splits the output. */
   private async runBatch(items: StepItem[]): Promise<StepOutput[]> {
     const first = items[0];
@@ -378,6 +403,7 @@ export class DirectoryDenoiser {
         throw new DiffmeshError(Code.FAILED_PRECONDITION, 'MODEL_LOAD_FAILED', `denoiser input "${name}" is not one the pipeline feeds`);
       }
     }
+    if (first.loraFeeds) Object.assign(feeds, await first.loraFeeds(items.map((it) => it.adapters)));
     const started = performance.now();
     const result = await session.run(feeds);
     const out = floatOutput(result[first.output]);

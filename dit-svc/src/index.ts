@@ -6,3 +6,5 @@ export { MicroBatcher } from './batching.js';
 export { NoiseRng } from './rng.js';
 export { familyProjection, latentPreview, manifestProjection, previewDue } from './latent-preview.js';
 export type { LatentRgbProjection } from './latent-preview.js';
+export { DenoiserAdapters } from './denoiser-adapters.js';
+export type { DenoiserAdaptersOptions } from './denoiser-adapters.js';

@@ -11,8 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildFluxDir, defaultModelsRoot } from '@diffmesh/models';
 import { ModelCatalog, SessionCache } from '@diffmesh/stage-host';
 import { createTensorStore, float32View, toBytes, type TensorStore } from '@diffmesh/tensor-client';
-import { silentLogger, type GenerationParams, type ObjectRef, type StageTask } from '@diffmesh/core';
+import { silentLogger, type ObjectRef, type StageTask } from '@diffmesh/core';
 import { DenoisingStage } from './denoising-stage.js';
+import { denoiseTask } from './fixtures/denoise-task.js';
 import { NoiseRng } from './rng.js';
 
 let store: TensorStore;
@@ -38,30 +39,7 @@ async function put(reqId: string, name: string, shape: number[], seed: bigint): 
   return store.put({ requestId: reqId, name, data: toBytes(new NoiseRng(seed).normals(n)), shape, dtype: 'float32' });
 }
 
-function task(reqId: string, model: string, params: Partial<GenerationParams>, inputs: Record<string, ObjectRef>): StageTask {
-  return {
-    reqId,
-    stageIndex: 1,
-    stage: 'denoising',
-    attempt: 1,
-    model,
-    params: {
-      prompt: 'x',
-      negativePrompt: '',
-      width: 64,
-      height: 64,
-      numFrames: 1,
-      numInferenceSteps: 6,
-      guidanceScale: 3.5,
-      seed: '1',
-      fps: 8,
-      ...params,
-    },
-    inputs,
-    deadline: 0,
-    traceContext: {},
-  };
-}
+const task = denoiseTask;
 
 /** A denoising stage that records the size of every denoiser run in `sizes`. */
 function stageRecording(catalog: ModelCatalog, sizes: number[]): DenoisingStage {

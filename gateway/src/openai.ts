@@ -31,6 +31,7 @@ import {
 } from '@diffmesh/core';
 import { encodeImage } from '@diffmesh/media';
 import { type TensorStore } from '@diffmesh/tensor-client';
+import { optAdapters } from './adapter-params.js';
 import { HttpStatusError, gatewayError } from './errors.js';
 import { header, sendBytes, sendJson } from './http-util.js';
 import { inputImageParam } from './input-images.js';
@@ -249,6 +250,8 @@ const IMAGE_FIELDS = [
   'seed',
   'priority',
   'deadline',
+  // LoRA adapters, [{ name, scale }] (the SDKs' extra_body).
+  'adapters',
   // Accepted for compatibility; they change nothing here.
   'quality',
   'style',
@@ -297,6 +300,7 @@ function imageOptions(deps: OpenAiDeps, body: Record<string, unknown>) {
   const priority = optNumber(body, 'priority', { integer: true, min: -(2 ** 31), max: 2 ** 31 - 1 }) ?? 0;
   const seed = optSeed(body) ?? BigInt(randomSeed());
   const deadline = optDeadline(body);
+  const adapters = optAdapters(body);
   const params: Partial<GenerationParams> & { prompt: string } = {
     prompt: text,
     ...(negative !== undefined ? { negativePrompt: negative } : {}),
@@ -304,6 +308,7 @@ function imageOptions(deps: OpenAiDeps, body: Record<string, unknown>) {
     numFrames: 1,
     ...(steps !== undefined ? { numInferenceSteps: steps } : {}),
     ...(guidance !== undefined ? { guidanceScale: guidance } : {}),
+    ...(adapters ? { adapters } : {}),
   };
   return { params, n, format, priority, seed, deadline };
 }
@@ -553,6 +558,7 @@ const VIDEO_FIELDS = [
   'guidance_scale',
   'priority',
   'deadline',
+  'adapters',
   // The image to start from (image-to-video): a file, a data URL, or { image_url } in JSON.
   'input_reference',
   // The openai SDK's form of { image_url } / { file_id }.
@@ -590,6 +596,7 @@ export async function createVideo(
   const priority = optNumber(body, 'priority', { integer: true, min: -(2 ** 31), max: 2 ** 31 - 1 }) ?? 0;
   const seed = optSeed(body);
   const deadline = optDeadline(body);
+  const adapters = optAdapters(body);
   const image = reference ? await inputImageParam(reference.value, reference.param, deps.maxImageBytes) : undefined;
   const model = await deps.models.resolve(optString(body, 'model'), image ? 'MODALITY_IMAGE_TO_VIDEO' : 'MODALITY_TEXT_TO_VIDEO', signal);
   const d = model.info.defaults;
@@ -610,6 +617,7 @@ export async function createVideo(
     ...(steps !== undefined ? { numInferenceSteps: steps } : {}),
     ...(guidance !== undefined ? { guidanceScale: guidance } : {}),
     ...(seed !== undefined ? { seed: seed.toString() } : {}),
+    ...(adapters ? { adapters } : {}),
   };
   const spec: VideoSpec = {
     model: model.name,

@@ -8,7 +8,7 @@ import {
   type GraphValue,
   type OnnxComponentName,
 } from '@diffmesh/model-layout';
-import type { ModelSession, SessionCache } from './onnx-sessions.js';
+import type { ModelSession, SessionCache, SessionVariant } from './onnx-sessions.js';
 
 /**
  * A model directory in the diffusers/optimum ONNX layout, loaded by a stage: its layout (kind,
@@ -53,10 +53,13 @@ export class ModelDirectory {
     return this.graphs[component]?.outputs.find((o) => o.name === name);
   }
 
-  /** The session of a component (one per process: the cache keys it by the file's real path). */
-  session(sessions: SessionCache, component: OnnxComponentName): Promise<ModelSession> {
+  /**
+   * The session of a component (one per process: the cache keys it by the file's real path),
+   * or of a variant of its graph (see {@link SessionVariant}).
+   */
+  session(sessions: SessionCache, component: OnnxComponentName, variant?: SessionVariant): Promise<ModelSession> {
     const c = this.layout.components[component];
     if (!c) throw layoutError(this.layout.dir, `${component}/model.onnx`, 'missing');
-    return sessions.get(c.model);
+    return sessions.get(c.model, variant);
   }
 }

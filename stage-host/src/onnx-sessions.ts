@@ -80,6 +80,17 @@ export interface SkippedProvider {
 }
 
 /**
+ * A rewritten graph of a model file (a graph pass run when the session is made): sessions
+ * of the same file and key are shared; the file on disk is never changed.
+ */
+export interface SessionVariant {
+  /** Names the variant among the file's sessions. */
+  key: string;
+  /** The graph to load, from the file's real path: the model's bytes, or the path of a rewritten copy. */
+  source(file: string): Promise<string | Uint8Array>;
+}
+
+/**
  * Loads each ONNX file once per process and shares the session; creating a session costs
  * tens to hundreds of milliseconds (and the weights' memory), so stage handlers never do it
  * per request. Files are keyed by their real path, so a model reached through a symlink or
@@ -138,11 +149,17 @@ export class SessionCache {
     return n;
   }
 
-  async get(file: string): Promise<ModelSession> {
-    const key = await realpath(file).catch(() => file);
+  /**
+   * The session of `file` (one per process), or of a variant of its graph: `variant.source`
+   * gives the graph to load instead (a rewritten copy, as bytes or a path), made once and kept
+   * under `variant.key` beside the file's own session.
+   */
+  async get(file: string, variant?: SessionVariant): Promise<ModelSession> {
+    const real = await realpath(file).catch(() => file);
+    const key = variant ? `${real}#${variant.key}` : real;
     let s = this.sessions.get(key);
     if (!s) {
-      s = this.create(key);
+      s = variant ? variant.source(real).then((source) => this.create(real, source)) : this.create(real);
       // A failed load is not cached, so a fixed file can be retried.
       s.catch(() => this.sessions.delete(key));
       this.sessions.set(key, s);
@@ -151,7 +168,7 @@ export class SessionCache {
     // A runner thread that died took its sessions with it: load them again.
     if (!session.usable) {
       if (this.sessions.get(key) === s) this.sessions.delete(key);
-      return this.get(file);
+      return this.get(file, variant);
     }
     return session;
   }
@@ -246,7 +263,7 @@ export class SessionCache {
     return file === undefined ? lane.slice(0, 1) : lane;
   }
 
-  private async create(file: string): Promise<PooledSession> {
+  private async create(file: string, source: string | Uint8Array = file): Promise<PooledSession> {
     const skipped: SkippedProvider[] = [];
     const options = this.sessionOptions();
     for (const provider of this.providers) {
@@ -257,7 +274,7 @@ export class SessionCache {
       const hosts = this.hostsFor(provider, file);
       let first: LoadResult;
       try {
-        first = await hosts[0].loadSession(file, this.choice(provider), options);
+        first = await hosts[0].loadSession(source, this.choice(provider), options);
       } catch (err) {
         skipped.push({ provider, error: firstLine((err as Error)?.message ?? String(err)) });
         continue;
@@ -269,7 +286,7 @@ export class SessionCache {
         continue;
       }
       try {
-        const rest = await Promise.all(hosts.slice(1).map((h) => h.loadSession(file, this.choice(provider), options)));
+        const rest = await Promise.all(hosts.slice(1).map((h) => h.loadSession(source, this.choice(provider), options)));
         const copies = [{ host: hosts[0], result: first }, ...hosts.slice(1).map((host, i) => ({ host, result: rest[i] }))];
         const session = new PooledSession(file, provider, copies);
         for (const s of skipped)

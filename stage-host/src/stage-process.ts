@@ -81,6 +81,22 @@ export const StageServiceConfigSchema = z.object({
     .nonnegative()
     .default(10)
     .describe('denoiser only: store a checkpoint every K steps, so a retried task resumes on another instance (0 = off)'),
+  loraDir: z
+    .string()
+    .default('')
+    .describe('denoiser only: folder of LoRA adapters (<name>.safetensors) that requests name in params.adapters; empty = no adapters'),
+  loraCacheBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(1024 * 1024 * 1024)
+    .describe('denoiser only: bytes the loaded adapters may hold together (least recently used dropped first)'),
+  loraMaxFileBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(256 * 1024 * 1024)
+    .describe('denoiser only: largest adapter file read (larger ones are refused)'),
   modelsDirs: z.array(z.string()).min(1).describe('folders holding <org>/<name>/model.json'),
   threads: z.number().int().nonnegative().default(0).describe('onnxruntime intra-op threads (0 = default)'),
   interOpThreads: z.number().int().nonnegative().default(1).describe('onnxruntime inter-op threads (0 = default)'),
@@ -170,6 +186,9 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       CAPACITY: 'capacity',
       MAX_BATCH: 'maxBatch',
       CHECKPOINT_EVERY: 'checkpointEvery',
+      LORA_DIR: 'loraDir',
+      LORA_CACHE_BYTES: 'loraCacheBytes',
+      LORA_MAX_FILE_BYTES: 'loraMaxFileBytes',
       MODELS_DIRS: 'modelsDirs',
       THREADS: 'threads',
       INTER_OP_THREADS: 'interOpThreads',
@@ -202,6 +221,9 @@ export function stageServiceConfig(service: string, envPrefix: string): ConfigDe
       capacity: 'capacity',
       'max-batch': 'maxBatch',
       'checkpoint-every': 'checkpointEvery',
+      'lora-dir': 'loraDir',
+      'lora-cache-bytes': 'loraCacheBytes',
+      'lora-max-file-bytes': 'loraMaxFileBytes',
       'models-dirs': 'modelsDirs',
       threads: 'threads',
       'inter-op-threads': 'interOpThreads',

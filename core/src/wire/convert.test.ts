@@ -154,6 +154,26 @@ describe('GenerationParams', () => {
     expect(paramsInputFromWire(partial).preview).toStrictEqual({ everySteps: 3, maxSide: 256 });
   });
 
+  it('carries adapters through the wire, a scale left unset as the default 1', () => {
+    const round = (p: Parameters<typeof paramsToWire>[0]) =>
+      paramsInputFromWire(paramsCodec().decode(paramsCodec().encode(paramsToWire(p))));
+    expect(
+      round({
+        prompt: 'a cat',
+        adapters: [
+          { name: 'ink', scale: 0.5 },
+          { name: 'sketch', scale: 0 },
+        ],
+      }).adapters,
+    ).toStrictEqual([
+      { name: 'ink', scale: 0.5 },
+      { name: 'sketch', scale: 0 },
+    ]);
+    expect(round({ prompt: 'a cat', adapters: [] })).toStrictEqual({ prompt: 'a cat' });
+    const partial = paramsCodec().decode(paramsCodec().encode({ prompt: 'a cat', adapters: [{ name: 'ink' }] }));
+    expect(paramsInputFromWire(partial).adapters).toStrictEqual([{ name: 'ink', scale: 1 }]);
+  });
+
   it('carries strength when set and leaves it out when not (it is set only with an input image)', () => {
     const withStrength = paramsCodec().decode(paramsCodec().encode(paramsToWire({ prompt: 'a cat', strength: 0.3 })));
     expect(withStrength.strength).toBe(0.3);

@@ -23,7 +23,7 @@ import type { Long } from '@grpc/proto-loader';
 
 import { STAGE_INPUTS, STAGE_NAMES, type ExecutionPlan, type PlanStage, type StageInput, type StageName } from '../execution-plan.js';
 import { type Dtype, type ObjectRef } from '../object-ref.js';
-import { DEFAULT_PREVIEW_SIDE, type GenerationParams, type PreviewParams } from '../generation-params.js';
+import { DEFAULT_ADAPTER_SCALE, DEFAULT_PREVIEW_SIDE, type GenerationParams, type PreviewParams } from '../generation-params.js';
 import { type RequestContext, type RequestStatus } from '../request-context.js';
 import { Code, DiffmeshError, invalidParameter } from '../errors/index.js';
 import { codeName, parseCode, reasonFromWire, reasonForCode, reasonToWire } from './errors.js';
@@ -221,6 +221,8 @@ export function paramsToWire(params: Partial<GenerationParams>, inputImage?: Inp
     out.stepCache = { ...(threshold !== undefined ? { threshold } : {}), ...(maxSkippedSteps !== undefined ? { maxSkippedSteps } : {}) };
   }
   if (params.preview !== undefined) out.preview = { everySteps: params.preview.everySteps, maxSide: params.preview.maxSide };
+  if (params.adapters !== undefined && params.adapters.length > 0)
+    out.adapters = params.adapters.map((a) => ({ name: a.name, scale: a.scale }));
   if (inputImage) out.inputImage = inputImageToWire(inputImage);
   return out;
 }
@@ -262,6 +264,9 @@ export function paramsInputFromWire(params: WireGenerationParams | null | undefi
   }
   const preview = previewInputFromWire(p.preview);
   if (preview) out.preview = preview;
+  if (p.adapters && p.adapters.length > 0) {
+    out.adapters = p.adapters.map((a) => ({ name: a.name ?? '', scale: optionalNumber(a.scale) ?? DEFAULT_ADAPTER_SCALE }));
+  }
   return out;
 }
 

@@ -1,6 +1,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { EnumTypeDefinition, MessageTypeDefinition } from '@grpc/proto-loader';
 
+import type { AdapterParams as _diffmesh_common_v1_AdapterParams, AdapterParams__Output as _diffmesh_common_v1_AdapterParams__Output } from './diffmesh/common/v1/AdapterParams.js';
 import type { ErrorDetail as _diffmesh_common_v1_ErrorDetail, ErrorDetail__Output as _diffmesh_common_v1_ErrorDetail__Output } from './diffmesh/common/v1/ErrorDetail.js';
 import type { ExecutionPlan as _diffmesh_common_v1_ExecutionPlan, ExecutionPlan__Output as _diffmesh_common_v1_ExecutionPlan__Output } from './diffmesh/common/v1/ExecutionPlan.js';
 import type { GenerationParams as _diffmesh_common_v1_GenerationParams, GenerationParams__Output as _diffmesh_common_v1_GenerationParams__Output } from './diffmesh/common/v1/GenerationParams.js';
@@ -20,6 +21,7 @@ export interface ProtoGrpcType {
   diffmesh: {
     common: {
       v1: {
+        AdapterParams: MessageTypeDefinition<_diffmesh_common_v1_AdapterParams, _diffmesh_common_v1_AdapterParams__Output>
         Dtype: EnumTypeDefinition
         ErrorDetail: MessageTypeDefinition<_diffmesh_common_v1_ErrorDetail, _diffmesh_common_v1_ErrorDetail__Output>
         ErrorReason: EnumTypeDefinition

@@ -1,6 +1,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { EnumTypeDefinition, MessageTypeDefinition } from '@grpc/proto-loader';
 
+import type { AdapterParams as _diffmesh_common_v1_AdapterParams, AdapterParams__Output as _diffmesh_common_v1_AdapterParams__Output } from './diffmesh/common/v1/AdapterParams.js';
 import type { CancelledEvent as _diffmesh_common_v1_CancelledEvent, CancelledEvent__Output as _diffmesh_common_v1_CancelledEvent__Output } from './diffmesh/common/v1/CancelledEvent.js';
 import type { CompletedEvent as _diffmesh_common_v1_CompletedEvent, CompletedEvent__Output as _diffmesh_common_v1_CompletedEvent__Output } from './diffmesh/common/v1/CompletedEvent.js';
 import type { ErrorDetail as _diffmesh_common_v1_ErrorDetail, ErrorDetail__Output as _diffmesh_common_v1_ErrorDetail__Output } from './diffmesh/common/v1/ErrorDetail.js';
@@ -82,6 +83,7 @@ export interface ProtoGrpcType {
   diffmesh: {
     common: {
       v1: {
+        AdapterParams: MessageTypeDefinition<_diffmesh_common_v1_AdapterParams, _diffmesh_common_v1_AdapterParams__Output>
         CancelledEvent: MessageTypeDefinition<_diffmesh_common_v1_CancelledEvent, _diffmesh_common_v1_CancelledEvent__Output>
         CompletedEvent: MessageTypeDefinition<_diffmesh_common_v1_CompletedEvent, _diffmesh_common_v1_CompletedEvent__Output>
         Dtype: EnumTypeDefinition

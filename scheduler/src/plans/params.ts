@@ -1,5 +1,10 @@
 import {
+  type AdapterParams,
   type GenerationParams,
+  ADAPTER_NAME_PATTERN,
+  DEFAULT_ADAPTER_SCALE,
+  MAX_ADAPTER_SCALE,
+  MAX_ADAPTERS,
   type StepCacheParams,
   type PreviewParams,
   invalidParameter,
@@ -39,6 +44,8 @@ export interface GenerationParamsInput {
   stepCache?: { threshold?: number | null; maxSkippedSteps?: number | null } | null;
   /** Live previews: every N denoising steps (0 = off), at most `maxSide` pixels a side. */
   preview?: { everySteps?: number | null; maxSide?: number | null } | null;
+  /** LoRA adapters by name, each at a scale (default 1). */
+  adapters?: Array<{ name?: string | null; scale?: number | null }> | null;
 }
 
 /** Options of {@link resolveParams}. */
@@ -59,7 +66,7 @@ export interface ResolveParamsOptions {
  * Throws `invalidParameter(field, …)` naming the first bad field as the user wrote it
  * (snake_case: `prompt`, `negative_prompt`, `width`, `height`, `num_frames`,
  * `num_inference_steps`, `guidance_scale`, `seed`, `fps`, `strength`, `preview.every_steps`,
- * `preview.max_side`).
+ * `preview.max_side`, `adapters`, `adapters[i].name`, `adapters[i].scale`).
  */
 export function resolveParams(entry: PlanEntry, input: GenerationParamsInput, opts: ResolveParamsOptions = {}): GenerationParams {
   const { defaults, constraints } = entry;
@@ -92,6 +99,7 @@ export function resolveParams(entry: PlanEntry, input: GenerationParamsInput, op
   const strength = checkStrength(given(input.strength), opts.inputImage === true, defaults.strength ?? DEFAULT_STRENGTH);
   const stepCache = checkStepCache(given(input.stepCache) ?? {}, defaults.stepCache);
   const preview = checkPreview(given(input.preview));
+  const adapters = checkAdapters(given(input.adapters));
 
   return {
     prompt,
@@ -106,7 +114,39 @@ export function resolveParams(entry: PlanEntry, input: GenerationParamsInput, op
     ...(strength !== undefined ? { strength } : {}),
     ...(stepCache !== undefined ? { stepCache } : {}),
     ...(preview ? { preview } : {}),
+    ...(adapters.length > 0 ? { adapters } : {}),
   };
+}
+
+/**
+ * Adapters: at most {@link MAX_ADAPTERS}, each a name of the adapter-file form (no path) given
+ * once, at a finite scale within ±{@link MAX_ADAPTER_SCALE}. Whether an adapter by that name
+ * exists is the denoising stage's to say.
+ */
+function checkAdapters(value: GenerationParamsInput['adapters']): AdapterParams[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) throw invalidParameter('adapters', `must be a list of {name, scale}, got ${show(value)}`);
+  if (value.length > MAX_ADAPTERS) throw invalidParameter('adapters', `at most ${MAX_ADAPTERS} adapters, got ${value.length}`);
+  const seen = new Set<string>();
+  return value.map((a, i) => {
+    const name = a?.name;
+    if (typeof name !== 'string' || !ADAPTER_NAME_PATTERN.test(name)) {
+      throw invalidParameter(
+        `adapters[${i}].name`,
+        `must be an adapter name (letters, digits, '.', '_', '-'; no path, not starting with '.'), got ${show(name)}`,
+      );
+    }
+    if (seen.has(name)) throw invalidParameter(`adapters[${i}].name`, `${name} is given twice`);
+    seen.add(name);
+    const scale = given(a.scale) ?? DEFAULT_ADAPTER_SCALE;
+    if (typeof scale !== 'number' || !Number.isFinite(scale) || Math.abs(scale) > MAX_ADAPTER_SCALE) {
+      throw invalidParameter(
+        `adapters[${i}].scale`,
+        `must be a finite number from -${MAX_ADAPTER_SCALE} to ${MAX_ADAPTER_SCALE}, got ${show(scale)}`,
+      );
+    }
+    return { name, scale };
+  });
 }
 
 /**

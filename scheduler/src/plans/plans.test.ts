@@ -293,6 +293,22 @@ describe('resolveParams', () => {
     }
   });
 
+  it('takes adapters by name (scale 1 by default) and names a bad name or scale by its index', () => {
+    expect(resolveParams(video, { prompt: 'x', adapters: [{ name: 'ink' }, { name: 'water_colour-2.1', scale: -0.5 }] }).adapters).toEqual([
+      { name: 'ink', scale: 1 },
+      { name: 'water_colour-2.1', scale: -0.5 },
+    ]);
+    expect(resolveParams(video, { prompt: 'x', adapters: [] })).not.toHaveProperty('adapters');
+    for (const name of ['../etc/passwd', 'a/b', '.hidden', '', 'x'.repeat(129)]) {
+      expect(fieldOf(video, { adapters: [{ name: 'ok' }, { name }] }).field).toBe('adapters[1].name');
+    }
+    expect(fieldOf(video, { adapters: [{ name: 'ok' }, { name: 'ok' }] }).message).toMatch(/adapters\[1\]\.name: ok is given twice/);
+    for (const scale of [Number.NaN, 11, -10.5, Number.POSITIVE_INFINITY]) {
+      expect(fieldOf(video, { adapters: [{ name: 'ok', scale }] }).field).toBe('adapters[0].scale');
+    }
+    expect(fieldOf(video, { adapters: Array.from({ length: 9 }, (_, i) => ({ name: `a${i}` })) }).field).toBe('adapters');
+  });
+
   it('fills defaults and records a random seed', () => {
     const params = resolveParams(video, { prompt: 'a red ball' }, { randomSeed: () => '42' });
     expect(params).toEqual({

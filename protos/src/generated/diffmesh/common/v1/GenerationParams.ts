@@ -3,6 +3,7 @@
 import type { InputImage as _diffmesh_common_v1_InputImage, InputImage__Output as _diffmesh_common_v1_InputImage__Output } from '../../../diffmesh/common/v1/InputImage.js';
 import type { StepCacheParams as _diffmesh_common_v1_StepCacheParams, StepCacheParams__Output as _diffmesh_common_v1_StepCacheParams__Output } from '../../../diffmesh/common/v1/StepCacheParams.js';
 import type { PreviewParams as _diffmesh_common_v1_PreviewParams, PreviewParams__Output as _diffmesh_common_v1_PreviewParams__Output } from '../../../diffmesh/common/v1/PreviewParams.js';
+import type { AdapterParams as _diffmesh_common_v1_AdapterParams, AdapterParams__Output as _diffmesh_common_v1_AdapterParams__Output } from '../../../diffmesh/common/v1/AdapterParams.js';
 import type { Long } from '@grpc/proto-loader';
 
 /**
@@ -50,6 +51,12 @@ export interface GenerationParams {
    * Live previews every N denoising steps; absent = none.
    */
   'preview'?: (_diffmesh_common_v1_PreviewParams | null);
+  /**
+   * LoRA adapters to apply to the model, by name (files the denoising stage
+   * serves from its adapter directory), each at its scale; several at once
+   * add up. An unknown name is INVALID_ARGUMENT naming `adapters[i].name`.
+   */
+  'adapters'?: (_diffmesh_common_v1_AdapterParams)[];
   '_negativePrompt'?: "negativePrompt";
   '_width'?: "width";
   '_height'?: "height";
@@ -106,6 +113,12 @@ export interface GenerationParams__Output {
    * Live previews every N denoising steps; absent = none.
    */
   'preview': (_diffmesh_common_v1_PreviewParams__Output | null);
+  /**
+   * LoRA adapters to apply to the model, by name (files the denoising stage
+   * serves from its adapter directory), each at its scale; several at once
+   * add up. An unknown name is INVALID_ARGUMENT naming `adapters[i].name`.
+   */
+  'adapters': (_diffmesh_common_v1_AdapterParams__Output)[];
   '_negativePrompt'?: "negativePrompt";
   '_width'?: "width";
   '_height'?: "height";

@@ -1,0 +1,194 @@
+import { mkdtemp, readFile, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import {
+  addLoraBranches,
+  decodeModel,
+  DEFAULT_MAX_ADAPTER_FILE_BYTES,
+  encodeModel,
+  externalDataFiles,
+  findGraphLinears,
+  listAdapterFiles,
+  loadLoraAdapter,
+  loraFeeds,
+  readAdapterBytes,
+  statAdapterFile,
+  type AdapterUse,
+  type LoraSlot,
+  type MappedAdapter,
+  type ModelGraphs,
+} from '@diffmesh/adapters';
+import { ADAPTER_NAME_PATTERN, DiffmeshError, invalidParameter, type GenerationParams, type Logger } from '@diffmesh/core';
+import { ort, type ModelDirectory, type SessionVariant } from '@diffmesh/stage-host';
+import { AdapterCache } from './adapter-cache.js';
+
+export interface DenoiserAdaptersOptions {
+  /** The directory of `<name>.safetensors` files requests name (watched: files added later are found). */
+  dir: string;
+  /** Bytes the loaded adapters may hold together (float32 matrices); default 1 GiB. */
+  cacheBytes?: number;
+  /** Largest adapter file read; default {@link DEFAULT_MAX_ADAPTER_FILE_BYTES}. */
+  maxFileBytes?: number;
+  log?: Logger;
+  /** Called for each adapter a task uses: found loaded (`hit`) or read from its file (`load`). */
+  onLookup?: (outcome: 'hit' | 'load') => void;
+}
+
+/** The LoRA side of one model directory's denoiser: its layers, and the inputs the branches take. */
+interface DirectoryLora {
+  graphs: ModelGraphs;
+  slots: LoraSlot[];
+  /** Feeds of recent runs, by who used what (most runs repeat the last one). */
+  feeds: Map<string, Record<string, ort.Tensor>>;
+}
+
+const FEED_CACHE_ENTRIES = 8;
+
+/**
+ * LoRA adapters for the denoisers of model directories: the denoiser's session is a variant of
+ * its graph with a LoRA branch on every linear layer (adapters-package pass), shared by every
+ * request — with adapters, with other adapters, or with none; a task's adapters are read from
+ * the adapter directory once per instance, mapped to the graph and kept in a byte-bounded cache
+ * (a file changed on disk is read again); each run gets the branch inputs of its batch items.
+ * Only the denoiser's part of a file applies (text-encoder targets are counted, not applied).
+ */
+export class DenoiserAdapters {
+  private readonly loras = new Map<string, Promise<DirectoryLora>>();
+  private readonly cache: AdapterCache<MappedAdapter>;
+  private readonly loading = new Map<string, Promise<MappedAdapter>>();
+  private readonly maxFileBytes: number;
+
+  constructor(private readonly opts: DenoiserAdaptersOptions) {
+    this.cache = new AdapterCache(opts.cacheBytes ?? 1024 * 1024 * 1024);
+    this.maxFileBytes = opts.maxFileBytes ?? DEFAULT_MAX_ADAPTER_FILE_BYTES;
+  }
+
+  /** Names of the adapters the directory holds now. */
+  async names(): Promise<string[]> {
+    return (await listAdapterFiles(this.opts.dir)).map((f) => f.name);
+  }
+
+  /** Bytes the loaded adapters hold. */
+  get cachedBytes(): number {
+    return this.cache.bytes;
+  }
+
+  /** The session variant of a directory's denoiser: its graph with the LoRA branches. */
+  variant(directory: ModelDirectory): SessionVariant {
+    return { key: 'lora', source: (file) => this.branchedGraph(directory, file) };
+  }
+
+  /**
+   * The adapters of a request, loaded and mapped to the directory's denoiser. Throws
+   * INVALID_ARGUMENT naming `adapters[i].name` for an unknown adapter or a file that cannot be
+   * applied (the reason in the message).
+   */
+  async resolve(params: GenerationParams, directory: ModelDirectory): Promise<AdapterUse[]> {
+    const list = params.adapters ?? [];
+    if (list.length === 0) return [];
+    const lora = await this.lora(directory);
+    return Promise.all(list.map(async (a, i) => ({ adapter: await this.adapter(a.name, i, directory.id, lora.graphs), scale: a.scale })));
+  }
+
+  /** The branch inputs of a run whose batch items use `rows[b]`. */
+  async feeds(directory: ModelDirectory, rows: AdapterUse[][]): Promise<Record<string, ort.Tensor>> {
+    const lora = await this.lora(directory);
+    // Who uses what at which scale: adapters by identity (a file read again is a new one).
+    const signature = rows.map((uses) => uses.map((u) => `${this.idOf(u.adapter)}:${u.scale}`).join(',')).join('|');
+    const hit = lora.feeds.get(signature);
+    if (hit) return hit;
+    const feeds: Record<string, ort.Tensor> = {};
+    for (const f of loraFeeds(lora.slots, 'denoiser', rows)) feeds[f.name] = new ort.Tensor(f.type, f.data, f.dims);
+    lora.feeds.set(signature, feeds);
+    if (lora.feeds.size > FEED_CACHE_ENTRIES) lora.feeds.delete(lora.feeds.keys().next().value as string);
+    return feeds;
+  }
+
+  private nextId = 0;
+  private readonly ids = new WeakMap<MappedAdapter, number>();
+  private idOf(a: MappedAdapter): number {
+    let id = this.ids.get(a);
+    if (id === undefined) {
+      id = ++this.nextId;
+      this.ids.set(a, id);
+    }
+    return id;
+  }
+
+  private lora(directory: ModelDirectory): Promise<DirectoryLora> {
+    let p = this.loras.get(directory.id);
+    if (!p) {
+      p = this.readLora(directory);
+      p.catch(() => this.loras.delete(directory.id));
+      this.loras.set(directory.id, p);
+    }
+    return p;
+  }
+
+  private async readLora(directory: ModelDirectory): Promise<DirectoryLora> {
+    const model = decodeModel(await readFile(directory.layout.denoiser.model));
+    const linears = findGraphLinears(model);
+    const layersPerBlock = Number(directory.layout.denoiser.config.layers_per_block ?? 2);
+    const graphs: ModelGraphs = {
+      family: directory.layout.kind,
+      linears: { denoiser: linears },
+      layersPerBlock: Number.isFinite(layersPerBlock) ? layersPerBlock : 2,
+      skip: ['text_encoder', 'text_encoder_2'],
+    };
+    const { slots } = addLoraBranches(model, [...linears.byModule.values()]);
+    return { graphs, slots, feeds: new Map() };
+  }
+
+  /** The rewritten graph: bytes, or (weights in external data) a copy in a temporary folder beside links to the data. */
+  private async branchedGraph(directory: ModelDirectory, file: string): Promise<string | Uint8Array> {
+    const model = decodeModel(await readFile(file));
+    const { model: rewritten } = addLoraBranches(model, [...findGraphLinears(model).byModule.values()]);
+    const bytes = encodeModel(rewritten);
+    const external = externalDataFiles(model);
+    if (external.length === 0) return bytes;
+    const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-lora-graph-'));
+    for (const location of external) await symlink(path.resolve(path.dirname(file), location), path.join(dir, location));
+    const out = path.join(dir, 'model.onnx');
+    await writeFile(out, bytes);
+    this.opts.log?.info({ model: directory.id, file: out }, 'LoRA-branched denoiser graph written beside links to its external data');
+    return out;
+  }
+
+  private async adapter(name: string, i: number, model: string, graphs: ModelGraphs): Promise<MappedAdapter> {
+    const field = `adapters[${i}].name`;
+    if (!ADAPTER_NAME_PATTERN.test(name))
+      throw invalidParameter(field, `${JSON.stringify(name)} is not an adapter name (no path characters)`);
+    const info = await statAdapterFile(this.opts.dir, name);
+    if (!info) {
+      const known = await this.names();
+      throw invalidParameter(
+        field,
+        `no adapter named ${name} here (${known.length ? `known: ${known.join(', ')}` : 'the adapter directory is empty'})`,
+      );
+    }
+    const key = `${model}|${name}|${info.sizeBytes}|${info.modifiedMs}`;
+    const hit = this.cache.get(key);
+    if (hit) {
+      this.opts.onLookup?.('hit');
+      return hit;
+    }
+    let p = this.loading.get(key);
+    if (!p) {
+      p = (async () => {
+        const adapter = loadLoraAdapter(await readAdapterBytes(info, this.maxFileBytes), `${name}.safetensors`, graphs);
+        for (const k of this.cache.keys()) if (k.startsWith(`${model}|${name}|`)) this.cache.delete(k);
+        this.cache.set(key, adapter);
+        this.opts.log?.info({ adapter: name, model, bytes: adapter.bytes, skippedTargets: adapter.skipped }, 'adapter loaded');
+        this.opts.onLookup?.('load');
+        return adapter;
+      })().finally(() => this.loading.delete(key));
+      this.loading.set(key, p);
+    }
+    try {
+      return await p;
+    } catch (err) {
+      if (err instanceof DiffmeshError && err.reason === 'INVALID_PARAMETER') throw invalidParameter(field, err.message);
+      throw err;
+    }
+  }
+}
