@@ -1,4 +1,4 @@
-import { DenoisingStage } from '@diffmesh/dit-svc';
+import { DenoiserAdapters, DenoisingStage } from '@diffmesh/dit-svc';
 import { TextEncodingStage } from '@diffmesh/encoder-svc';
 import { ModelCatalog, SessionCache, type ExecutionProvider } from '@diffmesh/stage-host';
 import { loadPlanRegistry, type PlanRegistry, LocalInstance, Scheduler, type SchedulerLimits } from '@diffmesh/scheduler';
@@ -22,6 +22,8 @@ export interface EmbeddedOptions {
   executionProviders?: readonly ExecutionProvider[];
   /** Most latents in one denoiser run. */
   maxBatch: number;
+  /** Folder of the LoRA adapters requests name; none without. */
+  loraDir?: string;
   log: Logger;
   limits?: Partial<SchedulerLimits>;
 }
@@ -84,7 +86,11 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<Embedded> {
   const handlers: Partial<Record<StageName, StageHandler>> = {
     text_encoding: new TextEncodingStage(deps),
     text_encoding_2: new TextEncodingStage({ ...deps, stage: 'text_encoding_2' }),
-    denoising: new DenoisingStage({ ...deps, maxBatch: opts.maxBatch }),
+    denoising: new DenoisingStage({
+      ...deps,
+      maxBatch: opts.maxBatch,
+      ...(opts.loraDir ? { adapters: new DenoiserAdapters({ dir: opts.loraDir, log: opts.log }) } : {}),
+    }),
     image_encoding: new ImageEncodingStage(deps),
     vae_decoding: new VaeDecodingStage(deps),
   };

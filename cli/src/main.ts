@@ -27,6 +27,7 @@ import { cancelRemote, parseReqId, submitRemote, watchRemote } from './requests.
 import { runGpuAdapter, runGpuCheck, runGpuInstall } from './gpu.js';
 import { planPoolsCommand, PlanPoolsUsageError, type PlanPoolsFlags } from './plan-pools.js';
 import { parseDeadline } from './deadline.js';
+import { adaptersCommand, collectLora, defaultLoraDir, parseLoras } from './adapters.js';
 
 /** Flags whose names differ from the API field they set (for error messages). */
 const FLAG_OF_FIELD: Record<string, string> = {
@@ -50,6 +51,7 @@ const FLAG_OF_FIELD: Record<string, string> = {
   'step_cache.threshold': '--step-cache',
   'step_cache.max_skipped_steps': '--step-cache-max-skip',
   'preview.every_steps': '--preview-every',
+  lora_dir: '--lora-dir',
 };
 
 /** Exit codes: 0 done, 1 failed, 2 bad input, 130 interrupted. */
@@ -87,6 +89,8 @@ interface GenerateFlags {
   remote?: string;
   previewDir?: string;
   previewEvery?: string;
+  lora?: string[];
+  loraDir?: string;
 }
 
 type GenerationFlags = Pick<
@@ -106,6 +110,7 @@ type GenerationFlags = Pick<
   | 'stepCacheMaxSkip'
   | 'priority'
   | 'deadline'
+  | 'lora'
 >;
 
 interface SubmitFlags extends GenerationFlags {
@@ -145,6 +150,10 @@ export async function main(argv: string[]): Promise<number> {
     .option('--remote <address>', "run through a mesh: the scheduler's gRPC host:port ('local' = the mesh `diffmesh up` started)")
     .option('--preview-dir <dir>', 'write live previews of the picture as it forms (small PNGs, step-NNN.png) into this folder')
     .option('--preview-every <n>', 'with --preview-dir: a preview every this many denoising steps (default 1)')
+    .option(
+      '--lora-dir <folder>',
+      'embedded: the folder of the LoRA adapters --lora names (default: $DIFFMESH_LORA_DIR, else ~/.diffmesh/loras)',
+    )
     .addOption(
       new Option('--models-dir <dir...>', 'folders holding <org>/<name>/model.json')
         .env('DIFFMESH_MODELS_DIR')
@@ -345,6 +354,12 @@ export async function main(argv: string[]): Promise<number> {
       code = await runGpuAdapter(flags);
     });
 
+  adaptersCommand(
+    program,
+    (err) => reportError(err, false),
+    (c) => (code = c),
+  );
+
   try {
     await program.parseAsync(argv, { from: 'user' });
   } catch (err) {
@@ -379,6 +394,9 @@ async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number
     };
     const progress = createProgress(process.stderr, flags.progress && !flags.json);
     let result: GenerateOutcome;
+    if (flags.remote && flags.loraDir !== undefined) {
+      throw invalidParameter('lora_dir', "applies to the embedded runtime; a mesh's denoising stage serves its own (dit-svc --lora-dir)");
+    }
     if (flags.remote) {
       const target = await schedulerTarget(flags.remote);
       result = await generateRemote(target.addresses, args, progress, controller.signal, log, target.tls);
@@ -390,6 +408,8 @@ async function runGenerate(prompt: string, flags: GenerateFlags): Promise<number
         ...(flags.plans ? { plansFile: flags.plans } : {}),
         intraOpThreads: threads,
         maxBatch: 8,
+        // Adapters only when asked for: the LoRA-branched denoiser costs a little on every step.
+        ...(params.adapters?.length || flags.loraDir !== undefined ? { loraDir: flags.loraDir ?? defaultLoraDir() } : {}),
         log,
       });
       result = await generate(mesh, args, progress, controller.signal);
@@ -434,6 +454,7 @@ function withGenerationOptions(cmd: Command): Command {
       'step caching: reuse the last denoiser output while its input changed less than this (relative L1, summed); 0 = off (default: the model’s, off)',
     )
     .option('--step-cache-max-skip <n>', 'step caching: most steps in a row that reuse one output (default: the model’s, 2)')
+    .option('--lora <name[:scale]>', 'a LoRA adapter by name, at a scale (default 1); repeat for several', collectLora)
     .option('--priority <n>', 'scheduling priority (larger first)', '0')
     .option(
       '--deadline <duration>',
@@ -621,7 +642,7 @@ function reportError(err: unknown, interrupted: boolean): number {
   }
   if (err instanceof DiffmeshError) {
     const field = err.field;
-    const flag = field ? FLAG_OF_FIELD[field] : undefined;
+    const flag = field ? (FLAG_OF_FIELD[field] ?? (field.startsWith('adapters') ? '--lora' : undefined)) : undefined;
     const where = flag && flag !== field ? ` (${flag})` : '';
     process.stderr.write(`diffmesh: ${err.message}${where}\n`);
     if (isUnreachable(err)) return EXIT.unreachable;
@@ -659,6 +680,8 @@ function parseParams(f: GenerationFlags): Partial<GenerationParams> {
       f.stepCacheMaxSkip !== undefined ? parseInteger(f.stepCacheMaxSkip, 'step_cache.max_skipped_steps', 0, 200) : undefined;
     p.stepCache = { ...(threshold !== undefined ? { threshold } : {}), ...(maxSkippedSteps !== undefined ? { maxSkippedSteps } : {}) };
   }
+  const adapters = parseLoras(f.lora);
+  if (adapters.length > 0) p.adapters = adapters;
   return p;
 }
 
