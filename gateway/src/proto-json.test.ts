@@ -18,3 +18,21 @@ describe('jsonToObject', () => {
     expect(() => jsonToObject(type, { params: { '': 1 } })).toThrow(/^params\."": unknown field/);
   });
 });
+
+describe('params.adapters in /api/v1 JSON', () => {
+  it('takes a list of {name, scale} and names a bad element by its path', () => {
+    const type = protoRoot().lookupType('diffmesh.scheduler.v1.SubmitRequest');
+    const obj = jsonToObject(type, {
+      model: 'm',
+      params: { prompt: 'a cat', adapters: [{ name: 'ink', scale: 0.8 }, { name: 'pencil' }] },
+    });
+    const back = type.toObject(type.fromObject(obj)) as { params: { adapters: Array<{ name: string; scale?: number }> } };
+    expect(back.params.adapters).toEqual([{ name: 'ink', scale: 0.8 }, { name: 'pencil' }]);
+    expect(() => jsonToObject(type, { params: { adapters: [{ name: 'ink', scale: 'strong' }] } })).toThrow(
+      /^params\.adapters\[0\]\.scale: /,
+    );
+    expect(() => jsonToObject(type, { params: { adapters: [{ name: 'ink', weight: 1 }] } })).toThrow(
+      /^params\.adapters\[0\]\.weight: unknown field/,
+    );
+  });
+});
