@@ -21,6 +21,7 @@ import { readFileSync } from 'node:fs';
 import { parseStageCosts } from '@diffmesh/scheduler';
 import { formatPreviewBench, runPreviewBench } from './previews.js';
 import { formatPreemption, runPreemption } from './preemption.js';
+import { formatAdapterBench, runAdapterBench } from './adapters.js';
 
 /** Options every section may read. */
 export interface BenchOptions {
@@ -137,6 +138,12 @@ export const SECTIONS: BenchSection[] = [
     description:
       'step caching (TeaCache-style) on the built-in DiT models and the test model directories: model calls saved and pixel error against the uncached picture at thresholds 0.05–0.4',
     run: async () => formatStepCacheBench(await runStepCacheBench()),
+  },
+  {
+    name: 'adapters',
+    description:
+      "LoRA branches: ms per denoising step at batch 1 and 4 with 0, 1 and 4 distinct adapters, against no adapter and the adapter merged into the weights (synthetic-dit-image's denoiser)",
+    run: async (o) => formatAdapterBench(await runAdapterBench(o.reps ?? 7)),
   },
 ];
 

@@ -142,6 +142,29 @@ describe('LoRA adapters in the denoising stage', () => {
     expect(worst(la, await latent(merged, await task('m', 'test/sd-ink')))).toBeLessThan(1e-4);
   });
 
+  it('with --max-batch 2 and no CFG, two requests with different adapters are one run per step', async () => {
+    const sizes: number[] = [];
+    const s = new DenoisingStage({
+      catalog: new ModelCatalog([defaultModelsRoot()], { directories }),
+      sessions,
+      store,
+      models: [],
+      maxBatch: 2,
+      adapters: new DenoiserAdapters({ dir: loraDir }),
+      onBatch: (n) => sizes.push(n),
+    });
+    const noCfg = async (id: string, name: string) => {
+      const t = await task(id, 'test/sd', [{ name, scale: 1 }]);
+      return { ...t, params: { ...t.params, guidanceScale: 1 } };
+    };
+    const [a, b] = [await noCfg('g1', 'ink'), await noCfg('g2', 'watercolour')];
+    const together = await Promise.all([latent(s, a), latent(s, b)]);
+    expect(sizes.length).toBeGreaterThanOrEqual(5);
+    expect(sizes.every((n) => n === 2)).toBe(true);
+    expect(worst(together[0], await latent(s, a))).toBeLessThan(1e-5);
+    expect(worst(together[1], await latent(s, b))).toBeLessThan(1e-5);
+  });
+
   it('scale 0, or no adapter, on the branched session gives the base latent', async () => {
     const s = stage({ adapters: new DenoiserAdapters({ dir: loraDir }) });
     const base = await latent(stage(), await task('p0', 'test/sd'));
