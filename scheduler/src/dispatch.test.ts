@@ -57,6 +57,40 @@ describe('dispatch', async () => {
     expect(inst.tasks.map((t) => t.params.prompt)).toEqual(['a', 'e', 'b', 'c', 'd']);
   });
 
+  it('sends a task with adapters to the instance that was sent them before, elsewhere only when it is busy', async () => {
+    const s = newScheduler({});
+    const a = new HeldInstance('dit-a');
+    const b = new HeldInstance('dit-b');
+    s.addInstance(a);
+    s.addInstance(b);
+    const submit = async (prompt: string, adapters: string[]) =>
+      (await s.submit({ model: 'm1', params: { prompt, adapters: adapters.map((name) => ({ name, scale: 1 })) } })).context.reqId;
+    const where = () => [...a.tasks.map((t) => `a:${t.params.prompt}`), ...b.tasks.map((t) => `b:${t.params.prompt}`)];
+    // Two at once: one each; ink's instance is the one that took "1".
+    const first = [await submit('1', ['ink']), await submit('2', ['pencil'])];
+    await expect.poll(() => a.tasks.length + b.tasks.length, { timeout: 10_000 }).toBe(2);
+    const inkOn = a.tasks[0]?.params.prompt === '1' ? a : b;
+    const pencilOn = inkOn === a ? b : a;
+    inkOn.finish(0);
+    pencilOn.finish(0);
+    for (const id of first) expect(await outcome(s, id)).toBe('completed');
+    // Both free again, one after the other: each adapter goes back where it was (without it,
+    // the least recently used instance would be chosen).
+    const third = await submit('3', ['pencil']);
+    await expect.poll(() => pencilOn.tasks.length, { timeout: 10_000 }).toBe(2);
+    pencilOn.finish(1);
+    expect(await outcome(s, third)).toBe('completed');
+    const fourth = await submit('4', ['ink']);
+    await expect.poll(() => inkOn.tasks.length, { timeout: 10_000 }).toBe(2);
+    // ink's instance busy: the next ink task goes to the other one rather than wait.
+    const fifth = await submit('5', ['ink']);
+    await expect.poll(() => pencilOn.tasks.length, { timeout: 10_000 }).toBe(3);
+    inkOn.finish(1);
+    pencilOn.finish(2);
+    for (const id of [fourth, fifth]) expect(await outcome(s, id)).toBe('completed');
+    expect(where()).toHaveLength(5);
+  });
+
   it('sends a task only to an instance serving its model; otherwise it waits for one', async () => {
     const s = newScheduler();
     const a = new HeldInstance('enc-a', { models: ['m1'] });

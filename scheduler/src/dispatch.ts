@@ -1,3 +1,4 @@
+import { AdapterAffinity } from './adapter-affinity.js';
 import { trace } from '@opentelemetry/api';
 import {
   ATTR,
@@ -90,6 +91,8 @@ interface Held {
   lastProgress?: { step: number; totalSteps: number };
   /** The request's record as this dispatch last wrote it (a hint for the next write). */
   record?: RequestRecord;
+  /** The task's LoRA adapters: how many, and how many the instance held when it was chosen. */
+  adapters?: { count: number; held: number };
   /** Preemption: when the try started (performance.now), the step last reported, whether it reported one. */
   startedAt?: number;
   step?: number;
@@ -118,6 +121,8 @@ export type DispatcherState = 'RUNNING' | 'DRAINING' | 'STOPPED';
 export class Dispatcher {
   private state: DispatcherState = 'RUNNING';
   private readonly held = new Set<Held>();
+  /** Which instances hold which LoRA adapters (see {@link AdapterAffinity}). */
+  private readonly affinity = new AdapterAffinity();
   private readonly byReq = new Map<string, Set<Held>>();
   /** Pools being filled; `again` when asked to fill once more after the current run. */
   private readonly pumps = new Map<string, 'running' | 'again'>();
@@ -333,14 +338,28 @@ export class Dispatcher {
       await store.apply({ release: { lease, delayMs: 0 } });
       return;
     }
-    const slot = instances.choose(fit, rec.state.context.refs);
+    // Adapters: an instance that holds the request's adapters first (it was sent them before).
+    const adapters = rec.state.context.params.adapters?.map((a) => a.name) ?? [];
+    const slot = instances.choose(fit, rec.state.context.refs, adapters.length ? (id) => this.affinity.holds(id, adapters) : undefined);
+    const adaptersHeld = adapters.length ? this.affinity.holds(slot.instance.id, adapters) : undefined;
+    this.affinity.sent(slot.instance.id, adapters);
     instances.took(slot);
     // An item queued before costs existed is estimated now.
     const ctx = rec.state.context;
     const cost = item.cost ?? this.opts.costs.estimate(item.pool, ctx.model, ctx.executionPlan.stages[item.stageIndex].name, ctx.params);
     // Its tenant's share of the pool is used from now on, whatever the task's fate.
     this.opts.fairShare?.dispatched(item.pool, item.tenant, cost);
-    const held: Held = { lease, slot, cost, ended: false, leaseLost: false, handedBack: false, progressAt: 0, progressBusy: false };
+    const held: Held = {
+      lease,
+      slot,
+      cost,
+      ended: false,
+      leaseLost: false,
+      handedBack: false,
+      progressAt: 0,
+      progressBusy: false,
+      ...(adaptersHeld !== undefined ? { adapters: { count: adapters.length, held: adaptersHeld } } : {}),
+    };
     this.hold(held);
     let started: RequestRecord | undefined;
     try {
@@ -396,6 +415,7 @@ export class Dispatcher {
           [ATTR.attempt]: rec.attempt,
           [ATTR.instanceId]: instance.id,
           [ATTR.nodeId]: instance.nodeId,
+          ...(held.adapters ? { [ATTR.adapters]: held.adapters.count, [ATTR.adaptersHeld]: held.adapters.held } : {}),
         },
       },
       parent,

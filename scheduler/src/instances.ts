@@ -242,12 +242,18 @@ export class InstanceSlots {
   }
 
   /**
-   * Prefers an instance on the node that owns the task's inputs, then the least loaded,
-   * then the one that waited longest since its last task.
+   * Prefers the instance `prefer` scores highest (the one that holds the task's adapters),
+   * then one on the node that owns the task's inputs, then the least loaded, then the one
+   * that waited longest since its last task.
    */
-  choose(free: InstanceSlot[], inputs: Record<string, ObjectRef>): InstanceSlot {
+  choose(free: InstanceSlot[], inputs: Record<string, ObjectRef>, prefer?: (instance: string) => number): InstanceSlot {
     const owners = new Set(Object.values(inputs).map((r) => r.ownerNodeId));
     return free.reduce((best, s) => {
+      if (prefer) {
+        const score = prefer(s.instance.id);
+        const bestScore = prefer(best.instance.id);
+        if (score !== bestScore) return score > bestScore ? s : best;
+      }
       const local = owners.has(s.instance.nodeId) ? 1 : 0;
       const bestLocal = owners.has(best.instance.nodeId) ? 1 : 0;
       if (local !== bestLocal) return local > bestLocal ? s : best;

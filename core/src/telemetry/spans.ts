@@ -65,6 +65,9 @@ export const ATTR = {
   attempt: 'diffmesh.attempt',
   instanceId: 'diffmesh.instance_id',
   nodeId: 'diffmesh.node_id',
+  /** LoRA adapters a task names, and how many of them the instance it went to held already. */
+  adapters: 'diffmesh.adapters',
+  adaptersHeld: 'diffmesh.adapters.held',
   /** How a queue wait, dispatch or task ended: ok | failed | cancelled | timeout | refused. */
   outcome: 'diffmesh.outcome',
   queuePosition: 'diffmesh.queue.position',
