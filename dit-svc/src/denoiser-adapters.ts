@@ -1,3 +1,4 @@
+import { watch, type FSWatcher } from 'node:fs';
 import { mkdtemp, readFile, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -13,6 +14,7 @@ import {
   loraFeeds,
   readAdapterBytes,
   statAdapterFile,
+  type AdapterFileInfo,
   type AdapterUse,
   type LoraSlot,
   type MappedAdapter,
@@ -57,10 +59,41 @@ export class DenoiserAdapters {
   private readonly cache: AdapterCache<MappedAdapter>;
   private readonly loading = new Map<string, Promise<MappedAdapter>>();
   private readonly maxFileBytes: number;
+  /** Files found, by name; dropped when the folder changes (an unknown name is looked up every time). */
+  private readonly files = new Map<string, AdapterFileInfo>();
+  private watcher: FSWatcher | undefined;
 
   constructor(private readonly opts: DenoiserAdaptersOptions) {
     this.cache = new AdapterCache(opts.cacheBytes ?? 1024 * 1024 * 1024);
     this.maxFileBytes = opts.maxFileBytes ?? DEFAULT_MAX_ADAPTER_FILE_BYTES;
+  }
+
+  /** Stops watching the folder. */
+  close(): void {
+    this.watcher?.close();
+    this.watcher = undefined;
+  }
+
+  /** The file of an adapter: from what the folder held when last looked at, while it has not changed since. */
+  private async file(name: string): Promise<AdapterFileInfo | undefined> {
+    const known = this.files.get(name);
+    if (known) return known;
+    const info = await statAdapterFile(this.opts.dir, name);
+    if (!info) return undefined;
+    if (!this.watcher) {
+      try {
+        this.watcher = watch(this.opts.dir, { persistent: false }, (_event, changed) => {
+          if (changed) this.files.delete(String(changed).replace(/\.safetensors$/, ''));
+          else this.files.clear();
+        });
+        this.watcher.on('error', () => this.close());
+      } catch {
+        // A folder that cannot be watched is looked at on every task.
+        return info;
+      }
+    }
+    this.files.set(name, info);
+    return info;
   }
 
   /** Names of the adapters the directory holds now. */
@@ -158,7 +191,7 @@ export class DenoiserAdapters {
     const field = `adapters[${i}].name`;
     if (!ADAPTER_NAME_PATTERN.test(name))
       throw invalidParameter(field, `${JSON.stringify(name)} is not an adapter name (no path characters)`);
-    const info = await statAdapterFile(this.opts.dir, name);
+    const info = await this.file(name);
     if (!info) {
       const known = await this.names();
       throw invalidParameter(
