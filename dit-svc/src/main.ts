@@ -21,6 +21,7 @@ await runStageServiceMain({
               dir: config.loraDir,
               cacheBytes: config.loraCacheBytes,
               maxFileBytes: config.loraMaxFileBytes,
+              ...(deps.metrics?.adapterLookup ? { onLookup: (outcome: 'hit' | 'load') => deps.metrics?.adapterLookup?.(outcome) } : {}),
             }),
           }
         : {}),

@@ -11,6 +11,8 @@ export interface ModelRunObserver {
   denoiseBatch?(size: number): void;
   /** Step caching spared `calls` denoiser model calls (a CFG step counts two). */
   stepCacheSkipped?(calls: number): void;
+  /** A task's LoRA adapter was found loaded (`hit`) or read from its file (`load`). */
+  adapterLookup?(outcome: 'hit' | 'load'): void;
 }
 
 /** Options of {@link StageMetrics}. */
@@ -48,6 +50,7 @@ export class StageMetrics implements ModelRunObserver {
   private readonly runSeconds: Histogram<'stage'>;
   private readonly batchSize: Histogram;
   private readonly cacheSkipped: Counter<'pool'>;
+  private readonly adapterLookups: Counter<'pool' | 'outcome'>;
   /** Series of this instance's labels, bound once (a labelled call hashes its labels each time). */
   private readonly bound: {
     inFlight: ReturnType<Gauge['labels']>;
@@ -101,6 +104,12 @@ export class StageMetrics implements ModelRunObserver {
       name: 'diffmesh_dit_step_cache_skipped_total',
       help: 'Denoiser model calls not run because step caching reused the last output (a CFG step counts two)',
       labelNames: ['pool'],
+      registers: [r],
+    });
+    this.adapterLookups = new Counter({
+      name: 'diffmesh_dit_adapter_lookups_total',
+      help: "LoRA adapters of tasks, found in the stage's cache (outcome hit) or read from their files (load)",
+      labelNames: ['pool', 'outcome'],
       registers: [r],
     });
     // Series exist from the start, so rates and "no task yet" read as 0 rather than absent.
@@ -161,5 +170,9 @@ export class StageMetrics implements ModelRunObserver {
 
   stepCacheSkipped(calls: number): void {
     if (calls > 0) this.cacheSkipped.inc({ pool: this.labels.pool }, calls);
+  }
+
+  adapterLookup(outcome: 'hit' | 'load'): void {
+    this.adapterLookups.inc({ pool: this.labels.pool, outcome });
   }
 }
