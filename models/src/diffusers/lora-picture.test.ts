@@ -203,6 +203,21 @@ describe('LoRA branches in the UNet graph', () => {
     expect(meanAbsoluteError(together[0], together[3])).toBeGreaterThan(1);
   });
 
+  it("reads kohya's SDXL-style block names (input_blocks_1_1_…) as the same layers as diffusers' names", async () => {
+    const { tensors } = testLoraTensors({ format: 'kohya', crossAttentionDim: D, rank: 2, alpha: 1, seed: 8 });
+    const sgm: typeof tensors = {};
+    for (const [k, v] of Object.entries(tensors)) {
+      sgm[k.replace('lora_unet_down_blocks_0_attentions_0_', 'lora_unet_input_blocks_1_1_')] = v;
+    }
+    expect(Object.keys(sgm).filter((k) => k.includes('input_blocks_1_1_transformer_blocks_0_attn2_to_k'))).toHaveLength(3);
+    const a = loadLoraAdapter(encodeSafetensors(tensors), 'diffusers-names.safetensors', graphs);
+    const b = loadLoraAdapter(encodeSafetensors(sgm), 'sgm-names.safetensors', graphs);
+    expect([...b.components.denoiser!.keys()].sort()).toEqual([...a.components.denoiser!.keys()].sort());
+    const [pa] = await pictures(branched, [{ prompt: 'a red cat', uses: [{ adapter: a, scale: 1 }], seed: 3 }], true);
+    const [pb] = await pictures(branched, [{ prompt: 'a red cat', uses: [{ adapter: b, scale: 1 }], seed: 3 }], true);
+    expect(Buffer.from(pa).equals(Buffer.from(pb))).toBe(true);
+  });
+
   it('refuses, before applying anything, a file with a layer the UNet lacks, one of other widths, and one for another family', async () => {
     const { tensors, metadata } = testLoraTensors({ format: 'peft', crossAttentionDim: D });
     tensors['unet.up_blocks.3.attentions.2.transformer_blocks.0.attn1.to_q.lora_A.weight'] = {
