@@ -28,4 +28,4 @@ export {
   summariseAdapter,
 } from './adapter-directory.js';
 export type { AdapterFileInfo, AdapterSummary } from './adapter-directory.js';
-export { decodeModel, encodeModel, externalDataFiles } from './onnx-model.js';
+export { decodeModel, encodeModel, externalDataFiles, inlineExternalData } from './onnx-model.js';

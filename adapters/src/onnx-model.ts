@@ -23,3 +23,31 @@ export function externalDataFiles(model: ModelProto): string[] {
   }
   return [...files];
 }
+
+/**
+ * Reads every external initializer's bytes into the model (`raw_data`), as `onnx.load` with
+ * `load_external_data=True` does; `baseDir` is the model file's folder. For models whose
+ * weights fit a protobuf (< 2 GiB).
+ */
+export async function inlineExternalData(model: ModelProto, baseDir: string): Promise<void> {
+  const { open } = await import('node:fs/promises');
+  const path = await import('node:path');
+  for (const t of model.graph?.initializer ?? []) {
+    if (t.dataLocation !== onnx.TensorProto.DataLocation.EXTERNAL) continue;
+    const entry = (key: string) => (t.externalData ?? []).find((e) => e.key === key)?.value;
+    const location = entry('location');
+    if (!location) continue;
+    const offset = Number(entry('offset') ?? 0);
+    const handle = await open(path.join(baseDir, location), 'r');
+    try {
+      const length = entry('length') !== undefined ? Number(entry('length')) : (await handle.stat()).size - offset;
+      const bytes = new Uint8Array(length);
+      await handle.read(bytes, 0, length, offset);
+      t.rawData = bytes;
+    } finally {
+      await handle.close();
+    }
+    t.externalData = [];
+    t.dataLocation = onnx.TensorProto.DataLocation.DEFAULT;
+  }
+}

@@ -219,6 +219,15 @@ describe('LoRA adapters in the denoising stage', () => {
     expect(lookups).toEqual(['load', 'hit']);
   });
 
+  it('a UNet whose weights are in model.onnx_data gets the same latent with an adapter', async () => {
+    const dir = path.join(root, 'sd-external');
+    await buildSdDir(dir, { attentionBlock: true, hiddenSize: D, externalData: true });
+    const s = stage({ adapters: new DenoiserAdapters({ dir: loraDir }), dirs: { ...directories, 'test/sd-external': dir } });
+    const adapters = [{ name: 'ink', scale: 0.8 }];
+    const external = await latent(s, await task('e1', 'test/sd-external', adapters));
+    expect(worst(external, await latent(s, await task('e2', 'test/sd', adapters)))).toBeLessThan(1e-6);
+  });
+
   it('a stage without an adapter directory, and a built-in model, refuse adapters', async () => {
     expect((await refusal(latent(stage(), await task('x', 'test/sd', [{ name: 'ink', scale: 1 }])))).message).toMatch(/serves no adapters/);
   });

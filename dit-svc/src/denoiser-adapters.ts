@@ -1,5 +1,5 @@
 import { watch, type FSWatcher } from 'node:fs';
-import { mkdtemp, readFile, symlink, writeFile } from 'node:fs/promises';
+import { link, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
@@ -9,6 +9,7 @@ import {
   encodeModel,
   externalDataFiles,
   findGraphLinears,
+  inlineExternalData,
   listAdapterFiles,
   loadLoraAdapter,
   loraFeeds,
@@ -172,17 +173,27 @@ export class DenoiserAdapters {
     return { graphs, slots, feeds: new Map() };
   }
 
-  /** The rewritten graph: bytes, or (weights in external data) a copy in a temporary folder beside links to the data. */
+  /**
+   * The rewritten graph, as bytes. Weights in external data stay in their file: the graph is
+   * written to a temporary folder beside hard links to the data (onnxruntime refuses data
+   * outside the model's folder, symbolic links included); where the folder is on another file
+   * system, weights that fit a protobuf are read into the graph instead.
+   */
   private async branchedGraph(directory: ModelDirectory, file: string): Promise<string | Uint8Array> {
     const model = decodeModel(await readFile(file));
-    const { model: rewritten } = addLoraBranches(model, [...findGraphLinears(model).byModule.values()]);
-    const bytes = encodeModel(rewritten);
     const external = externalDataFiles(model);
-    if (external.length === 0) return bytes;
+    const { model: rewritten } = addLoraBranches(model, [...findGraphLinears(model).byModule.values()]);
+    if (external.length === 0) return encodeModel(rewritten);
     const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-lora-graph-'));
-    for (const location of external) await symlink(path.resolve(path.dirname(file), location), path.join(dir, location));
+    try {
+      for (const location of external) await link(path.resolve(path.dirname(file), location), path.join(dir, location));
+    } catch {
+      await rm(dir, { recursive: true, force: true });
+      await inlineExternalData(rewritten, path.dirname(file));
+      return encodeModel(rewritten);
+    }
     const out = path.join(dir, 'model.onnx');
-    await writeFile(out, bytes);
+    await writeFile(out, encodeModel(rewritten));
     this.opts.log?.info({ model: directory.id, file: out }, 'LoRA-branched denoiser graph written beside links to its external data');
     return out;
   }
