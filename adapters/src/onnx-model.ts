@@ -1,3 +1,5 @@
+import { open } from 'node:fs/promises';
+import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import type { ModelProto } from './graph-targets.js';
 
@@ -30,8 +32,6 @@ export function externalDataFiles(model: ModelProto): string[] {
  * weights fit a protobuf (< 2 GiB).
  */
 export async function inlineExternalData(model: ModelProto, baseDir: string): Promise<void> {
-  const { open } = await import('node:fs/promises');
-  const path = await import('node:path');
   for (const t of model.graph?.initializer ?? []) {
     if (t.dataLocation !== onnx.TensorProto.DataLocation.EXTERNAL) continue;
     const entry = (key: string) => (t.externalData ?? []).find((e) => e.key === key)?.value;
