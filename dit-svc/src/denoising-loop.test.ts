@@ -5,7 +5,16 @@
  * from a checkpoint, the output.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { Code, DiffmeshError, silentLogger, type ObjectRef, type StageContext, type StageProgress, type StageTask } from '@diffmesh/core';
+import {
+  Code,
+  DiffmeshError,
+  silentLogger,
+  type GenerationParams,
+  type ObjectRef,
+  type StageContext,
+  type StageProgress,
+  type StageTask,
+} from '@diffmesh/core';
 import { createTensorStore, float32View } from '@diffmesh/tensor-client';
 import { CHECKPOINT_NAME, Checkpointer, decodeCheckpoint, encodeCheckpoint, type DenoiseCheckpoint } from './checkpoint.js';
 import { DenoisingLoop, type DenoisingRun, type RunPlan } from './denoising-loop.js';
@@ -59,25 +68,17 @@ class ToyRun implements DenoisingRun {
   }
 }
 
-function task(params: Partial<StageTask['params']> = {}, inputs: Record<string, ObjectRef> = {}): StageTask {
+const PARAMS = { prompt: 'p', negativePrompt: '', width: 16, height: 16, numFrames: 1, seed: '1', fps: 8 };
+
+function task(params: Partial<GenerationParams> = {}, inputs: Record<string, ObjectRef> = {}): StageTask {
+  const p: GenerationParams = { ...PARAMS, numInferenceSteps: 5, guidanceScale: 3, ...params };
   return {
     reqId: `loop-${Math.random()}`,
     stageIndex: 1,
     stage: 'denoising',
     attempt: 1,
     model: 'toy',
-    params: {
-      prompt: 'p',
-      negativePrompt: '',
-      width: 16,
-      height: 16,
-      numFrames: 1,
-      numInferenceSteps: 5,
-      guidanceScale: 3,
-      seed: '1',
-      fps: 8,
-      ...params,
-    },
+    params: p,
     inputs,
     deadline: 0,
     traceContext: {},
