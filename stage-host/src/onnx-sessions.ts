@@ -1,6 +1,7 @@
 import { realpath } from 'node:fs/promises';
 import ort from 'onnxruntime-node';
 import { Code, DiffmeshError, silentLogger, type Logger } from '@diffmesh/core';
+import { describeMissing } from './cuda-libraries.js';
 import {
   availableExecutionProviders,
   checkExecutionProviders,
@@ -401,10 +402,15 @@ function missingOf(provider: string): string {
   const s = providerStatuses().find((x) => x.provider === provider);
   if (!s) return '';
   const parts: string[] = [];
+  if (s.versionMismatch) {
+    parts.push(
+      `its provider files are of onnxruntime ${s.versionMismatch.files} and onnxruntime-node is ${s.versionMismatch.core} (a provider runs only with the core of its exact release)`,
+    );
+  }
   if (s.missingFiles.length > 0)
     parts.push(`provider files not installed (\`npx diffmesh gpu install ${provider}\`): ${s.missingFiles.join(', ')}`);
   if (s.missingLibraries.length > 0)
-    parts.push(`missing libraries: ${s.missingLibraries.map((l) => `${l.soname} (${l.from})`).join(', ')}`);
+    parts.push(`missing libraries: ${describeMissing(s.missingLibraries)}`);
   return parts.length > 0 ? ` [${parts.join('; ')}]` : '';
 }
 
