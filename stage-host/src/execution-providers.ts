@@ -66,7 +66,9 @@ export function providerStatuses(): ProviderStatus[] {
     const fromLdd = s.missingFiles.includes(own) ? undefined : lddMissing(path.join(dir, own));
     const missingLibraries = fromLdd
       ? fromLdd.map((soname) => ({ soname, from: libraryOrigin(soname) }))
-      : locateLibraries(PROVIDER_LIBRARIES[p], []).filter((l) => !l.linkable).map(({ soname, from }) => ({ soname, from }));
+      : locateLibraries(PROVIDER_LIBRARIES[p], [])
+          .filter((l) => !l.linkable)
+          .map(({ soname, from }) => ({ soname, from }));
     return { ...s, missingLibraries };
   });
 }
@@ -101,7 +103,8 @@ export function installedFiles(
   const missingFiles = files.filter((f) => !existsSync(path.join(dir, f)));
   if (missingFiles.length > 0) return { installed: false, missingFiles };
   const { version } = providerFilesVersion(dir, files, coreVersion);
-  if (version && version !== coreVersion) return { installed: false, missingFiles, version, versionMismatch: { files: version, core: coreVersion } };
+  if (version && version !== coreVersion)
+    return { installed: false, missingFiles, version, versionMismatch: { files: version, core: coreVersion } };
   return { installed: true, missingFiles, ...(version ? { version } : {}) };
 }
 
@@ -139,9 +142,7 @@ export function checkExecutionProviders(providers: readonly string[]): void {
     if (!available.includes(p)) {
       // Only a failure looks for the libraries (a child process) to name them.
       const status = providerStatuses().find((s) => s.provider === p);
-      const libs = status?.missingLibraries.length
-        ? `; this machine also lacks ${describeMissing(status.missingLibraries)}`
-        : '';
+      const libs = status?.missingLibraries.length ? `; this machine also lacks ${describeMissing(status.missingLibraries)}` : '';
       const m = status?.versionMismatch;
       const hint = m
         ? `; its files in ${onnxruntimeBinDir()} are of onnxruntime ${m.files} and onnxruntime-node is ${m.core}: a provider runs only with the core of its exact release (install onnxruntime-node@${m.files}, or the ${m.core} provider with \`npx diffmesh gpu install ${p} --from …\`)`

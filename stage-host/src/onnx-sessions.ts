@@ -409,8 +409,7 @@ function missingOf(provider: string): string {
   }
   if (s.missingFiles.length > 0)
     parts.push(`provider files not installed (\`npx diffmesh gpu install ${provider}\`): ${s.missingFiles.join(', ')}`);
-  if (s.missingLibraries.length > 0)
-    parts.push(`missing libraries: ${describeMissing(s.missingLibraries)}`);
+  if (s.missingLibraries.length > 0) parts.push(`missing libraries: ${describeMissing(s.missingLibraries)}`);
   return parts.length > 0 ? ` [${parts.join('; ')}]` : '';
 }
 

@@ -58,7 +58,7 @@ function readLibraryVersion(file: string): LibraryVersion {
     const found: string[] = [];
     const chunk = Buffer.alloc(Math.min(8 << 20, rodata.size));
     let carry = '';
-    for (let pos = rodata.offset, end = rodata.offset + rodata.size; pos < end; ) {
+    for (let pos = rodata.offset, end = rodata.offset + rodata.size; pos < end;) {
       const n = readSync(fd, chunk, 0, Math.min(chunk.length, end - pos), pos);
       if (n === 0) break;
       pos += n;
@@ -98,7 +98,8 @@ function rodataRange(fd: number): { rodata: { offset: number; size: number }; ma
   for (let i = 0; i < shnum; i++) {
     const s = section(i);
     const end = names.indexOf(0, s.name);
-    if (names.toString('latin1', s.name, end < 0 ? undefined : end) === '.rodata') return { rodata: { offset: s.offset, size: s.size }, machine };
+    if (names.toString('latin1', s.name, end < 0 ? undefined : end) === '.rodata')
+      return { rodata: { offset: s.offset, size: s.size }, machine };
   }
   // An ELF without section headers named .rodata (stripped of them): read it whole.
   return { rodata: { offset: 0, size: fstatSync(fd).size }, machine };
@@ -122,7 +123,12 @@ export interface ProviderFilesVersion {
  * libraries carry in `.rodata` (the shared bridge carries none), `expected` preferred when
  * present ({@link providerVersion}).
  */
-export function providerFilesVersion(dir: string, files: readonly string[], expected: string, arch: string = process.arch): ProviderFilesVersion {
+export function providerFilesVersion(
+  dir: string,
+  files: readonly string[],
+  expected: string,
+  arch: string = process.arch,
+): ProviderFilesVersion {
   const byFile: ProviderFilesVersion['byFile'] = [];
   const foreign: string[] = [];
   for (const f of files) {

@@ -129,7 +129,9 @@ describe.runIf(onLinuxX64)('installing a GPU provider', () => {
     for (const f of ['libonnxruntime_providers_cuda.so', 'libonnxruntime_providers_tensorrt.so'])
       await writeFile(path.join(from, 'lib', f), elfSharedLibrary(['no version here']));
     await writeFile(path.join(from, 'VERSION_NUMBER'), `${other}\n`);
-    await expect(installProvider('cuda', { from, binDir: fresh() })).rejects.toThrow(`provider of onnxruntime ${other}, and this onnxruntime-node is ${core}`);
+    await expect(installProvider('cuda', { from, binDir: fresh() })).rejects.toThrow(
+      `provider of onnxruntime ${other}, and this onnxruntime-node is ${core}`,
+    );
     await writeFile(path.join(from, 'VERSION_NUMBER'), `${core}\n`);
     expect((await installProvider('cuda', { from, binDir: fresh() })).version).toBe(core);
     // Without either, nothing says which release it is.
@@ -148,11 +150,16 @@ describe.runIf(onLinuxX64)('installing a GPU provider', () => {
     const text = fresh();
     await writeProviderPackage(text, 'flat', core);
     await writeFile(path.join(text, 'libonnxruntime_providers_cuda.so'), 'version https://git-lfs.github.com/spec/v1\n');
-    await expect(installProvider('cuda', { from: text, binDir: fresh() })).rejects.toThrow(/not Linux x64 shared libraries: libonnxruntime_providers_cuda\.so$/);
+    await expect(installProvider('cuda', { from: text, binDir: fresh() })).rejects.toThrow(
+      /not Linux x64 shared libraries: libonnxruntime_providers_cuda\.so$/,
+    );
 
     const mixed = fresh();
     await writeProviderPackage(mixed, 'flat', core);
-    await writeFile(path.join(mixed, 'libonnxruntime_providers_tensorrt.so'), providerLibraries(other)['libonnxruntime_providers_tensorrt.so']);
+    await writeFile(
+      path.join(mixed, 'libonnxruntime_providers_tensorrt.so'),
+      providerLibraries(other)['libonnxruntime_providers_tensorrt.so'],
+    );
     await expect(installProvider('cuda', { from: mixed, binDir: fresh() })).rejects.toThrow(
       new RegExp(`mixes onnxruntime releases: .*libonnxruntime_providers_tensorrt\\.so ${other.replaceAll('.', '\\.')}`),
     );
@@ -160,7 +167,9 @@ describe.runIf(onLinuxX64)('installing a GPU provider', () => {
     const two = fresh();
     await writeProviderPackage(path.join(two, 'a'), 'flat', core);
     await writeProviderPackage(path.join(two, 'b'), 'flat', core);
-    await expect(installProvider('cuda', { from: two, binDir: fresh() })).rejects.toThrow(/holds provider files in 2 folders \(a, b\): pass one of them/);
+    await expect(installProvider('cuda', { from: two, binDir: fresh() })).rejects.toThrow(
+      /holds provider files in 2 folders \(a, b\): pass one of them/,
+    );
     const none = fresh();
     await writeProviderPackage(none, 'flat', core, { omit: ALL });
     await expect(installProvider('cuda', { from: none, binDir: fresh() })).rejects.toThrow(/holds no onnxruntime provider files/);
@@ -200,7 +209,8 @@ describe.runIf(onLinuxX64)('installing a GPU provider', () => {
     if (!cuda || cuda.installed) return; // a machine with the provider installed has other answers
     expect(cuda.missingFiles).toContain('libonnxruntime_providers_cuda.so');
     // Without the provider files, the libraries of onnxruntime's CUDA 13 build.
-    for (const l of cuda.missingLibraries) expect(l.soname).toMatch(/^lib(cudart\.so\.13|cublas\.so\.13|cublasLt\.so\.13|curand\.so\.10|cudnn\.so\.9|cuda\.so\.1)$/);
+    for (const l of cuda.missingLibraries)
+      expect(l.soname).toMatch(/^lib(cudart\.so\.13|cublas\.so\.13|cublasLt\.so\.13|curand\.so\.10|cudnn\.so\.9|cuda\.so\.1)$/);
   });
 });
 
@@ -213,7 +223,7 @@ const REAL =
 
 describe.runIf(onLinuxX64)('the npm-hosted onnxruntime 1.29.0 GPU provider', () => {
   it.skipIf(!existsSync(REAL))(
-    `is refused by a core of another release, naming both, and installs into a 1.29.0 one (needs ${REAL}; absent here)`,
+    `is refused by a core of another release, naming both, and installs into a 1.29.0 one (the real package at ${REAL})`,
     async () => {
       const bin = fresh();
       if (core !== '1.29.0') {

@@ -63,7 +63,8 @@ export async function openProviderSource(from: string, scratch: string): Promise
       file: from,
       cwd: scratch,
       // Only what is read here: the libraries, the release's VERSION_NUMBER and a package.json.
-      filter: (p) => (PROVIDER_FILE_NAMES as readonly string[]).includes(path.basename(p)) || /^[^/]+\/(VERSION_NUMBER|package\.json)$/.test(p),
+      filter: (p) =>
+        (PROVIDER_FILE_NAMES as readonly string[]).includes(path.basename(p)) || /^[^/]+\/(VERSION_NUMBER|package\.json)$/.test(p),
     });
   } catch (err) {
     throw fromError(Code.INVALID_ARGUMENT, `${from} could not be unpacked: ${(err as Error).message}`);

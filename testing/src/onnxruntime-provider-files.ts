@@ -53,8 +53,14 @@ export function providerLibraries(version: string, machine = 62): Record<string,
   return {
     // The bridge carries no version string; the CUDA and TensorRT providers carry one each.
     'libonnxruntime_providers_shared.so': elfSharedLibrary(['Provider_GetHost'], machine),
-    'libonnxruntime_providers_cuda.so': elfSharedLibrary(['cudaGraphDestroy(graph)', 'Replay', version, 'Failed to get device id.'], machine),
-    'libonnxruntime_providers_tensorrt.so': elfSharedLibrary(['[TensorRT EP] Model name is ', 'LINUX', version, 'GetCustomOpDomainList'], machine),
+    'libonnxruntime_providers_cuda.so': elfSharedLibrary(
+      ['cudaGraphDestroy(graph)', 'Replay', version, 'Failed to get device id.'],
+      machine,
+    ),
+    'libonnxruntime_providers_tensorrt.so': elfSharedLibrary(
+      ['[TensorRT EP] Model name is ', 'LINUX', version, 'GetCustomOpDomainList'],
+      machine,
+    ),
   };
 }
 
@@ -111,7 +117,16 @@ export async function writeProviderPackage(
   await put(path.join(pkg, 'Plugins', 'Linux', 'x64'), true);
   await writeFile(
     path.join(pkg, 'package.json'),
-    JSON.stringify({ name: 'com.github.asus4.onnxruntime.linux-x64-gpu', version: '0.4.9', description: 'ONNX Runtime for Unity - Linux x64 GPU Provider', unity: '2022.3' }, null, 2),
+    JSON.stringify(
+      {
+        name: 'com.github.asus4.onnxruntime.linux-x64-gpu',
+        version: '0.4.9',
+        description: 'ONNX Runtime for Unity - Linux x64 GPU Provider',
+        unity: '2022.3',
+      },
+      null,
+      2,
+    ),
   );
   await writeFile(path.join(pkg, 'README.md'), `# ONNX Runtime Plugin for Unity\n\n- ONNX Runtime: ${version}\n`);
   if (layout === 'npm-dir') return pkg;
