@@ -64,11 +64,12 @@ export function providerStatuses(): ProviderStatus[] {
     const p = s.provider as InstallableProvider;
     const own = `libonnxruntime_providers_${p}.so`;
     const fromLdd = s.missingFiles.includes(own) ? undefined : lddMissing(path.join(dir, own));
-    const missingLibraries = fromLdd
-      ? fromLdd.map((soname) => ({ soname, from: libraryOrigin(soname) }))
-      : locateLibraries(PROVIDER_LIBRARIES[p], [])
-          .filter((l) => !l.linkable)
-          .map(({ soname, from }) => ({ soname, from }));
+    // ldd names what the file links against; cuDNN is opened at run time, so the list adds it.
+    const known = locateLibraries(PROVIDER_LIBRARIES[p], [])
+      .filter((l) => !l.linkable)
+      .map(({ soname, from }) => ({ soname, from }));
+    const linked = (fromLdd ?? []).map((soname) => ({ soname, from: libraryOrigin(soname) }));
+    const missingLibraries = [...linked, ...known.filter((k) => !linked.some((l) => l.soname === k.soname))];
     return { ...s, missingLibraries };
   });
 }
