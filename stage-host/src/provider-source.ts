@@ -64,7 +64,7 @@ export async function openProviderSource(from: string, scratch: string): Promise
       cwd: scratch,
       // Only what is read here: the libraries, the release's VERSION_NUMBER and a package.json.
       filter: (p) =>
-        (PROVIDER_FILE_NAMES as readonly string[]).includes(path.basename(p)) || /^[^/]+\/(VERSION_NUMBER|package\.json)$/.test(p),
+        (PROVIDER_FILE_NAMES as readonly string[]).includes(path.basename(p)) || /^(\.\/)?[^/]+\/(VERSION_NUMBER|package\.json)$/.test(p),
     });
   } catch (err) {
     throw fromError(Code.INVALID_ARGUMENT, `${from} could not be unpacked: ${(err as Error).message}`);
