@@ -8,8 +8,11 @@ import {
   checkProviderNames,
   GPU_PROVIDERS,
   INSTALLABLE_PROVIDERS,
+  installedFiles,
+  onnxruntimeBinDir,
   providerStatuses,
   type ExecutionProvider,
+  type InstallableProvider,
   type ProviderStatus,
 } from './execution-providers.js';
 import { OnnxRunner } from './onnx-runner.js';
@@ -198,7 +201,7 @@ export class SessionCache {
   private probeOf(provider: ExecutionProvider): Promise<ProviderProbe> {
     let p = this.probes.get(provider);
     if (!p && !this.installed.includes(provider)) {
-      p = Promise.resolve({ provider, works: false, error: 'not installed here' });
+      p = Promise.resolve({ provider, works: false, error: notInstalled(provider) });
       this.probes.set(provider, p);
     }
     if (!p) {
@@ -252,7 +255,7 @@ export class SessionCache {
     const options = this.sessionOptions();
     for (const provider of this.providers) {
       if (!this.installed.includes(provider)) {
-        skipped.push({ provider, error: 'not installed here' });
+        skipped.push({ provider, error: notInstalled(provider) });
         continue;
       }
       const hosts = this.hostsFor(provider, file);
@@ -394,6 +397,13 @@ function runError(session: PooledSession, err: unknown): unknown {
 
 function hasFloat16(r: LoadResult): boolean {
   return [...r.inputMetadata, ...r.outputMetadata].some((m) => m.type === 'float16');
+}
+
+/** Why a provider is not installed here: absent, or (CUDA/TensorRT) its files are of another onnxruntime release. */
+function notInstalled(provider: ExecutionProvider): string {
+  if (!(INSTALLABLE_PROVIDERS as readonly string[]).includes(provider)) return 'not installed here';
+  const m = installedFiles(provider as InstallableProvider, onnxruntimeBinDir()).versionMismatch;
+  return m ? `refused: its provider files are of onnxruntime ${m.files} and onnxruntime-node is ${m.core}` : 'not installed here';
 }
 
 /** For CUDA/TensorRT: the files and libraries this machine lacks, as a suffix of an error. */
