@@ -154,7 +154,7 @@ function sourceVersion(source: ProviderSource, described: string, provider: Inst
   if (version !== core) {
     throw fail(
       `holds the ${provider} provider of onnxruntime ${version}, and this onnxruntime-node is ${core}: a provider runs only with the core of its exact release. ` +
-        `Install onnxruntime-node@${version} (npm install onnxruntime-node@${version}), or take the ${core} provider files ` +
+        `Install onnxruntime-node@${version} (in a diffmesh checkout: npm install onnxruntime-node@${version} -w stage-host -w models -w integration-tests --save-exact && npm dedupe), or take the ${core} provider files ` +
         `(onnxruntime-linux-x64-gpu-${core}.tgz of github.com/microsoft/onnxruntime/releases)`,
     );
   }
