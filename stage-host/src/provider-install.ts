@@ -216,7 +216,7 @@ function runOrtInstaller(plan: ProviderInstallPlan, log: (line: string) => void)
           'MODEL_LOAD_FAILED',
           offline
             ? `could not download ${plan.nuget.name} ${plan.nuget.version} from NuGet (${why.trim()}): this machine cannot reach api.nuget.org. ` +
-                `Download the .nupkg elsewhere and run \`npx diffmesh gpu install ${plan.provider} --from FILE.nupkg\``
+                `Download the .nupkg (or onnxruntime-linux-x64-gpu-${plan.nuget.version}.tgz of github.com/microsoft/onnxruntime/releases) elsewhere and run \`npx diffmesh gpu install ${plan.provider} --from FILE\``
             : `onnxruntime-node's installer failed: ${why.trim()}`,
         ),
       );
