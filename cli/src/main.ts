@@ -330,10 +330,13 @@ export async function main(argv: string[]): Promise<number> {
   gpu
     .command('install')
     .description(
-      "install a GPU provider's files into onnxruntime-node with its own installer (from NuGet; needs network access), or from a downloaded .nupkg",
+      "install a GPU provider's files into onnxruntime-node: with its own installer (from NuGet; needs network access), or from --from; files of another onnxruntime release are refused",
     )
-    .argument('<provider>', "cuda or tensorrt (both come in onnxruntime-node 1.30's CUDA 12 package)")
-    .option('--from <file.nupkg>', 'the NuGet package, already downloaded (Microsoft.ML.OnnxRuntime.Gpu.Linux of the same version)')
+    .argument('<provider>', "cuda or tensorrt (both in onnxruntime's Linux GPU build, for CUDA 13)")
+    .option(
+      '--from <path>',
+      "the files, of onnxruntime-node's release: onnxruntime's onnxruntime-linux-x64-gpu-<version>.tgz, an npm package of them (tarball or folder), a .nupkg, or a folder holding them",
+    )
     .action(async (provider: string, flags: { from?: string }) => {
       code = await runGpuInstall(provider, flags);
     });
