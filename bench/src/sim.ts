@@ -24,10 +24,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { serviceEntry } from '@diffmesh/cli';
 import { SchedulerSession, schedulerStub } from '@diffmesh/client';
-import { paramsToWire, silentLogger, type StageName } from '@diffmesh/core';
+import { configArgs, paramsToWire, silentLogger, type StageName } from '@diffmesh/core';
 import { createDiscovery } from '@diffmesh/discovery';
 import type { RequestEvent__Output } from '@diffmesh/protos';
-import { planPools, type StageCostInput } from '@diffmesh/scheduler';
+import { planPools, schedulerConfig, type StageCostInput } from '@diffmesh/scheduler';
 import { Supervisor, startNatsServer, startRedisServer, type ManagedProcess, type RunningRedisServer } from '@diffmesh/testing';
 import { pct } from './mesh.js';
 import type { PoolStats, SimPoolSpec, WorkerHostSpec, WorkerHostStats } from './sim-worker.js';
@@ -305,32 +305,20 @@ export async function runSimCase(c: SimCase, progress: (line: string) => void = 
         await supervisor.start({
           name: `scheduler-${i}`,
           entry: serviceEntry('scheduler'),
-          args: [
-            '--node-id',
+          args: configArgs(schedulerConfig, {
             nodeId,
-            '--instance-id',
-            `scheduler-${i}`,
-            '--listen',
-            '127.0.0.1:0',
-            '--nats',
-            nats.url,
-            '--tensor',
-            tensor.address,
-            '--plans',
-            plans,
-            '--queue',
-            c.queue,
-            '--queue-url',
-            c.queue === 'redis' ? redis!.url : nats.url,
-            '--max-in-flight',
-            '100000',
-            '--max-queue-length',
-            '100000',
-            '--retention-ms',
-            '5000',
-            '--log-level',
-            'warn',
-          ],
+            instanceId: `scheduler-${i}`,
+            listen: '127.0.0.1:0',
+            natsUrl: nats.url,
+            tensorAddress: tensor.address,
+            plansFile: plans,
+            queue: c.queue,
+            queueUrl: c.queue === 'redis' ? redis!.url : nats.url,
+            maxInFlight: 100_000,
+            maxQueueLength: 100_000,
+            retentionMs: 5000,
+            log: { level: 'warn' },
+          }),
           // node --cpu-prof (NODE_OPTIONS does not take it): a shell that execs node with the flag.
           ...(c.cpuProf ? { launcher: ['sh', '-c', `exec "$0" --cpu-prof --cpu-prof-dir=${profDir} "$@"`] } : {}),
           readyPrefix: SCHED_READY,

@@ -1,4 +1,5 @@
 import { Option } from 'commander';
+import { LOG_FORMATS, LogConfigSchema } from '@diffmesh/core';
 import type { UpFlags } from '../mesh/up.js';
 import type { CommandDefinition } from './command-definition.js';
 import { logLevelOption, modelsDirOption } from './shared-options.js';
@@ -55,6 +56,12 @@ export const upCommand: CommandDefinition = (cmd, exit) => {
       'run WITHOUT mutual TLS and NATS credentials (by default up makes a CA, certificates and NATS nkeys beside its state file)',
     )
     .addOption(logLevelOption())
+    .addOption(
+      new Option('--log-format <format>', `${LogConfigSchema.shape.format.description ?? 'log line format'}: of up and of every service`)
+        .choices(LOG_FORMATS)
+        .env('DIFFMESH_LOG_FORMAT')
+        .default(LogConfigSchema.shape.format.parse(undefined)),
+    )
     .action(async (flags: UpFlags) => {
       const { runUp } = await import('../mesh/up.js');
       exit(await runUp(flags));

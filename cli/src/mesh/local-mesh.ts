@@ -16,8 +16,8 @@ import {
   type RestartPolicy,
   type SupervisorEvent,
 } from '@diffmesh/testing';
-import { type Logger, type StageName } from '@diffmesh/core';
-import { EXECUTION_PROVIDERS } from '@diffmesh/stage-host';
+import { configArgs, type ConfigValues, type LogConfigSchema, type Logger, type StageName } from '@diffmesh/core';
+import { EXECUTION_PROVIDERS, stageServiceConfig, type StageServiceConfigSchema } from '@diffmesh/stage-host';
 import type { MeshCredentials, NatsRole } from './mesh-credentials.js';
 
 /** One stage service process to run. */
@@ -81,6 +81,16 @@ export interface LocalMeshOptions {
    */
   namePrefix?: string;
   log: Logger;
+  /**
+   * The `log` section of every service process (default level `info`, format `json`), e.g.
+   * `{ format: 'pretty' }` for log files a person reads.
+   */
+  serviceLog?: ConfigValues<typeof LogConfigSchema>;
+  /**
+   * Options of every stage process, by the stage schema's field names, e.g.
+   * `{ runnerThreads: 2, inlineMaxBytes: 0 }` (a misspelt name does not compile).
+   */
+  stageOptions?: ConfigValues<typeof StageServiceConfigSchema>;
   /** Folder for process logs (default: a temp folder). */
   logDir?: string;
   /** Extra flags for the scheduler, e.g. `--max-queue-length 4`. */
@@ -332,7 +342,10 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     const tlsArgs = opts.tls
       ? ['--tls-ca', opts.tls.ca, '--tls-cert', opts.tls.cert, '--tls-key', opts.tls.key, '--tls-require-client-cert']
       : [];
-    const common = ['--node-id', nodeId, '--log-level', 'info', ...advertise, ...tlsArgs];
+    const log = { level: 'info', ...opts.serviceLog } as const;
+    // Every service takes the log section's flags (core's logConfigMappings): the stage schema's names them.
+    const logArgs = configArgs(stageServiceConfig('stage', 'DIFFMESH_STAGE_'), { log });
+    const common = ['--node-id', nodeId, ...logArgs, ...advertise, ...tlsArgs];
     const tensor = await supervisor.start({
       name: `${prefix}tensor-svc`,
       entry: serviceEntry('tensor-svc'),
@@ -403,17 +416,16 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
         entry: serviceEntry(spec.service),
         args: [
           ...serviceArgs(procName),
-          '--pool',
-          spec.pool,
-          '--capacity',
-          String(spec.capacity),
-          '--threads',
-          String(opts.threads ?? 1),
-          '--models-dirs',
-          (spec.modelsDirs ?? opts.modelsDirs).join(','),
-          ...(spec.lazy ? [] : ['--models', spec.models.join(',')]),
-          ...(spec.stage ? ['--stage', spec.stage] : []),
-          ...providerArgs(opts.executionProviders, spec),
+          ...configArgs(stageServiceConfig(spec.service, ''), {
+            ...opts.stageOptions,
+            pool: spec.pool,
+            capacity: spec.capacity,
+            threads: opts.threads ?? 1,
+            modelsDirs: spec.modelsDirs ?? opts.modelsDirs,
+            ...(spec.lazy ? {} : { models: spec.models }),
+            ...(spec.stage ? { stage: spec.stage } : {}),
+            ...(providersOf(opts.executionProviders, spec) ?? {}),
+          }),
           ...(opts.stageArgs ?? []),
           ...(spec.args ?? []),
         ],
@@ -468,8 +480,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
           args: [
             '--node-id',
             nodeId,
-            '--log-level',
-            'info',
+            ...logArgs,
             '--nats',
             natsUrl,
             '--listen',
@@ -572,10 +583,14 @@ export function waitForInstance(discovery: Discovery, id: string, timeoutMs: num
 const SERVICE_SHORT: Record<StageProcessSpec['service'], string> = { 'encoder-svc': 'encoder', 'dit-svc': 'dit', 'vae-svc': 'vae' };
 
 /** `--execution-providers` of one stage process: its pool's entry, else its service's, else `*`. */
-function providerArgs(providers: Record<string, string[]> | undefined, spec: StageProcessSpec): string[] {
-  if (!providers) return [];
+function providersOf(
+  providers: Record<string, string[]> | undefined,
+  spec: StageProcessSpec,
+): { executionProviders: ConfigValues<typeof StageServiceConfigSchema>['executionProviders'] } | undefined {
+  if (!providers) return undefined;
   const list = providers[spec.pool] ?? providers[spec.service] ?? providers[SERVICE_SHORT[spec.service]] ?? providers['*'];
-  return list && list.length > 0 ? ['--execution-providers', list.join(',')] : [];
+  // parseProviderSpec checked every name against EXECUTION_PROVIDERS.
+  return list && list.length > 0 ? { executionProviders: list as (typeof EXECUTION_PROVIDERS)[number][] } : undefined;
 }
 
 /**

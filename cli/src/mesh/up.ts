@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { NatsServerNotFoundError, RedisServerNotFoundError } from '@diffmesh/testing';
 import path from 'node:path';
-import { createLogger, type LogLevel, redactUri, TenantDirectory } from '@diffmesh/core';
+import { createLogger, type LogFormat, type LogLevel, redactUri, TenantDirectory } from '@diffmesh/core';
+import { defaultModelsRoot } from '@diffmesh/models';
 import { modelArgument } from '../model-argument.js';
 import { parseProviderSpec, startLocalMesh, type ReplicaService } from './local-mesh.js';
 import { ensureMeshCredentials, type MeshCredentials } from './mesh-credentials.js';
@@ -13,9 +14,11 @@ export interface UpFlags {
   gateway: boolean;
   gatewayListen: string;
   models: string;
-  modelsDir: string[];
+  modelsDir?: string[];
   threads: string;
   logLevel: string;
+  /** The log line format of up and of every service (`--log-format`). */
+  logFormat: LogFormat;
   queue: string;
   queueUrl?: string;
   sqlitePath?: string;
@@ -72,7 +75,7 @@ const QUEUES = ['memory', 'sqlite', 'redis', 'jetstream'] as const;
  * second Ctrl-C kills what is left at once.
  */
 export async function runUp(flags: UpFlags): Promise<number> {
-  const log = createLogger({ name: 'diffmesh-up', level: flags.logLevel as LogLevel });
+  const log = createLogger({ name: 'diffmesh-up', level: flags.logLevel as LogLevel, format: flags.logFormat });
   const given = flags.models
     .split(',')
     .map((m) => m.trim())
@@ -190,7 +193,8 @@ export async function runUp(flags: UpFlags): Promise<number> {
       ...(flags.nats ? { natsUrl: flags.nats } : {}),
       ...(flags.tenants ? { tenantsFile: path.resolve(flags.tenants) } : {}),
       ...(flags.gateway ? { gateway: { listen: flags.gatewayListen, apiKeys: [apiKey] } } : {}),
-      modelsDirs: flags.modelsDir,
+      modelsDirs: flags.modelsDir ?? [defaultModelsRoot()],
+      serviceLog: { format: flags.logFormat },
       models,
       modelDirectories,
       threads,
