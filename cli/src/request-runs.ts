@@ -1,6 +1,5 @@
 import { createLogger, type LogLevel } from '@diffmesh/core';
-import type { SubmitFlags } from './commands/submit-command.js';
-import type { WatchFlags } from './commands/watch-command.js';
+import type { SubmitFlags, WatchFlags } from './commands/shared-options.js';
 import { EXIT } from './exit-codes.js';
 import { parseInteger, parseParams, reportError, statusName } from './flag-values.js';
 import { parseDeadline } from './deadline.js';

@@ -1,5 +1,5 @@
 import { createLogger, invalidParameter, type Logger, type LogLevel } from '@diffmesh/core';
-import type { GenerateFlags } from './commands/generate-command.js';
+import type { GenerateFlags } from './commands/shared-options.js';
 import { EXIT } from './exit-codes.js';
 import { parseInteger, parseParams, parsePreview, reportError } from './flag-values.js';
 import { parseDeadline } from './deadline.js';

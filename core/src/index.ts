@@ -9,7 +9,8 @@ export { Cancellation } from './abort.js';
 export { ConfigError, defineConfig, formatConfigTable, formatIssue, listEnvVars, listFlags, loadConfig } from './config/config.js';
 export type { ConfigDefinition, ConfigIssue, ConfigSource, ConfigSpec, EnvVarInfo, FlagInfo, LoadConfigOptions } from './config/config.js';
 export { configArgs, kebabCase, schemaMappings, upperSnakeCase } from './config/config-fields.js';
-export type { ConfigMappings, ConfigPath, ConfigValues, FieldNames } from './config/config-fields.js';
+export type { ConfigMappings, FieldNames } from './config/config-fields.js';
+export type { ConfigPath, ConfigValues } from './config/config-paths.js';
 export {
   asDiffmeshError,
   cancelled,

@@ -1,22 +1,6 @@
 import { Option } from 'commander';
 import type { CommandDefinition } from './command-definition.js';
-import { ffmpegOption, logLevelOption, modelsDirOption, withGenerationOptions, type GenerationFlags } from './shared-options.js';
-
-/** The flags of `diffmesh generate`, as commander parses them. */
-export interface GenerateFlags extends GenerationFlags {
-  output?: string;
-  modelsDir?: string[];
-  plans?: string;
-  threads: string;
-  executionProviders: string;
-  progress: boolean;
-  json: boolean;
-  ffmpeg: string;
-  logLevel: string;
-  remote?: string;
-  previewDir?: string;
-  previewEvery?: string;
-}
+import { ffmpegOption, logLevelOption, modelsDirOption, withGenerationOptions, type GenerateFlags } from './shared-options.js';
 
 /** `diffmesh generate PROMPT`. */
 export const generateCommand: CommandDefinition = (cmd, exit) => {

@@ -68,3 +68,38 @@ export function modelsDirOption(): Option {
     'DIFFMESH_MODELS_DIR',
   );
 }
+
+/** The flags of `diffmesh generate`, as commander parses them. */
+export interface GenerateFlags extends GenerationFlags {
+  output?: string;
+  modelsDir?: string[];
+  plans?: string;
+  threads: string;
+  executionProviders: string;
+  progress: boolean;
+  json: boolean;
+  ffmpeg: string;
+  logLevel: string;
+  remote?: string;
+  previewDir?: string;
+  previewEvery?: string;
+}
+
+/** The flags of `diffmesh submit`, as commander parses them. */
+export interface SubmitFlags extends GenerationFlags {
+  remote: string;
+  requestId?: string;
+  timeoutMs?: string;
+  json?: boolean;
+}
+
+/** The flags of `diffmesh watch`, as commander parses them. */
+export interface WatchFlags {
+  output?: string;
+  fps?: string;
+  remote: string;
+  ffmpeg: string;
+  logLevel: string;
+  progress: boolean;
+  json?: boolean;
+}

@@ -1,13 +1,5 @@
 import type { CommandDefinition } from './command-definition.js';
-import { remoteOption, withGenerationOptions, type GenerationFlags } from './shared-options.js';
-
-/** The flags of `diffmesh submit`, as commander parses them. */
-export interface SubmitFlags extends GenerationFlags {
-  remote: string;
-  requestId?: string;
-  timeoutMs?: string;
-  json?: boolean;
-}
+import { remoteOption, withGenerationOptions, type SubmitFlags } from './shared-options.js';
 
 /** `diffmesh submit PROMPT`. */
 export const submitCommand: CommandDefinition = (cmd, exit) => {

@@ -1,16 +1,5 @@
 import type { CommandDefinition } from './command-definition.js';
-import { ffmpegOption, logLevelOption, remoteOption } from './shared-options.js';
-
-/** The flags of `diffmesh watch`, as commander parses them. */
-export interface WatchFlags {
-  output?: string;
-  fps?: string;
-  remote: string;
-  ffmpeg: string;
-  logLevel: string;
-  progress: boolean;
-  json?: boolean;
-}
+import { ffmpegOption, logLevelOption, remoteOption, type WatchFlags } from './shared-options.js';
 
 /** `diffmesh watch REQ-ID`. */
 export const watchCommand: CommandDefinition = (cmd, exit) => {

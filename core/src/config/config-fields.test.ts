@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { LogConfigSchema, logConfigMappings } from '../logging/logger.js';
-import { configArgs, schemaMappings, type ConfigValues } from './config-fields.js';
+import { configArgs, schemaMappings } from './config-fields.js';
+import type { ConfigValues } from './config-paths.js';
 import { defineConfig, loadConfig } from './config.js';
 
 const schema = z.object({

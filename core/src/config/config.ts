@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
-import type { ConfigPath } from './config-fields.js';
+import type { ConfigPath } from './config-paths.js';
 import { arrayElement, coerceString, fieldInfo, objectShape, schemaAt, stripsUnknownKeys, typeLabel } from './schema-info.js';
 
 /**
