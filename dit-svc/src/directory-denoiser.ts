@@ -15,7 +15,7 @@ import {
   feedTensor,
   floatOutput,
   ort,
-  type ModelDirectory,
+  type LoadedModelDirectory,
   type ModelRunObserver,
   type ModelSession,
   type SessionCache,
@@ -103,13 +103,13 @@ export class DirectoryDenoiser {
   }
 
   /** Checks that the scheduler config builds (at load, not at the first request). */
-  checkScheduler(directory: ModelDirectory): void {
+  checkScheduler(directory: LoadedModelDirectory): void {
     const { layout } = directory;
     const f = layout.vae.scaleFactor;
     schedulerFor(layout, runOptions(layout, 2, layout.defaults.height / f, layout.defaults.width / f));
   }
 
-  async run(task: StageTask, ctx: StageContext, directory: ModelDirectory): Promise<StageResult> {
+  async run(task: StageTask, ctx: StageContext, directory: LoadedModelDirectory): Promise<StageResult> {
     const layout = directory.layout;
     const p = task.params;
     const m = layout.sizeMultiple;
