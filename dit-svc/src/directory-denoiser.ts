@@ -1,6 +1,6 @@
 import { Code, DEFAULT_STRENGTH, DiffmeshError, invalidParameter, type StageTask } from '@diffmesh/core';
 import type { DiffusersLayout, GraphValue } from '@diffmesh/model-layout';
-import { feedTensor, type ModelDirectory, type ort, type SessionCache } from '@diffmesh/stage-host';
+import { feedTensor, type LoadedModelDirectory, type ort, type SessionCache } from '@diffmesh/stage-host';
 import { float32View, type TensorStore } from '@diffmesh/tensor-client';
 import type { DenoisingRun } from './denoising-loop.js';
 import { DirectoryRun, type DirectoryItem } from './directory-run.js';
@@ -37,7 +37,7 @@ export class DirectoryDenoiser {
   }
 
   /** Checks that the scheduler config builds (at load, not at the first request). */
-  checkScheduler(directory: ModelDirectory): void {
+  checkScheduler(directory: LoadedModelDirectory): void {
     const { layout } = directory;
     const f = layout.vae.scaleFactor;
     const size = { channels: layout.vae.latentChannels, height: layout.defaults.height / f, width: layout.defaults.width / f };
@@ -45,7 +45,7 @@ export class DirectoryDenoiser {
   }
 
   /** Sets up the run of `task` (its inputs read, its start latent made). */
-  async prepare(task: StageTask, directory: ModelDirectory): Promise<DenoisingRun> {
+  async prepare(task: StageTask, directory: LoadedModelDirectory): Promise<DenoisingRun> {
     const layout = directory.layout;
     const p = task.params;
     const m = layout.sizeMultiple;

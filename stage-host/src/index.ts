@@ -5,7 +5,7 @@
  */
 export { defaultLatentSize, ModelCatalog } from './model-catalog.js';
 export type { ModelCatalogOptions, ResolvedModel } from './model-catalog.js';
-export { ModelDirectory } from './model-directory.js';
+export { LoadedModelDirectory } from './loaded-model-directory.js';
 export { latentFrames, ModelManifestSchema, readModelManifest } from './model-manifest.js';
 export type { LoadedManifest, ModelManifest, ModelManifestInput } from './model-manifest.js';
 export {
