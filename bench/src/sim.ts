@@ -24,10 +24,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { serviceEntry } from '@diffmesh/cli';
 import { SchedulerSession, schedulerStub } from '@diffmesh/client';
-import { paramsToWire, silentLogger, type StageName } from '@diffmesh/core';
+import { configArgs, paramsToWire, silentLogger, type StageName } from '@diffmesh/core';
 import { createDiscovery } from '@diffmesh/discovery';
 import type { RequestEvent__Output } from '@diffmesh/protos';
-import { planPools, type StageCostInput } from '@diffmesh/scheduler';
+import { planPools, schedulerConfig, type StageCostInput } from '@diffmesh/scheduler';
 import { Supervisor, startNatsServer, startRedisServer, type ManagedProcess, type RunningRedisServer } from '@diffmesh/testing';
 import { pct } from './mesh.js';
 import type { PoolStats, SimPoolSpec, WorkerHostSpec, WorkerHostStats } from './sim-worker.js';
@@ -275,338 +275,426 @@ function tsMs(t: { seconds: string; nanos: number } | null | undefined): number 
 }
 
 /** Runs one cluster: starts it, loads it, measures the window, stops it. */
+/** The processes of one sim run: NATS (and redis), tensor-svc, the schedulers, the worker hosts. */
+interface SimProcesses {
+  dir: string;
+  monitorPort: number;
+  nats: Awaited<ReturnType<typeof startNatsServer>>;
+  redis?: RunningRedisServer;
+  supervisor: Supervisor;
+  discovery: Awaited<ReturnType<typeof createDiscovery>>;
+  profDir: string;
+  tensor?: ManagedProcess;
+  schedulers: ManagedProcess[];
+  hosts: ManagedProcess[];
+}
+
+/** The closed loop's counters, and the window whose requests are measured. */
+interface LoopState {
+  stopped: boolean;
+  sent: number;
+  completed: number;
+  failed: number;
+  outstanding: number;
+  windowFrom: number;
+  windowFromEpoch: number;
+  windowTo: number;
+  inWindow: number;
+  waits: Record<string, number[]>;
+  latencies: number[];
+  lastError: string;
+}
+
+/** What is read from every process at the window's two ends. */
+interface Snapshot {
+  t: number;
+  cpu: Record<string, number>;
+  waiting: Record<string, number>;
+  machine: number;
+  varz: Varz;
+  pools: Record<string, PoolStats>;
+  client: number;
+}
+
 export async function runSimCase(c: SimCase, progress: (line: string) => void = () => undefined): Promise<SimResult> {
   const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-sim-'));
   const log = silentLogger();
   const monitorPort = await freePort();
   const nats = await startNatsServer({ log, jetstream: c.queue === 'jetstream', args: ['-m', String(monitorPort)] });
-  let redis: RunningRedisServer | undefined;
-  const supervisor = new Supervisor({ logPath: (n) => path.join(dir, `${n}.log`) });
-  const discovery = await createDiscovery({ backend: 'nats', url: nats.url }, log);
-  const profDir = path.join(dir, 'prof');
+  const procs: SimProcesses = {
+    dir,
+    monitorPort,
+    nats,
+    supervisor: new Supervisor({ logPath: (n) => path.join(dir, `${n}.log`) }),
+    discovery: await createDiscovery({ backend: 'nats', url: nats.url }, log),
+    profDir: path.join(dir, 'prof'),
+    schedulers: [],
+    hosts: [],
+  };
   const sessions: SchedulerSession[] = [];
   const clients: ReturnType<typeof schedulerStub>[] = [];
-  let stopped = false;
+  const loop = newLoopState();
   try {
-    if (c.queue === 'redis') redis = await startRedisServer({ log });
-    const nodeId = 'sim-node';
-    const tensor = await supervisor.start({
-      name: 'tensor-svc',
-      entry: serviceEntry('tensor-svc'),
-      args: ['--node-id', nodeId, '--listen', '127.0.0.1:0', '--nats', nats.url, '--log-level', 'warn'],
-      readyPrefix: 'tensor-svc listening on ',
-    });
-    const plans = path.join(dir, 'plans.yaml');
-    await writeFile(plans, plansYaml(c.pools));
-    if (c.cpuProf) await mkdir(profDir, { recursive: true });
-    const schedulers: ManagedProcess[] = [];
-    for (let i = 1; i <= c.schedulers; i += 1) {
-      schedulers.push(
-        await supervisor.start({
-          name: `scheduler-${i}`,
-          entry: serviceEntry('scheduler'),
-          args: [
-            '--node-id',
-            nodeId,
-            '--instance-id',
-            `scheduler-${i}`,
-            '--listen',
-            '127.0.0.1:0',
-            '--nats',
-            nats.url,
-            '--tensor',
-            tensor.address,
-            '--plans',
-            plans,
-            '--queue',
-            c.queue,
-            '--queue-url',
-            c.queue === 'redis' ? redis!.url : nats.url,
-            '--max-in-flight',
-            '100000',
-            '--max-queue-length',
-            '100000',
-            '--retention-ms',
-            '5000',
-            '--log-level',
-            'warn',
-          ],
-          // node --cpu-prof (NODE_OPTIONS does not take it): a shell that execs node with the flag.
-          ...(c.cpuProf ? { launcher: ['sh', '-c', `exec "$0" --cpu-prof --cpu-prof-dir=${profDir} "$@"`] } : {}),
-          readyPrefix: SCHED_READY,
-        }),
-      );
-    }
-    // Worker hosts: each takes up to `perHost` workers, pools split across hosts in order.
-    const perHost = c.workersPerHost ?? 125;
-    const hostSpecs: SimPoolSpec[][] = [[]];
-    let room = perHost;
-    for (const p of c.pools) {
-      let left = p.workers;
-      let first = 1;
-      while (left > 0) {
-        if (room === 0) {
-          hostSpecs.push([]);
-          room = perHost;
-        }
-        const n = Math.min(left, room);
-        hostSpecs[hostSpecs.length - 1].push({ ...p, count: n, first });
-        first += n;
-        left -= n;
-        room -= n;
-      }
-    }
-    // Compiled next to this file; from the sources (tests), the compiled one in dist/.
-    const workerEntry = fileURLToPath(
-      new URL(import.meta.url.endsWith('.ts') ? '../dist/sim-worker.js' : './sim-worker.js', import.meta.url),
-    );
+    await startControlPlane(c, procs);
     const totalWorkers = c.pools.reduce((a, p) => a + p.workers, 0);
-    progress(`sim: ${c.label}: starting ${totalWorkers} workers in ${hostSpecs.length} processes…`);
-    const hosts = await Promise.all(
-      hostSpecs.map((pools, i) => {
-        const spec: WorkerHostSpec = {
-          natsUrl: nats.url,
-          tensorAddress: tensor.address,
-          nodeId,
-          modelsDir: dir,
-          outputBytes: c.outputBytes ?? 1024,
-          pools,
-        };
-        return supervisor.start({
-          name: `workers-${i + 1}`,
-          entry: workerEntry,
-          args: [JSON.stringify(spec)],
-          readyPrefix: 'sim-worker listening on ',
-        });
-      }),
-    );
-    // Every worker in discovery; the schedulers attach them on their next poll.
-    const deadline = Date.now() + 60_000;
-    while ((await discovery.instances()).filter((i) => i.name === 'sim-stage').length < totalWorkers) {
-      if (Date.now() > deadline) throw new Error(`sim: not every worker registered within 60 s`);
-      await sleep(200);
-    }
-    await sleep(1000);
-
-    const pids: Record<string, number> = { 'nats-server': nats.pid, 'tensor-svc': tensor.pid };
-    schedulers.forEach((s, i) => (pids[`scheduler-${i + 1}`] = s.pid));
-    if (redis) pids['redis-server'] = redis.pid;
-    hosts.forEach((h, i) => (pids[`workers-${i + 1}`] = h.pid));
-    const hostAddresses = hosts.map((h) => h.address);
-
-    // NATS traffic with nothing sent (discovery's polls and answers).
-    // And the schedulers' CPU then: what the workers cost them with no request (discovery's
-    // polls, a breaker and a Work stream per worker).
-    const schedulerCpu = (): number => schedulers.reduce((x, sch) => x + procCpuMs(sch.pid), 0);
-    const idleFrom = await varz(monitorPort);
-    const idleCpu0 = schedulerCpu();
-    const idleT0 = performance.now();
-    await sleep(1500);
-    const idleTo = await varz(monitorPort);
-    const idleMs = performance.now() - idleT0;
-    const natsIdleInPerS = ((idleTo.in_msgs - idleFrom.in_msgs) * 1000) / idleMs;
-    const schedulerIdlePct = ((schedulerCpu() - idleCpu0) / idleMs) * 100;
-
-    // Closed loop: `inFlight` requests at a time, spread over the schedulers.
-    const bound = boundPerS(c.pools);
-    const latency = idealLatencyMs(c.pools);
-    const inFlight = Math.ceil((bound * latency * 1.1) / 1000) + c.pools.reduce((a, p) => a + p.maxBatch, 0);
-    for (const s of schedulers) {
+    await startWorkerHosts(c, procs, totalWorkers, progress);
+    const idle = await measureIdle(procs);
+    for (const s of procs.schedulers) {
       const client = schedulerStub(s.address);
       clients.push(client);
       sessions.push(new SchedulerSession(client));
     }
-    let sent = 0;
-    let completed = 0;
-    let failed = 0;
-    let outstanding = 0;
-    let windowFrom = Infinity;
-    let windowFromEpoch = Infinity;
-    let windowTo = Infinity;
-    let inWindow = 0;
-    const waits: Record<string, number[]> = {};
-    const latencies: number[] = [];
-    let lastError = '';
-    const params = paramsToWire({ prompt: 'sim' });
-    const send = (): void => {
-      if (stopped) return;
-      const session = sessions[sent % sessions.length];
-      sent += 1;
-      outstanding += 1;
-      const start = performance.now();
-      let done = false;
-      const finish = (ok: boolean, e?: RequestEvent__Output): void => {
-        if (done) return;
-        done = true;
-        outstanding -= 1;
-        const now = performance.now();
-        if (ok) {
-          completed += 1;
-          if (now >= windowFrom && now < windowTo) {
-            inWindow += 1;
-            latencies.push(now - start);
-            // Tasks queued in the window (not the start-up wave's).
-            for (const t of e?.completed?.timings ?? []) {
-              const enqueued = tsMs(t.enqueuedAt);
-              if (enqueued >= windowFromEpoch) (waits[t.pool] ??= []).push(Math.max(0, tsMs(t.startedAt) - enqueued));
-            }
-          }
-        } else failed += 1;
-        send();
-      };
-      session.start(
-        { model: MODEL, params, priority: 0 },
-        {
-          event: (e) => {
-            if (e.completed) finish(true, e);
-            else if (e.failed) {
-              lastError = e.failed.error?.message ?? 'failed';
-              finish(false);
-            } else if (e.cancelled) finish(false);
-          },
-          error: (err) => {
-            lastError = err.message;
-            finish(false);
-          },
-        },
-      );
-    };
-    progress(
-      `sim: ${c.label}: ${inFlight} requests in flight, ${c.warmupS} s warm-up, ${c.durationS} s measured (bound ${bound.toFixed(1)} requests/s)…`,
-    );
-    // The first requests spread over half a request's time, so the first pool does not start
-    // with the whole load queued at once.
-    const rampMs = Math.min(5000, latency / 2);
-    const rampFrom = performance.now();
-    for (let i = 0; i < inFlight; i += 1) {
-      send();
-      const due = rampFrom + (rampMs * (i + 1)) / inFlight;
-      if (due - performance.now() >= 1) await sleep(due - performance.now());
-    }
-    await sleep(Math.max(0, c.warmupS * 1000 - (performance.now() - rampFrom)));
-
-    const snapshot = async (): Promise<{
-      t: number;
-      cpu: Record<string, number>;
-      waiting: Record<string, number>;
-      machine: number;
-      varz: Varz;
-      pools: Record<string, PoolStats>;
-      client: number;
-    }> => {
-      const cpu: Record<string, number> = {};
-      const waiting: Record<string, number> = {};
-      for (const [name, pid] of Object.entries(pids)) {
-        cpu[name] = procCpuMs(pid);
-        waiting[name] = procRunQueueMs(pid);
-      }
-      const u = process.cpuUsage();
-      return {
-        t: performance.now(),
-        cpu,
-        waiting,
-        machine: machineCpuMs(),
-        varz: await varz(monitorPort),
-        pools: await hostStats(hostAddresses),
-        client: (u.user + u.system) / 1000,
-      };
-    };
-    const a = await snapshot();
-    windowFrom = a.t;
-    windowFromEpoch = Date.now();
+    const inFlight = await runClosedLoop(c, sessions, loop, progress);
+    const pids = processIds(procs);
+    const a = await snapshot(pids, procs);
+    loop.windowFrom = a.t;
+    loop.windowFromEpoch = Date.now();
     await sleep(c.durationS * 1000);
-    const b = await snapshot();
-    windowTo = b.t;
-    const windowMs = b.t - a.t;
+    const b = await snapshot(pids, procs);
+    loop.windowTo = b.t;
     if (c.drain) {
-      stopped = true;
-      const until = Date.now() + 60_000 + 3 * latency;
-      while (outstanding > 0 && Date.now() < until) await sleep(50);
+      loop.stopped = true;
+      const until = Date.now() + 60_000 + 3 * idealLatencyMs(c.pools);
+      while (loop.outstanding > 0 && Date.now() < until) await sleep(50);
     }
-    stopped = true;
-
-    const requests = Math.max(1, inWindow);
-    const tasksPerRequest = c.pools.length;
-    const schedCpu = schedulers.reduce((s, _, i) => s + (b.cpu[`scheduler-${i + 1}`] - a.cpu[`scheduler-${i + 1}`]), 0);
-    const cpuPct: Record<string, number> = {};
-    const pctOf = (ms: number): number => (ms / windowMs) * 100;
-    const waitPct: Record<string, number> = {};
-    for (const name of Object.keys(pids)) {
-      cpuPct[name] = pctOf(b.cpu[name] - a.cpu[name]);
-      waitPct[name] = pctOf(b.waiting[name] - a.waiting[name]);
-    }
-    cpuPct.bench = pctOf(b.client - a.client);
-    cpuPct.machine = pctOf(b.machine - a.machine);
-    const allWaits = Object.values(waits)
-      .flat()
-      .sort((x, y) => x - y);
-    latencies.sort((x, y) => x - y);
-    const pools: PoolResult[] = c.pools.map((p) => {
-      const w = (waits[p.pool] ?? []).sort((x, y) => x - y);
-      const busy = (b.pools[p.pool]?.busyMs ?? 0) - (a.pools[p.pool]?.busyMs ?? 0);
-      return {
-        pool: p.pool,
-        workers: p.workers,
-        utilisation: busy / (p.workers * windowMs),
-        waitP50: w.length ? pct(w, 50) : 0,
-        waitP99: w.length ? pct(w, 99) : 0,
-      };
-    });
-    const achievedPerS = (inWindow * 1000) / windowMs;
-    const result: SimResult = {
-      label: c.label,
-      queue: c.queue,
-      schedulers: c.schedulers,
-      workers: totalWorkers,
-      inFlight,
-      boundPerS: bound,
-      achievedPerS,
-      fraction: achievedPerS / bound,
-      pools,
-      waitP50: allWaits.length ? pct(allWaits, 50) : 0,
-      waitP99: allWaits.length ? pct(allWaits, 99) : 0,
-      latencyP50: latencies.length ? pct(latencies, 50) : 0,
-      schedulerCpuMsPerRequest: schedCpu / requests,
-      schedulerCpuMsPerTask: schedCpu / (requests * tasksPerRequest),
-      tasksPerRequest,
-      natsInPerRequest: (b.varz.in_msgs - a.varz.in_msgs) / requests,
-      natsOutPerRequest: (b.varz.out_msgs - a.varz.out_msgs) / requests,
-      natsIdleInPerS,
-      schedulerIdlePct,
-      cpuPct,
-      waitPct,
-      completed,
-      failed,
-      sent,
-    };
-    if (result.fraction < 0.95) {
-      // The pool that sets the bound, and how often each scheduler dispatched one of its tasks.
-      const limiting = c.pools.reduce((x, y) => ((y.workers * y.maxBatch) / taskMs(y) < (x.workers * x.maxBatch) / taskMs(x) ? y : x));
-      const lp = pools.find((p) => p.pool === limiting.pool)!;
-      result.saturated = saturationCause(cpuPct, waitPct, {
-        pool: lp.pool,
-        utilisation: lp.utilisation,
-        waitP50: lp.waitP50,
-        msPerDispatch: (windowMs * c.schedulers) / Math.max(1, inWindow),
-      });
-    }
-    if (failed > 0) progress(`sim: ${c.label}: ${failed} requests failed (last: ${lastError})`);
+    loop.stopped = true;
+    const result = simResult(c, { a, b, pids, loop, idle, inFlight, totalWorkers });
+    if (loop.failed > 0) progress(`sim: ${c.label}: ${loop.failed} requests failed (last: ${loop.lastError})`);
     // The schedulers write their profiles when they exit.
     for (const s of sessions) await s.close().catch(() => undefined);
     for (const cl of clients) cl.close();
-    await supervisor.stopAll(10_000);
-    if (c.cpuProf) result.profile = await topSelfTime(profDir);
+    await procs.supervisor.stopAll(10_000);
+    if (c.cpuProf) result.profile = await topSelfTime(procs.profDir);
     return result;
   } finally {
-    stopped = true;
+    loop.stopped = true;
     for (const s of sessions) await s.close().catch(() => undefined);
     for (const cl of clients) cl.close();
-    await supervisor.stopAll(5000);
-    await discovery.close();
+    await procs.supervisor.stopAll(5000);
+    await procs.discovery.close();
     await nats.stop();
-    await redis?.stop();
+    await procs.redis?.stop();
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+function newLoopState(): LoopState {
+  return {
+    stopped: false,
+    sent: 0,
+    completed: 0,
+    failed: 0,
+    outstanding: 0,
+    windowFrom: Infinity,
+    windowFromEpoch: Infinity,
+    windowTo: Infinity,
+    inWindow: 0,
+    waits: {},
+    latencies: [],
+    lastError: '',
+  };
+}
+
+/** redis (for that queue), tensor-svc and the schedulers, each started with its own config's flags. */
+async function startControlPlane(c: SimCase, procs: SimProcesses): Promise<void> {
+  const { nats, supervisor, dir } = procs;
+  if (c.queue === 'redis') procs.redis = await startRedisServer({ log: silentLogger() });
+  const nodeId = 'sim-node';
+  const tensor = await supervisor.start({
+    name: 'tensor-svc',
+    entry: serviceEntry('tensor-svc'),
+    args: ['--node-id', nodeId, '--listen', '127.0.0.1:0', '--nats', nats.url, '--log-level', 'warn'],
+    readyPrefix: 'tensor-svc listening on ',
+  });
+  procs.tensor = tensor;
+  const plans = path.join(dir, 'plans.yaml');
+  await writeFile(plans, plansYaml(c.pools));
+  if (c.cpuProf) await mkdir(procs.profDir, { recursive: true });
+  for (let i = 1; i <= c.schedulers; i += 1) {
+    procs.schedulers.push(
+      await supervisor.start({
+        name: `scheduler-${i}`,
+        entry: serviceEntry('scheduler'),
+        args: configArgs(schedulerConfig, {
+          nodeId,
+          instanceId: `scheduler-${i}`,
+          listen: '127.0.0.1:0',
+          natsUrl: nats.url,
+          tensorAddress: tensor.address,
+          plansFile: plans,
+          queue: c.queue,
+          queueUrl: c.queue === 'redis' ? procs.redis!.url : nats.url,
+          maxInFlight: 100_000,
+          maxQueueLength: 100_000,
+          retentionMs: 5000,
+          log: { level: 'warn' },
+        }),
+        // node --cpu-prof (NODE_OPTIONS does not take it): a shell that execs node with the flag.
+        ...(c.cpuProf ? { launcher: ['sh', '-c', `exec "$0" --cpu-prof --cpu-prof-dir=${procs.profDir} "$@"`] } : {}),
+        readyPrefix: SCHED_READY,
+      }),
+    );
+  }
+}
+
+/** Worker hosts: each takes up to `perHost` workers, pools split across hosts in order. */
+function hostSpecs(pools: readonly SimPool[], perHost: number): SimPoolSpec[][] {
+  const out: SimPoolSpec[][] = [[]];
+  let room = perHost;
+  for (const p of pools) {
+    let left = p.workers;
+    let first = 1;
+    while (left > 0) {
+      if (room === 0) {
+        out.push([]);
+        room = perHost;
+      }
+      const n = Math.min(left, room);
+      out[out.length - 1].push({ ...p, count: n, first });
+      first += n;
+      left -= n;
+      room -= n;
+    }
+  }
+  return out;
+}
+
+/** Starts the worker host processes and waits until every worker is in discovery (and attached). */
+async function startWorkerHosts(c: SimCase, procs: SimProcesses, totalWorkers: number, progress: (line: string) => void): Promise<void> {
+  const specs = hostSpecs(c.pools, c.workersPerHost ?? 125);
+  // Compiled next to this file; from the sources (tests), the compiled one in dist/.
+  const workerEntry = fileURLToPath(
+    new URL(import.meta.url.endsWith('.ts') ? '../dist/sim-worker.js' : './sim-worker.js', import.meta.url),
+  );
+  progress(`sim: ${c.label}: starting ${totalWorkers} workers in ${specs.length} processes…`);
+  procs.hosts = await Promise.all(
+    specs.map((pools, i) => {
+      const spec: WorkerHostSpec = {
+        natsUrl: procs.nats.url,
+        tensorAddress: procs.tensor!.address,
+        nodeId: 'sim-node',
+        modelsDir: procs.dir,
+        outputBytes: c.outputBytes ?? 1024,
+        pools,
+      };
+      return procs.supervisor.start({
+        name: `workers-${i + 1}`,
+        entry: workerEntry,
+        args: [JSON.stringify(spec)],
+        readyPrefix: 'sim-worker listening on ',
+      });
+    }),
+  );
+  // Every worker in discovery; the schedulers attach them on their next poll.
+  const deadline = Date.now() + 60_000;
+  while ((await procs.discovery.instances()).filter((i) => i.name === 'sim-stage').length < totalWorkers) {
+    if (Date.now() > deadline) throw new Error(`sim: not every worker registered within 60 s`);
+    await sleep(200);
+  }
+  await sleep(1000);
+}
+
+/**
+ * NATS traffic with nothing sent (discovery's polls and answers), and the schedulers' CPU then:
+ * what the workers cost them with no request (discovery's polls, a breaker and a Work stream per worker).
+ */
+async function measureIdle(procs: SimProcesses): Promise<{ natsIdleInPerS: number; schedulerIdlePct: number }> {
+  const schedulerCpu = (): number => procs.schedulers.reduce((x, sch) => x + procCpuMs(sch.pid), 0);
+  const idleFrom = await varz(procs.monitorPort);
+  const idleCpu0 = schedulerCpu();
+  const idleT0 = performance.now();
+  await sleep(1500);
+  const idleTo = await varz(procs.monitorPort);
+  const idleMs = performance.now() - idleT0;
+  return {
+    natsIdleInPerS: ((idleTo.in_msgs - idleFrom.in_msgs) * 1000) / idleMs,
+    schedulerIdlePct: ((schedulerCpu() - idleCpu0) / idleMs) * 100,
+  };
+}
+
+/**
+ * Starts the closed loop: `inFlight` requests at a time, spread over the schedulers, each
+ * finished one replaced by a new one; resolves (with `inFlight`) once the warm-up is over.
+ */
+async function runClosedLoop(c: SimCase, sessions: SchedulerSession[], loop: LoopState, progress: (line: string) => void): Promise<number> {
+  const bound = boundPerS(c.pools);
+  const latency = idealLatencyMs(c.pools);
+  const inFlight = Math.ceil((bound * latency * 1.1) / 1000) + c.pools.reduce((a, p) => a + p.maxBatch, 0);
+  const params = paramsToWire({ prompt: 'sim' });
+  const send = (): void => {
+    if (loop.stopped) return;
+    const session = sessions[loop.sent % sessions.length];
+    loop.sent += 1;
+    loop.outstanding += 1;
+    const start = performance.now();
+    let done = false;
+    const finish = (ok: boolean, e?: RequestEvent__Output): void => {
+      if (done) return;
+      done = true;
+      loop.outstanding -= 1;
+      if (ok) recordCompleted(loop, start, e);
+      else loop.failed += 1;
+      send();
+    };
+    session.start(
+      { model: MODEL, params, priority: 0 },
+      {
+        event: (e) => {
+          if (e.completed) finish(true, e);
+          else if (e.failed) {
+            loop.lastError = e.failed.error?.message ?? 'failed';
+            finish(false);
+          } else if (e.cancelled) finish(false);
+        },
+        error: (err) => {
+          loop.lastError = err.message;
+          finish(false);
+        },
+      },
+    );
+  };
+  progress(
+    `sim: ${c.label}: ${inFlight} requests in flight, ${c.warmupS} s warm-up, ${c.durationS} s measured (bound ${bound.toFixed(1)} requests/s)…`,
+  );
+  // The first requests spread over half a request's time, so the first pool does not start
+  // with the whole load queued at once.
+  const rampMs = Math.min(5000, latency / 2);
+  const rampFrom = performance.now();
+  for (let i = 0; i < inFlight; i += 1) {
+    send();
+    const due = rampFrom + (rampMs * (i + 1)) / inFlight;
+    if (due - performance.now() >= 1) await sleep(due - performance.now());
+  }
+  await sleep(Math.max(0, c.warmupS * 1000 - (performance.now() - rampFrom)));
+  return inFlight;
+}
+
+/** A completed request: counted, and in the window its latency and its tasks' queue waits. */
+function recordCompleted(loop: LoopState, start: number, e: RequestEvent__Output | undefined): void {
+  loop.completed += 1;
+  const now = performance.now();
+  if (now < loop.windowFrom || now >= loop.windowTo) return;
+  loop.inWindow += 1;
+  loop.latencies.push(now - start);
+  // Tasks queued in the window (not the start-up wave's).
+  for (const t of e?.completed?.timings ?? []) {
+    const enqueued = tsMs(t.enqueuedAt);
+    if (enqueued >= loop.windowFromEpoch) (loop.waits[t.pool] ??= []).push(Math.max(0, tsMs(t.startedAt) - enqueued));
+  }
+}
+
+function processIds(procs: SimProcesses): Record<string, number> {
+  const pids: Record<string, number> = { 'nats-server': procs.nats.pid, 'tensor-svc': procs.tensor!.pid };
+  procs.schedulers.forEach((s, i) => (pids[`scheduler-${i + 1}`] = s.pid));
+  if (procs.redis) pids['redis-server'] = procs.redis.pid;
+  procs.hosts.forEach((h, i) => (pids[`workers-${i + 1}`] = h.pid));
+  return pids;
+}
+
+async function snapshot(pids: Record<string, number>, procs: SimProcesses): Promise<Snapshot> {
+  const cpu: Record<string, number> = {};
+  const waiting: Record<string, number> = {};
+  for (const [name, pid] of Object.entries(pids)) {
+    cpu[name] = procCpuMs(pid);
+    waiting[name] = procRunQueueMs(pid);
+  }
+  const u = process.cpuUsage();
+  return {
+    t: performance.now(),
+    cpu,
+    waiting,
+    machine: machineCpuMs(),
+    varz: await varz(procs.monitorPort),
+    pools: await hostStats(procs.hosts.map((h) => h.address)),
+    client: (u.user + u.system) / 1000,
+  };
+}
+
+/** The case's figures from the window's two snapshots and the loop's counters. */
+function simResult(
+  c: SimCase,
+  m: {
+    a: Snapshot;
+    b: Snapshot;
+    pids: Record<string, number>;
+    loop: LoopState;
+    idle: { natsIdleInPerS: number; schedulerIdlePct: number };
+    inFlight: number;
+    totalWorkers: number;
+  },
+): SimResult {
+  const { a, b, loop } = m;
+  const windowMs = b.t - a.t;
+  const bound = boundPerS(c.pools);
+  const requests = Math.max(1, loop.inWindow);
+  const tasksPerRequest = c.pools.length;
+  const schedCpu = Array.from({ length: c.schedulers }, (_, i) => b.cpu[`scheduler-${i + 1}`] - a.cpu[`scheduler-${i + 1}`]).reduce(
+    (x, y) => x + y,
+    0,
+  );
+  const pctOf = (ms: number): number => (ms / windowMs) * 100;
+  const cpuPct: Record<string, number> = {};
+  const waitPct: Record<string, number> = {};
+  for (const name of Object.keys(m.pids)) {
+    cpuPct[name] = pctOf(b.cpu[name] - a.cpu[name]);
+    waitPct[name] = pctOf(b.waiting[name] - a.waiting[name]);
+  }
+  cpuPct.bench = pctOf(b.client - a.client);
+  cpuPct.machine = pctOf(b.machine - a.machine);
+  const allWaits = Object.values(loop.waits)
+    .flat()
+    .sort((x, y) => x - y);
+  loop.latencies.sort((x, y) => x - y);
+  const pools: PoolResult[] = c.pools.map((p) => {
+    const w = (loop.waits[p.pool] ?? []).sort((x, y) => x - y);
+    const busy = (b.pools[p.pool]?.busyMs ?? 0) - (a.pools[p.pool]?.busyMs ?? 0);
+    return {
+      pool: p.pool,
+      workers: p.workers,
+      utilisation: busy / (p.workers * windowMs),
+      waitP50: w.length ? pct(w, 50) : 0,
+      waitP99: w.length ? pct(w, 99) : 0,
+    };
+  });
+  const achievedPerS = (loop.inWindow * 1000) / windowMs;
+  const result: SimResult = {
+    label: c.label,
+    queue: c.queue,
+    schedulers: c.schedulers,
+    workers: m.totalWorkers,
+    inFlight: m.inFlight,
+    boundPerS: bound,
+    achievedPerS,
+    fraction: achievedPerS / bound,
+    pools,
+    waitP50: allWaits.length ? pct(allWaits, 50) : 0,
+    waitP99: allWaits.length ? pct(allWaits, 99) : 0,
+    latencyP50: loop.latencies.length ? pct(loop.latencies, 50) : 0,
+    schedulerCpuMsPerRequest: schedCpu / requests,
+    schedulerCpuMsPerTask: schedCpu / (requests * tasksPerRequest),
+    tasksPerRequest,
+    natsInPerRequest: (b.varz.in_msgs - a.varz.in_msgs) / requests,
+    natsOutPerRequest: (b.varz.out_msgs - a.varz.out_msgs) / requests,
+    natsIdleInPerS: m.idle.natsIdleInPerS,
+    schedulerIdlePct: m.idle.schedulerIdlePct,
+    cpuPct,
+    waitPct,
+    completed: loop.completed,
+    failed: loop.failed,
+    sent: loop.sent,
+  };
+  if (result.fraction < 0.95) {
+    // The pool that sets the bound, and how often each scheduler dispatched one of its tasks.
+    const limiting = c.pools.reduce((x, y) => ((y.workers * y.maxBatch) / taskMs(y) < (x.workers * x.maxBatch) / taskMs(x) ? y : x));
+    const lp = pools.find((p) => p.pool === limiting.pool)!;
+    result.saturated = saturationCause(cpuPct, waitPct, {
+      pool: lp.pool,
+      utilisation: lp.utilisation,
+      waitP50: lp.waitP50,
+      msPerDispatch: (windowMs * c.schedulers) / Math.max(1, loop.inWindow),
+    });
+  }
+  return result;
 }
 
 /**

@@ -2,6 +2,7 @@ import { access, mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises'
 import { constants } from 'node:fs';
 import path from 'node:path';
 import {
+  Code,
   DiffmeshError,
   invalidParameter,
   type GenerationParams,
@@ -9,10 +10,8 @@ import {
   type ObjectRef,
   type RequestEvent,
 } from '@diffmesh/core';
-import { submitWithInputImage } from '@diffmesh/scheduler';
-import { chooseVideoFormat, encodeResult, ffmpegAvailable, type ResultFormat } from '@diffmesh/media';
-import { type TensorStore } from '@diffmesh/tensor-client';
-import type { Embedded } from './embedded.js';
+import type { ResultFormat } from '@diffmesh/media';
+import type { TensorStore } from '@diffmesh/tensor-client';
 import type { Progress } from './progress.js';
 
 /** What `diffmesh generate` was asked for, after flag parsing. */
@@ -62,6 +61,7 @@ export async function planOutput(output: string | undefined, frames: number, ffm
   else if (frames === 1 && !['.mp4', '.webm', '.gif', '.apng'].includes(ext)) {
     throw invalidParameter('output', `unsupported image extension "${ext || '(none)'}" in "${wanted}"; use .png, .jpg or .webp`);
   } else {
+    const { chooseVideoFormat, ffmpegAvailable } = await import('@diffmesh/media');
     planned = chooseVideoFormat(wanted, ext === '.mp4' || ext === '.webm' ? await ffmpegAvailable(ffmpegPath) : false);
   }
   await checkOutputFolder(planned.path);
@@ -75,55 +75,6 @@ export async function checkOutputFolder(file: string): Promise<void> {
     await access(dir, constants.W_OK);
   } catch {
     throw invalidParameter('output', `folder "${dir}" does not exist or is not writable`);
-  }
-}
-
-/**
- * Runs one generation on an embedded runtime and writes the file. Nothing is written
- * unless the generation completes; the file appears atomically (temp file + rename).
- */
-export async function generate(mesh: Embedded, args: GenerateArgs, progress: Progress, signal: AbortSignal): Promise<GenerateOutcome> {
-  const started = Date.now();
-  const entry = mesh.registry.lookup(args.model); // unknown model → error naming `model`
-  if (!mesh.servable.includes(args.model)) {
-    throw new DiffmeshError(
-      9 /* FAILED_PRECONDITION */,
-      'MODEL_LOAD_FAILED',
-      `model: "${args.model}" has a plan but no model files under ${mesh.catalog.roots.join(', ')} ` +
-        `(servable here: ${mesh.servable.join(', ')})`,
-      { metadata: { field: 'model' } },
-    );
-  }
-  const out = await planOutput(args.output, args.params.numFrames ?? entry.defaults.numFrames, args.ffmpegPath);
-  const state = await submitWithInputImage(
-    mesh.scheduler,
-    {
-      model: args.model,
-      params: { ...args.params, prompt: args.prompt },
-      priority: args.priority,
-      ...(args.deadline ? { deadline: args.deadline } : {}),
-    },
-    args.image,
-  );
-  const params = state.context.params;
-  const reqId = state.context.reqId;
-  const onAbort = (): void => {
-    mesh.scheduler.cancel(reqId).catch(() => {
-      // already gone
-    });
-  };
-  signal.addEventListener('abort', onAbort, { once: true });
-  let outputs: Record<string, ObjectRef>;
-  try {
-    outputs = await follow(mesh.scheduler.watch(reqId), progress, args.previewDir);
-  } finally {
-    signal.removeEventListener('abort', onAbort);
-  }
-  try {
-    const file = await writeResult(mesh.store, outputs.pixels, out, params.fps, args.ffmpegPath, signal);
-    return { ...file, params, ms: Date.now() - started };
-  } finally {
-    await mesh.store.deleteRequest(reqId);
   }
 }
 
@@ -150,7 +101,7 @@ export async function follow(
   } finally {
     progress.stop();
   }
-  if (!outputs?.pixels) throw new DiffmeshError(13, 'INTERNAL', 'generation finished without pixels');
+  if (!outputs?.pixels) throw new DiffmeshError(Code.INTERNAL, 'INTERNAL', 'generation finished without pixels');
   return outputs;
 }
 
@@ -161,7 +112,7 @@ function terminal(e: RequestEvent): Record<string, ObjectRef> | undefined {
       metadata: e.error.field ? { field: e.error.field } : {},
     });
   }
-  if (e.type === 'cancelled') throw new DiffmeshError(1, 'CANCELLED', 'generation cancelled');
+  if (e.type === 'cancelled') throw new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'generation cancelled');
   return undefined;
 }
 
@@ -178,6 +129,7 @@ export async function writeResult(
   const [frames, height, width] = ref.shape;
   const frameBytes = width * height * 3;
   const list = Array.from({ length: frames }, (_, f) => data.subarray(f * frameBytes, (f + 1) * frameBytes));
+  const { encodeResult } = await import('@diffmesh/media');
   const { bytes } = await encodeResult({ width, height, frames: list }, out.format, { fps, ffmpegPath, signal });
   const target = path.resolve(out.path);
   const tmpDir = await mkdtemp(path.join(path.dirname(target), '.diffmesh-'));

@@ -1,7 +1,12 @@
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { onnxruntimeBinDir, onnxruntimeNodeVersion } from '@diffmesh/stage-host';
+import { writeProviderPackage } from '@diffmesh/testing';
 import type { GpuReport } from './gpu.js';
 
 // `diffmesh gpu check` as a user runs it: on this machine (no GPU, no CUDA), and with WebGPU on
@@ -26,14 +31,38 @@ describe('diffmesh gpu check', () => {
     expect(by.cpu).toMatchObject({ bundled: true, installed: true, probe: { works: true, f16: true } });
     expect(by.webgpu).toMatchObject({ bundled: true, probe: { works: false } });
     expect(by.webgpu.probe?.error).toMatch(/adapter/i);
+    expect(r.onnxruntimeNode).toBe(onnxruntimeNodeVersion());
     if (process.platform === 'linux' && process.arch === 'x64' && !by.cuda.installed) {
       expect(by.cuda.missingFiles).toContain('libonnxruntime_providers_cuda.so');
       expect(by.cuda.missingLibraries.map((l) => l.soname)).toContain('libcudnn.so.9');
       expect(by.tensorrt.missingLibraries.map((l) => l.soname)).toContain('libnvinfer.so.10');
     }
+    if (process.platform === 'linux' && process.arch === 'x64') {
+      // Each CUDA 13 library the CUDA provider loads: where it is, or missing.
+      expect(r.cudaLibraries?.map((l) => l.soname)).toEqual([
+        'libcudart.so.13',
+        'libcublas.so.13',
+        'libcublasLt.so.13',
+        'libcurand.so.10',
+        'libcudnn.so.9',
+        'libcuda.so.1',
+      ]);
+      for (const l of r.cudaLibraries ?? []) {
+        if (l.path) expect(existsSync(l.path)).toBe(true);
+        // What the CUDA provider reports missing is what this list does not find where the linker looks.
+        if (!by.cuda.installed) expect(by.cuda.missingLibraries.some((m) => m.soname === l.soname)).toBe(!l.linkable);
+      }
+    }
     // The human form says the same and the install step.
     const text = await cli(['gpu', 'check'], { VK_ICD_FILENAMES: '/nonexistent/icd.json' });
     if (!by.cuda?.installed) expect(text.stdout).toMatch(/cuda +opt-in +not installed \(`npx diffmesh gpu install cuda`\)/);
+    if (r.cudaLibraries) {
+      expect(text.stdout).toContain(
+        `CUDA 13 libraries the cuda provider loads: ${r.cudaLibraries.filter((l) => l.path).length} of 6 found`,
+      );
+      for (const l of r.cudaLibraries)
+        expect(text.stdout).toMatch(new RegExp(`  ${l.soname.replaceAll('.', '\\.')} +${l.path ? l.path : 'missing'}`));
+    }
     // --require makes it a gate for scripts.
     const gate = await cli(['gpu', 'check', '--require', 'webgpu'], { VK_ICD_FILENAMES: '/nonexistent/icd.json' });
     expect(gate.code).toBe(1);
@@ -54,4 +83,29 @@ describe('diffmesh gpu check', () => {
     expect(code).toBe(2);
     expect(stderr).toMatch(/"webgpu" is not installed separately \(installable: cuda, tensorrt/);
   });
+
+  it.runIf(process.platform === 'linux' && process.arch === 'x64')(
+    "refuses provider files of another onnxruntime release than onnxruntime-node's, naming both, and writes nothing",
+    async () => {
+      const core = onnxruntimeNodeVersion();
+      const other = core === '1.29.0' ? '1.30.0' : '1.29.0';
+      const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-gpu-install-'));
+      try {
+        const before = readdirSync(onnxruntimeBinDir()).sort();
+        const from = await writeProviderPackage(dir, 'release-archive', other);
+        const { code, stdout, stderr } = await cli(['gpu', 'install', 'cuda', '--from', from]);
+        expect(code).toBe(1);
+        expect(stdout).toContain(`installing the cuda provider of onnxruntime-node ${core} from ${from}`);
+        expect(stderr).toContain(
+          `(onnxruntime release archive) holds the cuda provider of onnxruntime ${other}, and this onnxruntime-node is ${core}`,
+        );
+        expect(readdirSync(onnxruntimeBinDir()).sort()).toEqual(before);
+        const none = await cli(['gpu', 'install', 'cuda', '--from', path.join(dir, 'nothing-here')]);
+        expect(none.code).toBe(2);
+        expect(none.stderr).toMatch(/from: .*nothing-here does not exist/);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  );
 });

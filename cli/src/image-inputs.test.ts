@@ -2,7 +2,15 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DiffmeshError, silentLogger, type GenerationParams, type ObjectRef, type StageHandler, type StageTask } from '@diffmesh/core';
+import {
+  Code,
+  DiffmeshError,
+  silentLogger,
+  type GenerationParams,
+  type ObjectRef,
+  type StageHandler,
+  type StageTask,
+} from '@diffmesh/core';
 import { DenoisingStage } from '@diffmesh/dit-svc';
 import { TextEncodingStage } from '@diffmesh/encoder-svc';
 import { encodePng } from '@diffmesh/media';
@@ -181,7 +189,7 @@ describe('image_encoding on model directories (img2img)', () => {
       (e: unknown) => e,
     );
     expect(err).toBeInstanceOf(DiffmeshError);
-    expect((err as DiffmeshError).code).toBe(3);
+    expect((err as DiffmeshError).code).toBe(Code.INVALID_ARGUMENT);
     expect((err as DiffmeshError).field).toBe('input_image');
   });
 

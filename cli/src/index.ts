@@ -1,6 +1,7 @@
 export { EMBEDDED_LIMITS, startEmbedded } from './embedded.js';
 export type { Embedded, EmbeddedOptions } from './embedded.js';
-export { generate, planOutput } from './generate.js';
+export { generateEmbedded } from './embedded-generate.js';
+export { planOutput } from './generate.js';
 export type { GenerateArgs, GenerateOutcome, OutputPlan } from './generate.js';
 export { EXIT, main } from './main.js';
 export { parseProviderSpec, REPLICA_SERVICES, serviceEntry, startLocalMesh, waitForInstance } from './mesh/local-mesh.js';

@@ -1,14 +1,15 @@
 import { readFile, stat } from 'node:fs/promises';
 import { DiffmeshError, invalidParameter, type InputImageSource } from '@diffmesh/core';
-import { MAX_INPUT_IMAGE_BYTES, verifyImage } from '@diffmesh/media';
 
 /**
  * Reads the file of `--image` and checks it is a whole image the scheduler takes (PNG, JPEG
- * or WebP, one frame, at most {@link MAX_INPUT_IMAGE_BYTES}; decoded once to find truncated or
+ * or WebP, one frame, at most media's `MAX_INPUT_IMAGE_BYTES`; decoded once to find truncated or
  * corrupt data), so that a bad file is refused before any work, naming the field
  * `input_image` (the flag `--image`) and the file.
  */
 export async function readInputImage(file: string): Promise<InputImageSource> {
+  // The image codecs load only for a command given an image.
+  const { MAX_INPUT_IMAGE_BYTES, verifyImage } = await import('@diffmesh/media');
   let size: number;
   try {
     const info = await stat(file);

@@ -1,5 +1,5 @@
 import { SchedulerClient, eventFromWire } from '@diffmesh/client';
-import { DurableStores, InlineTensorStore, RemoteTensorStore, RoutedTensorStore, durableSettingsFromEnv } from '@diffmesh/tensor-client';
+import type { InlineTensorStore } from '@diffmesh/tensor-client';
 import {
   DEFAULT_STRENGTH,
   paramsToWire,
@@ -50,9 +50,15 @@ export function followEvents(
 /**
  * A store that reads results from whichever tensor-svc owns them (never via shared memory),
  * or from their durable copy in redis/S3 (reached with `REDIS_URL` and `AWS_*`) when the
- * owner cannot serve them.
+ * owner cannot serve them. The tensor clients (redis, S3) load only once there is a result to read.
  */
-export function resultStore(log: Logger, env: Record<string, string | undefined> = process.env, tls?: TlsFiles): InlineTensorStore {
+export async function resultStore(
+  log: Logger,
+  env: Record<string, string | undefined> = process.env,
+  tls?: TlsFiles,
+): Promise<InlineTensorStore> {
+  const { DurableStores, InlineTensorStore, RemoteTensorStore, RoutedTensorStore, durableSettingsFromEnv } =
+    await import('@diffmesh/tensor-client');
   return new InlineTensorStore(
     new RoutedTensorStore({
       remote: new RemoteTensorStore({ address: '', nodeId: `client-${process.pid}`, log, sameNodeReads: false, ...(tls ? { tls } : {}) }),
@@ -78,7 +84,6 @@ export async function generateRemote(
 ): Promise<GenerateOutcome> {
   const started = Date.now();
   const client = connectScheduler(addresses, log, tls);
-  const store = resultStore(log, process.env, tls);
   try {
     const models = await client.listModels({ signal });
     const model = models.models.find((m) => m.name === args.model && !m.pattern);
@@ -108,14 +113,15 @@ export async function generateRemote(
       { signal },
     );
     const pixels = (await followEvents(events, progress, args.previewDir)).pixels;
+    const store = await resultStore(log, process.env, tls);
     try {
       const file = await writeResult(store, pixels, out, params.fps, args.ffmpegPath, signal);
       return { ...file, params, ms: Date.now() - started };
     } finally {
       await store.delete(pixels).catch(() => undefined);
+      await store.close();
     }
   } finally {
     await client.close();
-    await store.close();
   }
 }

@@ -121,7 +121,7 @@ export async function watchRemote(
     const pixels = outputs.pixels;
     const out = await planOutput(args.output, pixels.shape[0] ?? 1, args.ffmpegPath);
     const fps = args.fps ?? (await defaultFps(client, model));
-    const store = resultStore(log, process.env, tls);
+    const store = await resultStore(log, process.env, tls);
     try {
       const file = await writeResult(store, pixels, out, fps, args.ffmpegPath, signal);
       return { reqId: args.reqId, file, ms: Date.now() - started };

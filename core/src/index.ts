@@ -8,6 +8,9 @@
 export { Cancellation } from './abort.js';
 export { ConfigError, defineConfig, formatConfigTable, formatIssue, listEnvVars, listFlags, loadConfig } from './config/config.js';
 export type { ConfigDefinition, ConfigIssue, ConfigSource, ConfigSpec, EnvVarInfo, FlagInfo, LoadConfigOptions } from './config/config.js';
+export { configArgs, kebabCase, schemaMappings, upperSnakeCase } from './config/config-fields.js';
+export type { ConfigMappings, FieldNames } from './config/config-fields.js';
+export type { ConfigPath, ConfigValues } from './config/config-paths.js';
 export {
   asDiffmeshError,
   cancelled,
@@ -72,14 +75,16 @@ export {
   createLogger,
   DEFAULT_REDACT_PATHS,
   LOG_LEVELS,
+  LOG_FORMATS,
   LogConfigSchema,
+  logConfigMappings,
   LogLevelSchema,
   silentLogger,
   traceFieldsFromTraceparent,
   withContext,
 } from './logging/logger.js';
 export { redactUri } from './logging/redact-uri.js';
-export type { LogConfig, LogContext, Logger, LoggerOptions, LogLevel } from './logging/logger.js';
+export type { LogConfig, LogContext, LogFormat, Logger, LoggerOptions, LogLevel } from './logging/logger.js';
 export { startMetricsEndpoint } from './metrics-endpoint.js';
 export type { MetricsEndpoint, MetricsSource } from './metrics-endpoint.js';
 export type { Dtype, ObjectRef } from './object-ref.js';

@@ -22,7 +22,7 @@ import {
   type ModelGraphs,
 } from '@diffmesh/adapters';
 import { ADAPTER_NAME_PATTERN, DiffmeshError, invalidParameter, type GenerationParams, type Logger } from '@diffmesh/core';
-import { ort, type ModelDirectory, type SessionVariant } from '@diffmesh/stage-host';
+import { ort, type LoadedModelDirectory, type SessionVariant } from '@diffmesh/stage-host';
 import { AdapterCache } from './adapter-cache.js';
 
 export interface DenoiserAdaptersOptions {
@@ -108,7 +108,7 @@ export class DenoiserAdapters {
   }
 
   /** The session variant of a directory's denoiser: its graph with the LoRA branches. */
-  variant(directory: ModelDirectory): SessionVariant {
+  variant(directory: LoadedModelDirectory): SessionVariant {
     return { key: 'lora', source: (file) => this.branchedGraph(directory, file) };
   }
 
@@ -117,7 +117,7 @@ export class DenoiserAdapters {
    * INVALID_ARGUMENT naming `adapters[i].name` for an unknown adapter or a file that cannot be
    * applied (the reason in the message).
    */
-  async resolve(params: GenerationParams, directory: ModelDirectory): Promise<AdapterUse[]> {
+  async resolve(params: GenerationParams, directory: LoadedModelDirectory): Promise<AdapterUse[]> {
     const list = params.adapters ?? [];
     if (list.length === 0) return [];
     const lora = await this.lora(directory);
@@ -125,7 +125,7 @@ export class DenoiserAdapters {
   }
 
   /** The branch inputs of a run whose batch items use `rows[b]`. */
-  async feeds(directory: ModelDirectory, rows: AdapterUse[][]): Promise<Record<string, ort.Tensor>> {
+  async feeds(directory: LoadedModelDirectory, rows: AdapterUse[][]): Promise<Record<string, ort.Tensor>> {
     const lora = await this.lora(directory);
     // Who uses what at which scale: adapters by identity (a file read again is a new one).
     const signature = rows.map((uses) => uses.map((u) => `${this.idOf(u.adapter)}:${u.scale}`).join(',')).join('|');
@@ -149,7 +149,7 @@ export class DenoiserAdapters {
     return id;
   }
 
-  private lora(directory: ModelDirectory): Promise<DirectoryLora> {
+  private lora(directory: LoadedModelDirectory): Promise<DirectoryLora> {
     let p = this.loras.get(directory.id);
     if (!p) {
       p = this.readLora(directory);
@@ -159,7 +159,7 @@ export class DenoiserAdapters {
     return p;
   }
 
-  private async readLora(directory: ModelDirectory): Promise<DirectoryLora> {
+  private async readLora(directory: LoadedModelDirectory): Promise<DirectoryLora> {
     const model = decodeModel(await readFile(directory.layout.denoiser.model));
     const linears = findGraphLinears(model);
     const layersPerBlock = Number(directory.layout.denoiser.config.layers_per_block ?? 2);
@@ -179,7 +179,7 @@ export class DenoiserAdapters {
    * outside the model's folder, symbolic links included); where the folder is on another file
    * system, weights that fit a protobuf are read into the graph instead.
    */
-  private async branchedGraph(directory: ModelDirectory, file: string): Promise<string | Uint8Array> {
+  private async branchedGraph(directory: LoadedModelDirectory, file: string): Promise<string | Uint8Array> {
     const model = decodeModel(await readFile(file));
     const external = externalDataFiles(model);
     const { model: rewritten } = addLoraBranches(model, [...findGraphLinears(model).byModule.values()]);

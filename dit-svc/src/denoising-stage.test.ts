@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultModelsRoot } from '@diffmesh/models';
 import { ModelCatalog, SessionCache } from '@diffmesh/stage-host';
 import { createTensorStore, float32View, toBytes, type TensorStore } from '@diffmesh/tensor-client';
-import { silentLogger, type GenerationParams, type ObjectRef, type StageProgress, type StageTask } from '@diffmesh/core';
+import { Code, silentLogger, type GenerationParams, type ObjectRef, type StageProgress, type StageTask } from '@diffmesh/core';
 import { DenoisingStage } from './denoising-stage.js';
 
 const MODEL = 'diffmesh/tiny-shapes';
@@ -126,7 +126,7 @@ describe('DenoisingStage', () => {
     await expect(
       stage(8).execute(await task('bad', { width: 60 }), { signal: new AbortController().signal, onProgress() {}, log: silentLogger() }),
     ).rejects.toMatchObject({
-      code: 3,
+      code: Code.INVALID_ARGUMENT,
       metadata: { field: 'width' },
     });
   });

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildSdDir } from '@diffmesh/models';
-import { DiffmeshError, silentLogger, type Logger } from '@diffmesh/core';
+import { Code, DiffmeshError, silentLogger, type Logger } from '@diffmesh/core';
 import { availableExecutionProviders, ort, SessionCache } from '@diffmesh/stage-host';
 
 // Model runs and the thread that called them, with a UNet whose call takes about a second
@@ -92,7 +92,7 @@ describe('runner threads', () => {
     await sessions.close();
     const err = await pending;
     expect(err).toBeInstanceOf(DiffmeshError);
-    expect((err as DiffmeshError).code).toBe(14);
+    expect((err as DiffmeshError).code).toBe(Code.UNAVAILABLE);
   });
 
   it('give a model file several threads when asked, and load it on each', async () => {

@@ -1,6 +1,6 @@
 import { ATTR, Code, DiffmeshError, type ObjectRef, type StageResult, type StageTask } from '@diffmesh/core';
 import { sequenceOutputName, type TextEncoderSpec } from '@diffmesh/model-layout';
-import { feedTensor, floatOutput, type ModelDirectory, type ModelOutputs, type SessionCache } from '@diffmesh/stage-host';
+import { feedTensor, floatOutput, type LoadedModelDirectory, type ModelOutputs, type SessionCache } from '@diffmesh/stage-host';
 import { toBytes, type TensorStore } from '@diffmesh/tensor-client';
 import type { PromptTokenizer, TokenizedPrompt } from './tokenizers/index.js';
 
@@ -23,7 +23,7 @@ export interface DirectoryTextEncoderDeps {
  */
 export async function encodeWithDirectory(
   deps: DirectoryTextEncoderDeps,
-  directory: ModelDirectory,
+  directory: LoadedModelDirectory,
   task: StageTask,
   signal: AbortSignal,
 ): Promise<StageResult> {
@@ -85,7 +85,7 @@ type EncoderOutputs = Record<string, { data: Float32Array; dims: number[] }>;
  */
 async function runEncoder(
   deps: DirectoryTextEncoderDeps,
-  directory: ModelDirectory,
+  directory: LoadedModelDirectory,
   spec: TextEncoderSpec,
   encoded: TokenizedPrompt[],
   model: string,

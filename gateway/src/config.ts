@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { LogConfigSchema, MAX_PROMPT_LENGTH, TlsConfigSchema, defineConfig, tlsConfigMappings } from '@diffmesh/core';
+import { LogConfigSchema, MAX_PROMPT_LENGTH, TlsConfigSchema, defineConfig, logConfigMappings, tlsConfigMappings } from '@diffmesh/core';
 import { MAX_INPUT_IMAGE_BYTES } from '@diffmesh/media';
 
 const HOST_PORT = /^(\[[0-9a-fA-F:.]+\]|[^\s:/]+):\d{1,5}$/;
@@ -106,7 +106,7 @@ export const GatewayConfigSchema = z.object({
     .describe('most image results (url format) kept at once; a new one evicts the oldest, whose URL stops working'),
   drainGraceMs: z.number().int().nonnegative().default(10_000).describe('time open requests get to finish after SIGTERM'),
   tls: TlsConfigSchema.prefault({}).describe("TLS of the gateway's calls to schedulers and tensor services (service-to-service)"),
-  log: LogConfigSchema.default({ level: 'info', pretty: false }),
+  log: LogConfigSchema.prefault({}),
 });
 export type GatewayConfig = z.output<typeof GatewayConfigSchema>;
 export type GatewayConfigInput = z.input<typeof GatewayConfigSchema>;
@@ -147,7 +147,7 @@ export const gatewayConfig = defineConfig({
     MAX_VIDEO_JOBS: 'maxVideoJobs',
     MAX_IMAGE_RESULTS: 'maxImageResults',
     DRAIN_GRACE_MS: 'drainGraceMs',
-    LOG_LEVEL: 'log.level',
+    ...logConfigMappings().env,
     ...clientTls.env,
   },
   flags: {
@@ -174,7 +174,7 @@ export const gatewayConfig = defineConfig({
     'max-video-jobs': 'maxVideoJobs',
     'max-image-results': 'maxImageResults',
     'drain-grace-ms': 'drainGraceMs',
-    'log-level': 'log.level',
+    ...logConfigMappings().flags,
     ...clientTls.flags,
   },
 });

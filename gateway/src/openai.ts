@@ -51,7 +51,7 @@ export interface OpenAiDeps {
   /** Tensor services, to find an object by id. */
   tensors: UpstreamPool;
   videos: VideoJobs;
-  models: ModelDirectory;
+  models: ServedModelCache;
   metrics: GatewayMetrics;
   maxBodyBytes: number;
   maxPromptChars: number;
@@ -67,8 +67,8 @@ export type ParamMapper = (field: string) => string;
 
 type Modality = 'MODALITY_TEXT_TO_IMAGE' | 'MODALITY_TEXT_TO_VIDEO' | 'MODALITY_IMAGE_TO_IMAGE' | 'MODALITY_IMAGE_TO_VIDEO';
 
-/** The models the schedulers serve, cached briefly. */
-export class ModelDirectory {
+/** The models the schedulers serve (ListModels), cached briefly: what the OpenAI routes list and check models against. */
+export class ServedModelCache {
   constructor(
     private readonly api: SchedulerClient,
     private readonly ttlMs = 5000,
@@ -76,8 +76,8 @@ export class ModelDirectory {
   ) {}
 
   /** This directory asking the schedulers through `api` (a caller's view), with the same cache. */
-  through(api: SchedulerClient): ModelDirectory {
-    return new ModelDirectory(api, this.ttlMs, this.cache);
+  through(api: SchedulerClient): ServedModelCache {
+    return new ServedModelCache(api, this.ttlMs, this.cache);
   }
 
   async list(signal?: AbortSignal): Promise<ModelInfo__Output[]> {

@@ -20,7 +20,7 @@ import { Dispatcher } from './dispatch.js';
 import { fixedRoutes } from './fixed-routes.js';
 import { hostPort, listen, urlOf, type BoundAddress } from './listen-address.js';
 import { GatewayMetrics } from './metrics.js';
-import { ModelDirectory, type OpenAiDeps } from './openai.js';
+import { ServedModelCache, type OpenAiDeps } from './openai.js';
 import { openApiDocument } from './openapi.js';
 import { createPublicListener } from './public-listener.js';
 import { ResultStore } from './results.js';
@@ -225,7 +225,7 @@ function createServices(config: GatewayConfig, log: Logger, { schedulers, tensor
       results,
       tensors,
       videos,
-      models: new ModelDirectory(api),
+      models: new ServedModelCache(api),
       metrics,
       maxBodyBytes: config.maxBodyBytes,
       maxPromptChars: config.maxPromptChars,

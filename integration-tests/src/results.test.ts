@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SchedulerClient } from '@diffmesh/client';
-import { silentLogger } from '@diffmesh/core';
+import { Code, silentLogger } from '@diffmesh/core';
 import { decodeImage, ffmpegAvailable, probeImage, probeVideo } from '@diffmesh/media';
 import { generate, last, rejection, startTestMesh, submit, type TestMesh } from './harness.js';
 
@@ -102,23 +102,23 @@ describe('GetResult', () => {
   });
 
   it('names what it cannot give: an unknown id, an unfinished request, a format the result cannot take', async () => {
-    expect(await rejection(client.getResult('no-such-request'))).toMatchObject({ code: 5, reason: 'REQUEST_NOT_FOUND' });
+    expect(await rejection(client.getResult('no-such-request'))).toMatchObject({ code: Code.NOT_FOUND, reason: 'REQUEST_NOT_FOUND' });
 
     // Long enough (200 steps of 16 frames) to be running when asked, then cancelled.
     const running = await submit(t.client, { params: { prompt: 'a white square', numInferenceSteps: 200, numFrames: 16 } });
     const notYet = await rejection(client.getResult(running.reqId));
-    expect(notYet).toMatchObject({ code: 9, reason: 'REQUEST_NOT_FINISHED' });
+    expect(notYet).toMatchObject({ code: Code.FAILED_PRECONDITION, reason: 'REQUEST_NOT_FINISHED' });
     await client.cancel(running.reqId);
     await client.watch(running.reqId).next(); // its events replay up to the end
     const cancelled = await rejection(client.getResult(running.reqId));
-    expect(cancelled).toMatchObject({ code: 9, reason: 'REQUEST_NOT_FINISHED' });
+    expect(cancelled).toMatchObject({ code: Code.FAILED_PRECONDITION, reason: 'REQUEST_NOT_FINISHED' });
     expect(cancelled.message).toMatch(/was cancelled|is /);
 
     const video = await completed({ prompt: 'a red square', numFrames: 3, width: 64, height: 64, numInferenceSteps: 2 });
     const bad = await rejection(client.getResult(video, { format: 'png' }));
-    expect(bad).toMatchObject({ code: 3, field: 'format' });
+    expect(bad).toMatchObject({ code: Code.INVALID_ARGUMENT, field: 'format' });
     expect(bad.message).toMatch(/3-frame video cannot be encoded as png/);
-    expect(await rejection(client.getResult(video, { format: 'bmp' }))).toMatchObject({ code: 3, field: 'format' });
+    expect(await rejection(client.getResult(video, { format: 'bmp' }))).toMatchObject({ code: Code.INVALID_ARGUMENT, field: 'format' });
   });
 });
 

@@ -1,3 +1,4 @@
+import { Code } from '@diffmesh/core';
 import { describe, expect, it } from 'vitest';
 import sharp from 'sharp';
 import { decodeImage, encodeImage, probeImage, verifyImage, type RgbImage } from './image.js';
@@ -60,7 +61,7 @@ describe('input images', () => {
     const png = await encodeImage(halves(), 'png');
     for (const bad of [new Uint8Array(0), Buffer.from('not an image at all'), png.subarray(0, png.length >> 1), Buffer.from('<svg/>')]) {
       const err = await rejection(decodeImage(bad, undefined, 'image'));
-      expect(err.code).toBe(3);
+      expect(err.code).toBe(Code.INVALID_ARGUMENT);
       expect(err.field).toBe('image');
     }
   });

@@ -1,3 +1,4 @@
+import { Code } from '@diffmesh/core';
 import { describe, expect, it } from 'vitest';
 import { ffmpegAvailable, ffprobeVideo } from './ffmpeg.js';
 import { decodeImage, probeImage } from './image.js';
@@ -24,7 +25,7 @@ describe('result formats', () => {
   });
 
   it('refuse an unknown format and a still format for a clip, naming the field', () => {
-    expect(thrown(() => resultFormatFor(1, 'bmp'))).toMatchObject({ code: 3, field: 'format' });
+    expect(thrown(() => resultFormatFor(1, 'bmp'))).toMatchObject({ code: Code.INVALID_ARGUMENT, field: 'format' });
     const err = thrown(() => resultFormatFor(8, 'png'));
     expect(err.field).toBe('format');
     expect(err.message).toMatch(/8-frame video cannot be encoded as png/);

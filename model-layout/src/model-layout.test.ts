@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import onnxProto from 'onnx-proto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DiffmeshError } from '@diffmesh/core';
+import { Code, DiffmeshError } from '@diffmesh/core';
 import {
   checkDirectoryGraphs,
   directoryPlan,
@@ -135,7 +135,7 @@ async function loadError(dir: string, graphs = true): Promise<DiffmeshError> {
     expect(err).toBeInstanceOf(DiffmeshError);
     const e = err as DiffmeshError;
     expect(e.reason).toBe('MODEL_LOAD_FAILED');
-    expect(e.code).toBe(9); // FAILED_PRECONDITION
+    expect(e.code).toBe(Code.FAILED_PRECONDITION);
     return e;
   }
   throw new Error('expected the directory to be refused');

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { LogConfigSchema, TlsConfigSchema, defineConfig, tlsConfigMappings } from '@diffmesh/core';
+import { LogConfigSchema, TlsConfigSchema, defineConfig, logConfigMappings, tlsConfigMappings } from '@diffmesh/core';
 import { STORE_BACKENDS } from './storage/types.js';
 import { MAX_TIMEOUT_MS } from './types.js';
 import { DEADLINE_POLICIES } from './limits.js';
@@ -130,7 +130,7 @@ export const SchedulerConfigSchema = z.object({
   ffmpeg: z.string().default('ffmpeg').describe('ffmpeg binary for MP4 and WebM results of GetResult (a name on PATH or a path)'),
   metricsListen: z.string().default('').describe('host:port of the Prometheus /metrics endpoint (empty = off; port 0 = any free port)'),
   tls: TlsConfigSchema.prefault({}).describe('TLS of the scheduler API and of its calls to stage services and tensor-svc'),
-  log: LogConfigSchema.default({ level: 'info', pretty: false }),
+  log: LogConfigSchema.prefault({}),
 });
 export type SchedulerConfig = z.output<typeof SchedulerConfigSchema>;
 
@@ -172,7 +172,7 @@ export const schedulerConfig = defineConfig({
     FFMPEG: 'ffmpeg',
     TENANTS_FILE: 'tenantsFile',
     METRICS_LISTEN: 'metricsListen',
-    LOG_LEVEL: 'log.level',
+    ...logConfigMappings().env,
     ...tlsConfigMappings().env,
   },
   flags: {
@@ -209,7 +209,7 @@ export const schedulerConfig = defineConfig({
     ffmpeg: 'ffmpeg',
     'tenants-file': 'tenantsFile',
     'metrics-listen': 'metricsListen',
-    'log-level': 'log.level',
+    ...logConfigMappings().flags,
     ...tlsConfigMappings().flags,
   },
 });

@@ -1,10 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { arch, platform } from 'node:os';
 import path from 'node:path';
 import ort from 'onnxruntime-node';
 import { Code, DiffmeshError } from '@diffmesh/core';
+import { describeMissing, locateLibraries, PROVIDER_LIBRARIES, type LibraryNeed } from './cuda-libraries.js';
+import { onnxruntimeNodeVersion, providerFilesVersion } from './onnxruntime-version.js';
 
 /** Execution providers a stage may ask onnxruntime for. */
 export const EXECUTION_PROVIDERS = ['cpu', 'cuda', 'tensorrt', 'coreml', 'dml', 'webgpu'] as const;
@@ -18,33 +20,12 @@ export const INSTALLABLE_PROVIDERS = ['cuda', 'tensorrt'] as const;
 export type InstallableProvider = (typeof INSTALLABLE_PROVIDERS)[number];
 
 /**
- * The provider files onnxruntime-node's installer puts beside its binding
- * (`script/install-metadata.js`, manifest `linux/x64:cuda12`), per provider.
+ * The provider files each GPU provider needs beside onnxruntime-node's binding (the ones
+ * onnxruntime-node's installer puts there, `script/install-metadata.js`).
  */
-const PROVIDER_FILES: Record<InstallableProvider, string[]> = {
+export const PROVIDER_FILES: Record<InstallableProvider, string[]> = {
   cuda: ['libonnxruntime_providers_shared.so', 'libonnxruntime_providers_cuda.so'],
   tensorrt: ['libonnxruntime_providers_shared.so', 'libonnxruntime_providers_cuda.so', 'libonnxruntime_providers_tensorrt.so'],
-};
-
-/**
- * The NVIDIA libraries onnxruntime-node 1.30's GPU build (NuGet Microsoft.ML.OnnxRuntime.Gpu.Linux,
- * CUDA 12.x, cuDNN 9.x, TensorRT 10.x) loads, by soname, with what provides each. Used to say
- * what is missing before the provider files are there to ask `ldd`.
- */
-const PROVIDER_LIBRARIES: Record<InstallableProvider, Array<{ soname: string; from: string }>> = {
-  cuda: [
-    { soname: 'libcudart.so.12', from: 'CUDA 12.x runtime' },
-    { soname: 'libcublas.so.12', from: 'CUDA 12.x cuBLAS' },
-    { soname: 'libcublasLt.so.12', from: 'CUDA 12.x cuBLAS' },
-    { soname: 'libcurand.so.10', from: 'CUDA 12.x cuRAND' },
-    { soname: 'libcufft.so.11', from: 'CUDA 12.x cuFFT' },
-    { soname: 'libcudnn.so.9', from: 'cuDNN 9.x for CUDA 12' },
-  ],
-  tensorrt: [
-    { soname: 'libnvinfer.so.10', from: 'TensorRT 10.x' },
-    { soname: 'libnvinfer_plugin.so.10', from: 'TensorRT 10.x' },
-    { soname: 'libnvonnxparser.so.10', from: 'TensorRT 10.x ONNX parser' },
-  ],
 };
 
 /** The folder holding onnxruntime-node's binding and provider libraries on this platform. */
@@ -63,7 +44,11 @@ export interface ProviderStatus {
   /** Provider files onnxruntime-node's installer has not put in place. */
   missingFiles: string[];
   /** Shared libraries the provider loads that this machine lacks (soname and what provides it). */
-  missingLibraries: Array<{ soname: string; from: string }>;
+  missingLibraries: LibraryNeed[];
+  /** The onnxruntime version its installed files carry (CUDA/TensorRT). */
+  version?: string;
+  /** Its files are of another onnxruntime release than onnxruntime-node's: refused (not installed). */
+  versionMismatch?: { files: string; core: string };
 }
 
 /**
@@ -79,9 +64,12 @@ export function providerStatuses(): ProviderStatus[] {
     const p = s.provider as InstallableProvider;
     const own = `libonnxruntime_providers_${p}.so`;
     const fromLdd = s.missingFiles.includes(own) ? undefined : lddMissing(path.join(dir, own));
-    const missingLibraries = fromLdd
-      ? fromLdd.map((soname) => ({ soname, from: libraryOrigin(soname) }))
-      : PROVIDER_LIBRARIES[p].filter((l) => !findLibrary(l.soname));
+    // ldd names what the file links against; cuDNN is opened at run time, so the list adds it.
+    const known = locateLibraries(PROVIDER_LIBRARIES[p], [])
+      .filter((l) => !l.linkable)
+      .map(({ soname, from }) => ({ soname, from }));
+    const linked = (fromLdd ?? []).map((soname) => ({ soname, from: libraryOrigin(soname) }));
+    const missingLibraries = [...linked, ...known.filter((k) => !linked.some((l) => l.soname === k.soname))];
     return { ...s, missingLibraries };
   });
 }
@@ -98,9 +86,27 @@ function providerFiles(): Array<Omit<ProviderStatus, 'missingLibraries'>> {
     if (b.bundled || !(INSTALLABLE_PROVIDERS as readonly string[]).includes(provider)) {
       return [{ provider, bundled: b.bundled, installed: b.bundled, missingFiles: [] }];
     }
-    const missingFiles = PROVIDER_FILES[provider as InstallableProvider].filter((f) => !existsSync(path.join(dir, f)));
-    return [{ provider, bundled: false, installed: missingFiles.length === 0, missingFiles }];
+    return [{ provider, bundled: false, ...installedFiles(provider as InstallableProvider, dir) }];
   });
+}
+
+/**
+ * Whether a GPU provider's files are in `dir` and of onnxruntime-node's release
+ * (`coreVersion`): files of another release are not installed, they are refused before any
+ * session (onnxruntime would load them into its process).
+ */
+export function installedFiles(
+  provider: InstallableProvider,
+  dir: string,
+  coreVersion: string = onnxruntimeNodeVersion(),
+): Pick<ProviderStatus, 'installed' | 'missingFiles' | 'version' | 'versionMismatch'> {
+  const files = PROVIDER_FILES[provider];
+  const missingFiles = files.filter((f) => !existsSync(path.join(dir, f)));
+  if (missingFiles.length > 0) return { installed: false, missingFiles };
+  const { version } = providerFilesVersion(dir, files, coreVersion);
+  if (version && version !== coreVersion)
+    return { installed: false, missingFiles, version, versionMismatch: { files: version, core: coreVersion } };
+  return { installed: true, missingFiles, ...(version ? { version } : {}) };
 }
 
 /** The execution providers this machine's onnxruntime-node can create sessions with (cpu, webgpu, and installed GPU providers). */
@@ -137,10 +143,13 @@ export function checkExecutionProviders(providers: readonly string[]): void {
     if (!available.includes(p)) {
       // Only a failure looks for the libraries (a child process) to name them.
       const status = providerStatuses().find((s) => s.provider === p);
-      const libs = status?.missingLibraries.length
-        ? `; this machine also lacks ${status.missingLibraries.map((l) => `${l.soname} (${l.from})`).join(', ')}`
-        : '';
-      const hint = status ? `; install it with \`npx diffmesh gpu install ${p}\` (missing: ${status.missingFiles.join(', ')})${libs}` : '';
+      const libs = status?.missingLibraries.length ? `; this machine also lacks ${describeMissing(status.missingLibraries)}` : '';
+      const m = status?.versionMismatch;
+      const hint = m
+        ? `; its files in ${onnxruntimeBinDir()} are of onnxruntime ${m.files} and onnxruntime-node is ${m.core}: a provider runs only with the core of its exact release (install onnxruntime-node@${m.files}, or the ${m.core} provider with \`npx diffmesh gpu install ${p} --from …\`)`
+        : status
+          ? `; install it with \`npx diffmesh gpu install ${p}\` (missing: ${status.missingFiles.join(', ')})${libs}`
+          : '';
       throw new DiffmeshError(
         Code.FAILED_PRECONDITION,
         'MODEL_LOAD_FAILED',
@@ -167,30 +176,4 @@ function libraryOrigin(soname: string): string {
     if (hit) return hit.from;
   }
   return 'a library the provider links against';
-}
-
-let linkerCache: string | undefined;
-
-/** True when the dynamic linker would find `soname` (its cache or `LD_LIBRARY_PATH`). */
-function findLibrary(soname: string): boolean {
-  for (const dir of (process.env.LD_LIBRARY_PATH ?? '').split(':').filter(Boolean)) {
-    if (existsSync(path.join(dir, soname))) return true;
-  }
-  if (linkerCache === undefined) {
-    try {
-      linkerCache = execFileSync('ldconfig', ['-p'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 10_000 });
-    } catch {
-      linkerCache = '';
-    }
-  }
-  if (linkerCache.includes(`${soname} `)) return true;
-  // Where ldconfig is not on PATH (a slim image), look in the usual folders.
-  for (const dir of ['/usr/lib/x86_64-linux-gnu', '/usr/local/cuda/lib64', '/usr/lib64', '/usr/lib']) {
-    try {
-      if (readdirSync(dir).includes(soname)) return true;
-    } catch {
-      // not there
-    }
-  }
-  return false;
 }

@@ -5,7 +5,7 @@
  */
 export { defaultLatentSize, ModelCatalog } from './model-catalog.js';
 export type { ModelCatalogOptions, ResolvedModel } from './model-catalog.js';
-export { ModelDirectory } from './model-directory.js';
+export { LoadedModelDirectory } from './loaded-model-directory.js';
 export { latentFrames, ModelManifestSchema, readModelManifest } from './model-manifest.js';
 export type { LoadedManifest, ModelManifest, ModelManifestInput } from './model-manifest.js';
 export {
@@ -16,8 +16,13 @@ export {
   GPU_PROVIDERS,
   INSTALLABLE_PROVIDERS,
   onnxruntimeBinDir,
+  PROVIDER_FILES,
   providerStatuses,
 } from './execution-providers.js';
+export { describeMissing, ldLibraryPathFor, locateLibraries, PROVIDER_LIBRARIES, pythonWheelLibDirs } from './cuda-libraries.js';
+export type { LibraryLocation, LibraryNeed } from './cuda-libraries.js';
+export { libraryVersion, onnxruntimeNodeVersion, providerFilesVersion } from './onnxruntime-version.js';
+export type { LibraryVersion, ProviderFilesVersion } from './onnxruntime-version.js';
 export type { ExecutionProvider, InstallableProvider, ProviderStatus } from './execution-providers.js';
 export { ort, probeInstalledProviders, SessionCache } from './onnx-sessions.js';
 export type { ModelOutputs, ModelRunOptions, ModelSession, OrtOptions, SessionVariant, SkippedProvider } from './onnx-sessions.js';
@@ -25,7 +30,9 @@ export { OnnxRunner } from './onnx-runner.js';
 export type { RunnerState } from './onnx-runner.js';
 export type { ProviderChoice, WireSessionOptions } from './onnx-runner-protocol.js';
 export { installProvider, providerInstallPlan } from './provider-install.js';
-export type { ProviderInstallPlan } from './provider-install.js';
+export type { ProviderInstallPlan, ProviderInstallResult } from './provider-install.js';
+export { openProviderSource, PROVIDER_FILE_NAMES } from './provider-source.js';
+export type { ProviderSource } from './provider-source.js';
 export { isMissingF16, probeProvider } from './provider-probe.js';
 export type { ProviderProbe } from './provider-probe.js';
 export { InlineHost } from './session-host.js';

@@ -2,12 +2,12 @@ import { readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Code, DiffmeshError } from '@diffmesh/core';
 import { looksLikePath } from '@diffmesh/model-layout';
-import { ModelDirectory } from './model-directory.js';
+import { LoadedModelDirectory } from './loaded-model-directory.js';
 import { latentFrames, readModelManifest, type LoadedManifest } from './model-manifest.js';
 
 /** A model as a stage finds it: a built-in manifest, or a diffusers/optimum directory. */
 export type ResolvedModel =
-  { kind: 'manifest'; model: string; manifest: LoadedManifest } | { kind: 'directory'; model: string; directory: ModelDirectory };
+  { kind: 'manifest'; model: string; manifest: LoadedManifest } | { kind: 'directory'; model: string; directory: LoadedModelDirectory };
 
 /** The latent of a model's default request (its frames, height and width in latent cells). */
 export function defaultLatentSize(m: ResolvedModel): { frames: number; height: number; width: number } {
@@ -33,7 +33,7 @@ export interface ModelCatalogOptions {
  */
 export class ModelCatalog {
   private readonly cache = new Map<string, Promise<LoadedManifest>>();
-  private readonly dirs = new Map<string, Promise<ModelDirectory>>();
+  private readonly dirs = new Map<string, Promise<LoadedModelDirectory>>();
   private readonly aliases: Record<string, string>;
 
   constructor(
@@ -63,11 +63,11 @@ export class ModelCatalog {
   }
 
   /** The directory a path or configured id names (opened and checked once per real path). */
-  directory(model: string): Promise<ModelDirectory> {
+  directory(model: string): Promise<LoadedModelDirectory> {
     const dir = path.resolve(this.aliases[model] ?? model);
     let p = this.dirs.get(dir);
     if (!p) {
-      p = ModelDirectory.open(dir);
+      p = LoadedModelDirectory.open(dir);
       p.catch(() => this.dirs.delete(dir));
       this.dirs.set(dir, p);
     }

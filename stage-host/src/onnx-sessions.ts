@@ -1,14 +1,18 @@
 import { realpath } from 'node:fs/promises';
 import ort from 'onnxruntime-node';
 import { Code, DiffmeshError, silentLogger, type Logger } from '@diffmesh/core';
+import { describeMissing } from './cuda-libraries.js';
 import {
   availableExecutionProviders,
   checkExecutionProviders,
   checkProviderNames,
   GPU_PROVIDERS,
   INSTALLABLE_PROVIDERS,
+  installedFiles,
+  onnxruntimeBinDir,
   providerStatuses,
   type ExecutionProvider,
+  type InstallableProvider,
   type ProviderStatus,
 } from './execution-providers.js';
 import { OnnxRunner } from './onnx-runner.js';
@@ -214,7 +218,7 @@ export class SessionCache {
   private probeOf(provider: ExecutionProvider): Promise<ProviderProbe> {
     let p = this.probes.get(provider);
     if (!p && !this.installed.includes(provider)) {
-      p = Promise.resolve({ provider, works: false, error: 'not installed here' });
+      p = Promise.resolve({ provider, works: false, error: notInstalled(provider) });
       this.probes.set(provider, p);
     }
     if (!p) {
@@ -268,7 +272,7 @@ export class SessionCache {
     const options = this.sessionOptions();
     for (const provider of this.providers) {
       if (!this.installed.includes(provider)) {
-        skipped.push({ provider, error: 'not installed here' });
+        skipped.push({ provider, error: notInstalled(provider) });
         continue;
       }
       const hosts = this.hostsFor(provider, file);
@@ -412,16 +416,27 @@ function hasFloat16(r: LoadResult): boolean {
   return [...r.inputMetadata, ...r.outputMetadata].some((m) => m.type === 'float16');
 }
 
+/** Why a provider is not installed here: absent, or (CUDA/TensorRT) its files are of another onnxruntime release. */
+function notInstalled(provider: ExecutionProvider): string {
+  if (!(INSTALLABLE_PROVIDERS as readonly string[]).includes(provider)) return 'not installed here';
+  const m = installedFiles(provider as InstallableProvider, onnxruntimeBinDir()).versionMismatch;
+  return m ? `refused: its provider files are of onnxruntime ${m.files} and onnxruntime-node is ${m.core}` : 'not installed here';
+}
+
 /** For CUDA/TensorRT: the files and libraries this machine lacks, as a suffix of an error. */
 function missingOf(provider: string): string {
   if (!(INSTALLABLE_PROVIDERS as readonly string[]).includes(provider)) return '';
   const s = providerStatuses().find((x) => x.provider === provider);
   if (!s) return '';
   const parts: string[] = [];
+  if (s.versionMismatch) {
+    parts.push(
+      `its provider files are of onnxruntime ${s.versionMismatch.files} and onnxruntime-node is ${s.versionMismatch.core} (a provider runs only with the core of its exact release)`,
+    );
+  }
   if (s.missingFiles.length > 0)
     parts.push(`provider files not installed (\`npx diffmesh gpu install ${provider}\`): ${s.missingFiles.join(', ')}`);
-  if (s.missingLibraries.length > 0)
-    parts.push(`missing libraries: ${s.missingLibraries.map((l) => `${l.soname} (${l.from})`).join(', ')}`);
+  if (s.missingLibraries.length > 0) parts.push(`missing libraries: ${describeMissing(s.missingLibraries)}`);
   return parts.length > 0 ? ` [${parts.join('; ')}]` : '';
 }
 

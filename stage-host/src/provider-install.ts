@@ -1,11 +1,12 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { arch, platform } from 'node:os';
 import path from 'node:path';
-import AdmZip from 'adm-zip';
 import { Code, DiffmeshError } from '@diffmesh/core';
-import { INSTALLABLE_PROVIDERS, onnxruntimeBinDir, type InstallableProvider } from './execution-providers.js';
+import { INSTALLABLE_PROVIDERS, onnxruntimeBinDir, PROVIDER_FILES, type InstallableProvider } from './execution-providers.js';
+import { onnxruntimeNodeVersion, providerFilesVersion } from './onnxruntime-version.js';
+import { openProviderSource, PROVIDER_FILE_NAMES, type ProviderSource } from './provider-source.js';
 
 /** onnxruntime-node's `script/install-metadata.js`: which files of which NuGet package its installer adds. */
 interface InstallMetadata {
@@ -69,59 +70,105 @@ export function providerInstallPlan(provider: string, binDir: string = onnxrunti
   };
 }
 
+/** What `installProvider` did. */
+export interface ProviderInstallResult extends ProviderInstallPlan {
+  /** Where the files came from (`from`), when not from NuGet. */
+  source?: ProviderSource;
+  /** The onnxruntime version of the installed files (the core's). */
+  version: string;
+  /** The files put beside onnxruntime-node's binding. */
+  installed: string[];
+}
+
 /**
- * Installs a GPU provider's files into onnxruntime-node, as its own installer does: from NuGet
- * (`npx diffmesh gpu install cuda`; needs network access to api.nuget.org) or from a `.nupkg`
- * file already downloaded (air-gapped machines, image builds). `log` gets the installer's
- * lines. Rejects with UNAVAILABLE when NuGet cannot be reached, FAILED_PRECONDITION when the
- * package lacks a file.
+ * Installs a GPU provider's files into onnxruntime-node: from NuGet through its own installer
+ * (`npx diffmesh gpu install cuda`; needs network access to api.nuget.org), or from `from`:
+ * onnxruntime's Linux GPU release archive, an npm package of the files (tarball or installed
+ * folder), a downloaded `.nupkg`, or a directory holding them ({@link openProviderSource}).
+ * Files of another onnxruntime version than onnxruntime-node's are refused, naming both, before
+ * anything is written (a provider is loaded into its core's process and must be of its exact
+ * release). `log` gets one line per file. Rejects with UNAVAILABLE when NuGet cannot be reached,
+ * FAILED_PRECONDITION when the source lacks a file or is of another version, INVALID_ARGUMENT
+ * (field `from`) when it is not a source of provider files.
  */
 export async function installProvider(
   provider: string,
-  opts: { from?: string; binDir?: string; log?: (line: string) => void } = {},
-): Promise<ProviderInstallPlan> {
+  opts: { from?: string; binDir?: string; log?: (line: string) => void; coreVersion?: string } = {},
+): Promise<ProviderInstallResult> {
   const plan = providerInstallPlan(provider, opts.binDir);
   const log = opts.log ?? (() => undefined);
-  if (opts.from) {
-    extractFrom(opts.from, plan, log);
-    return plan;
+  const core = opts.coreVersion ?? onnxruntimeNodeVersion();
+  if (!opts.from) {
+    await runOrtInstaller(plan, log);
+    return { ...plan, version: core, installed: plan.files.map((f) => f.target) };
   }
-  await runOrtInstaller(plan, log);
-  return plan;
+  const binDir = opts.binDir ?? onnxruntimeBinDir();
+  mkdirSync(binDir, { recursive: true });
+  // Archives are unpacked beside the binding, so their files are renamed into place.
+  const scratch = mkdtempSync(path.join(binDir, '.diffmesh-install-'));
+  try {
+    const source = await openProviderSource(opts.from, scratch);
+    const described = `${opts.from} (${source.kind}${source.npmPackage ? ` ${source.npmPackage}` : ''})`;
+    const lacking = PROVIDER_FILES[plan.provider].filter((f) => !source.files.includes(f));
+    if (lacking.length > 0) {
+      throw new DiffmeshError(Code.FAILED_PRECONDITION, 'INVALID_PARAMETER', `from: ${described} lacks ${lacking.join(', ')}`, {
+        metadata: { field: 'from' },
+      });
+    }
+    const version = sourceVersion(source, described, plan.provider, core);
+    const installed: string[] = [];
+    const unpacked = source.dir === scratch || source.dir.startsWith(scratch + path.sep);
+    const origin = unpacked ? path.join(opts.from, path.relative(scratch, source.dir)) : source.dir;
+    for (const f of source.files) {
+      const target = path.join(binDir, f);
+      // Written beside the target and renamed into place: a session never loads half a library.
+      const tmp = `${target}.${process.pid}.part`;
+      if (unpacked) renameSync(path.join(source.dir, f), tmp);
+      else copyFileSync(path.join(source.dir, f), tmp);
+      chmodSync(tmp, 0o755);
+      renameSync(tmp, target);
+      installed.push(target);
+      log(`${path.join(origin, f)} → ${target}`);
+    }
+    removeStale(binDir, source.files, core, log);
+    return { ...plan, source, version, installed };
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
 }
 
-function extractFrom(file: string, plan: ProviderInstallPlan, log: (line: string) => void): void {
-  if (!existsSync(file)) {
-    throw new DiffmeshError(Code.INVALID_ARGUMENT, 'INVALID_PARAMETER', `from: ${file} does not exist`, { metadata: { field: 'from' } });
-  }
-  let zip: AdmZip;
-  try {
-    zip = new AdmZip(file);
-  } catch (err) {
-    throw new DiffmeshError(
-      Code.INVALID_ARGUMENT,
-      'INVALID_PARAMETER',
-      `from: ${file} is not a NuGet package (a zip file): ${(err as Error).message}`,
-      { metadata: { field: 'from' } },
+/** The onnxruntime version of the source's files; FAILED_PRECONDITION naming both when it is not `core`. */
+function sourceVersion(source: ProviderSource, described: string, provider: InstallableProvider, core: string): string {
+  const v = providerFilesVersion(source.dir, source.files, core);
+  const fail = (message: string) =>
+    new DiffmeshError(Code.FAILED_PRECONDITION, 'INVALID_PARAMETER', `from: ${described} ${message}`, { metadata: { field: 'from' } });
+  if (v.foreign.length > 0) throw fail(`holds files that are not Linux ${process.arch} shared libraries: ${v.foreign.join(', ')}`);
+  const versions = [...new Set(v.byFile.map((b) => b.version))];
+  if (versions.length > 1) throw fail(`mixes onnxruntime releases: ${v.byFile.map((b) => `${b.file} ${b.version}`).join(', ')}`);
+  const version = v.version ?? source.versionNumber;
+  if (!version) {
+    throw fail(
+      'does not say which onnxruntime release its files are of (no version string in their .rodata, no VERSION_NUMBER beside them)',
     );
   }
-  const missing = plan.files.filter((f) => !zip.getEntry(f.inPackage));
-  if (missing.length > 0) {
-    throw new DiffmeshError(
-      Code.FAILED_PRECONDITION,
-      'INVALID_PARAMETER',
-      `from: ${file} lacks ${missing.map((m) => m.inPackage).join(', ')} (expected ${plan.nuget.name} ${plan.nuget.version})`,
-      { metadata: { field: 'from' } },
+  if (version !== core) {
+    throw fail(
+      `holds the ${provider} provider of onnxruntime ${version}, and this onnxruntime-node is ${core}: a provider runs only with the core of its exact release. ` +
+        `Install onnxruntime-node@${version} (in a diffmesh checkout: npm install onnxruntime-node@${version} -w stage-host -w models -w integration-tests --save-exact && npm dedupe), or take the ${core} provider files ` +
+        `(onnxruntime-linux-x64-gpu-${core}.tgz of github.com/microsoft/onnxruntime/releases)`,
     );
   }
-  for (const f of plan.files) {
-    mkdirSync(path.dirname(f.target), { recursive: true });
-    const entry = zip.getEntry(f.inPackage) as NonNullable<ReturnType<AdmZip['getEntry']>>;
-    // Written beside the target and renamed into place: a session never loads half a library.
-    const tmp = `${f.target}.${process.pid}.part`;
-    writeFileSync(tmp, entry.getData(), { mode: 0o755 });
-    renameSync(tmp, f.target);
-    log(`${f.inPackage} → ${f.target}`);
+  return version;
+}
+
+/** Removes provider files left from another onnxruntime release (they would be refused at session time). */
+function removeStale(binDir: string, kept: readonly string[], core: string, log: (line: string) => void): void {
+  const others = PROVIDER_FILE_NAMES.filter((f) => !kept.includes(f) && existsSync(path.join(binDir, f)));
+  const v = providerFilesVersion(binDir, others, core);
+  for (const { file, version } of v.byFile) {
+    if (version === core) continue;
+    rmSync(path.join(binDir, file), { force: true });
+    log(`removed ${file} of onnxruntime ${version}`);
   }
 }
 
@@ -169,7 +216,7 @@ function runOrtInstaller(plan: ProviderInstallPlan, log: (line: string) => void)
           'MODEL_LOAD_FAILED',
           offline
             ? `could not download ${plan.nuget.name} ${plan.nuget.version} from NuGet (${why.trim()}): this machine cannot reach api.nuget.org. ` +
-                `Download the .nupkg elsewhere and run \`npx diffmesh gpu install ${plan.provider} --from FILE.nupkg\``
+                `Download the .nupkg (or onnxruntime-linux-x64-gpu-${plan.nuget.version}.tgz of github.com/microsoft/onnxruntime/releases) elsewhere and run \`npx diffmesh gpu install ${plan.provider} --from FILE\``
             : `onnxruntime-node's installer failed: ${why.trim()}`,
         ),
       );

@@ -9,6 +9,8 @@ import {
   TlsConfigSchema,
   loadTlsFiles,
   tlsConfigMappings,
+  logConfigMappings,
+  schemaMappings,
   GrpcServer,
   LogConfigSchema,
   createLogger,
@@ -166,86 +168,26 @@ export const StageServiceConfigSchema = z.object({
     .default(64 * 1024)
     .describe('outputs up to this size travel inside the task messages instead of through tensor-svc (0 = never)'),
   tls: TlsConfigSchema.prefault({}).describe('TLS of this service and of its calls to tensor-svc'),
-  log: LogConfigSchema.default({ level: 'info', pretty: false }),
+  log: LogConfigSchema.prefault({}),
 });
 export type StageServiceConfig = z.output<typeof StageServiceConfigSchema>;
 
+/**
+ * How the stage schema's fields are reached: every top-level field by its derived names
+ * (`maxBatch` → `--max-batch`, `<PREFIX>MAX_BATCH`) except these; `tls` and `log` by their
+ * sections' own mappings. A new field needs nothing here.
+ */
+const STAGE_FIELD_NAMES = { natsUrl: { flag: 'nats' }, tensorAddress: { flag: 'tensor' } } as const;
+
 /** The config definition of a stage service with env prefix `DIFFMESH_<SERVICE>_`. */
 export function stageServiceConfig(service: string, envPrefix: string): ConfigDefinition<typeof StageServiceConfigSchema> {
+  const fields = schemaMappings(StageServiceConfigSchema, STAGE_FIELD_NAMES);
   return defineConfig({
     name: service,
     schema: StageServiceConfigSchema,
     envPrefix,
-    env: {
-      LISTEN: 'listen',
-      ADVERTISE_ADDRESS: 'advertiseAddress',
-      NODE_ID: 'nodeId',
-      INSTANCE_ID: 'instanceId',
-      POOL: 'pool',
-      MODELS: 'models',
-      CAPACITY: 'capacity',
-      MAX_BATCH: 'maxBatch',
-      CHECKPOINT_EVERY: 'checkpointEvery',
-      LORA_DIR: 'loraDir',
-      LORA_CACHE_BYTES: 'loraCacheBytes',
-      LORA_MAX_FILE_BYTES: 'loraMaxFileBytes',
-      MODELS_DIRS: 'modelsDirs',
-      THREADS: 'threads',
-      INTER_OP_THREADS: 'interOpThreads',
-      EXECUTION_PROVIDERS: 'executionProviders',
-      PROVIDER_OPTIONS: 'providerOptions',
-      GRAPH_OPTIMIZATION_LEVEL: 'graphOptimizationLevel',
-      RUNNER_THREADS: 'runnerThreads',
-      WARMUP: 'warmup',
-      STAGE: 'stage',
-      NATS_URL: 'natsUrl',
-      NATS_CREDENTIALS: 'natsCredentials',
-      TENSOR_ADDRESS: 'tensorAddress',
-      TENSOR_STORE: 'tensorStore',
-      S3_ENDPOINT: 's3Endpoint',
-      DRAIN_GRACE_MS: 'drainGraceMs',
-      VERSION: 'version',
-      INLINE_MAX_BYTES: 'inlineMaxBytes',
-      PROGRESS_INTERVAL_MS: 'progressIntervalMs',
-      METRICS_LISTEN: 'metricsListen',
-      LOG_LEVEL: 'log.level',
-      ...tlsConfigMappings().env,
-    },
-    flags: {
-      listen: 'listen',
-      'advertise-address': 'advertiseAddress',
-      'node-id': 'nodeId',
-      'instance-id': 'instanceId',
-      pool: 'pool',
-      models: 'models',
-      capacity: 'capacity',
-      'max-batch': 'maxBatch',
-      'checkpoint-every': 'checkpointEvery',
-      'lora-dir': 'loraDir',
-      'lora-cache-bytes': 'loraCacheBytes',
-      'lora-max-file-bytes': 'loraMaxFileBytes',
-      'models-dirs': 'modelsDirs',
-      threads: 'threads',
-      'inter-op-threads': 'interOpThreads',
-      'execution-providers': 'executionProviders',
-      'provider-options': 'providerOptions',
-      'graph-optimization-level': 'graphOptimizationLevel',
-      'runner-threads': 'runnerThreads',
-      warmup: 'warmup',
-      stage: 'stage',
-      nats: 'natsUrl',
-      'nats-credentials': 'natsCredentials',
-      tensor: 'tensorAddress',
-      'tensor-store': 'tensorStore',
-      's3-endpoint': 's3Endpoint',
-      'drain-grace-ms': 'drainGraceMs',
-      version: 'version',
-      'inline-max-bytes': 'inlineMaxBytes',
-      'progress-interval-ms': 'progressIntervalMs',
-      'metrics-listen': 'metricsListen',
-      'log-level': 'log.level',
-      ...tlsConfigMappings().flags,
-    },
+    env: { ...fields.env, ...logConfigMappings().env, ...tlsConfigMappings().env },
+    flags: { ...fields.flags, ...logConfigMappings().flags, ...tlsConfigMappings().flags },
   });
 }
 

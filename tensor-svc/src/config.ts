@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { WRITE_THROUGH_MODES } from './write-through.js';
 import {
   LogConfigSchema,
+  logConfigMappings,
   TlsConfigSchema,
   tlsConfigMappings,
   defineConfig,
@@ -255,7 +256,7 @@ export const tensorSvcConfig = defineConfig({
     NATS_CREDENTIALS: 'natsCredentials',
     INSTANCE_ID: 'instanceId',
     ...tlsConfigMappings().env,
-    LOG_LEVEL: 'log.level',
+    ...logConfigMappings().env,
     LOG_PRETTY: 'log.pretty',
   },
   flags: {
@@ -288,7 +289,7 @@ export const tensorSvcConfig = defineConfig({
     'nats-credentials': 'natsCredentials',
     'instance-id': 'instanceId',
     ...tlsConfigMappings().flags,
-    'log-level': 'log.level',
+    ...logConfigMappings().flags,
     'log-pretty': 'log.pretty',
   },
 });

@@ -48,8 +48,7 @@ export async function runTensorSvc(opts: RunTensorSvcOptions = {}): Promise<void
   }
   const log = createLogger({
     name: 'tensor-svc',
-    level: config.log.level,
-    pretty: config.log.pretty,
+    ...config.log,
     base: { nodeId: config.nodeId },
     mixin: traceLogFields,
   });

@@ -1,8 +1,8 @@
 /**
  * @diffmesh/testing: launchers and helpers shared by tests, benchmarks and `diffmesh up`:
  * the nats-server, redis-server and S3-protocol server launchers, the process supervisor,
- * network-namespace "nodes" joined by veth links, and the `rejection`/`thrown` assertions of
- * error paths.
+ * network-namespace "nodes" joined by veth links, the `rejection`/`thrown` assertions of
+ * error paths, and onnxruntime GPU provider files in the layouts of the packages that carry them.
  */
 export { rejection, thrown } from './errors.js';
 export { findNatsServer, NatsServerNotFoundError, startNatsServer } from './nats-server.js';
@@ -15,3 +15,4 @@ export { Supervisor } from './supervisor.js';
 export type { ManagedProcess, ProcessSpec, RestartPolicy, SupervisorEvent, SupervisorOptions } from './supervisor.js';
 export { createNodeNetwork, netnsSupport } from './netns.js';
 export type { CreateNodeNetworkOptions, NetnsNode, NetnsSupport, NodeNetwork } from './netns.js';
+export { elfSharedLibrary, providerLibraries, writeProviderPackage } from './onnxruntime-provider-files.js';

@@ -6,7 +6,7 @@ import {
   OnnxStage,
   ort,
   type LoadedManifest,
-  type ModelDirectory,
+  type LoadedModelDirectory,
   type OnnxStageDeps,
 } from '@diffmesh/stage-host';
 import { toBytes } from '@diffmesh/tensor-client';
@@ -67,7 +67,7 @@ export class ImageEncodingStage extends OnnxStage {
   }
 
   private async encodeDirectory(
-    directory: ModelDirectory,
+    directory: LoadedModelDirectory,
     image: RgbImage,
     model: string,
   ): Promise<{ latent: Float32Array; shape: number[] }> {

@@ -5,7 +5,7 @@ import {
   floatOutput,
   OnnxStage,
   ort,
-  type ModelDirectory,
+  type LoadedModelDirectory,
   type OnnxStageDeps,
   type ResolvedModel,
 } from '@diffmesh/stage-host';
@@ -66,7 +66,7 @@ export class VaeDecodingStage extends OnnxStage {
 
   /** Unscales a directory model's latent and decodes it; returns [1, 3, 1, H, W]. */
   private async decodeDirectory(
-    directory: ModelDirectory,
+    directory: LoadedModelDirectory,
     latents: Float32Array,
     shape: number[],
     model: string,

@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createDiscovery, type Discovery } from '@diffmesh/discovery';
-import { loadPlanRegistry } from '@diffmesh/scheduler';
+import { gatewayConfig } from '@diffmesh/gateway';
+import { loadPlanRegistry, schedulerConfig } from '@diffmesh/scheduler';
+import { tensorSvcConfig } from '@diffmesh/tensor-svc';
 import {
   startNatsServer,
   startRedisServer,
@@ -13,187 +15,21 @@ import {
   type RunningS3Server,
   Supervisor,
   type ManagedProcess,
-  type RestartPolicy,
-  type SupervisorEvent,
 } from '@diffmesh/testing';
-import { type Logger, type StageName } from '@diffmesh/core';
-import { EXECUTION_PROVIDERS } from '@diffmesh/stage-host';
+import { configArgs, type ConfigValues, type StageName } from '@diffmesh/core';
+import { EXECUTION_PROVIDERS, stageServiceConfig, type StageServiceConfigSchema } from '@diffmesh/stage-host';
 import type { MeshCredentials, NatsRole } from './mesh-credentials.js';
+import {
+  REPLICA_SERVICES,
+  type LocalMesh,
+  type LocalMeshOptions,
+  type ReplicaService,
+  type SchedulerProcessSpec,
+  type StageProcessSpec,
+} from './local-mesh-options.js';
 
-/** One stage service process to run. */
-export interface StageProcessSpec {
-  service: 'encoder-svc' | 'dit-svc' | 'vae-svc';
-  pool: string;
-  /** `--stage`, for a service's second stage (encoder-svc `text_encoding_2`, vae-svc `image_encoding`). */
-  stage?: StageName;
-  models: string[];
-  capacity: number;
-  /** Extra flags, e.g. `--max-batch 4`. */
-  args?: string[];
-  /** Extra environment, e.g. a different package version for pinning tests. */
-  env?: Record<string, string>;
-  /** Models folders for this process (default: the mesh's). */
-  modelsDirs?: string[];
-  /** Skip loading models at start (they load on first use). */
-  lazy?: boolean;
-}
-
-export interface LocalMeshOptions {
-  /** Use this NATS server instead of starting one. */
-  natsUrl?: string;
-  modelsDirs: string[];
-  /** Models whose pools get one instance of each stage (from the plan registry). */
-  models: string[];
-  /**
-   * Model directories (diffusers/optimum ONNX layout) among `models`, by their id (real path):
-   * the scheduler serves them (`--model-directories`) and their stage processes load them.
-   */
-  modelDirectories?: string[];
-  /** Plan registry file of the scheduler (and of this mesh's stage layout); default: the shipped one. */
-  plansFile?: string;
-  /** Further stage processes (beyond one per pool of `models`). */
-  extraStages?: StageProcessSpec[];
-  /** onnxruntime threads per service. */
-  threads?: number;
-  /**
-   * onnxruntime execution providers of the stage processes, in order of preference, by pool
-   * name, by service (`dit-svc`, or `dit`), or `*` for the rest, e.g.
-   * `{ dit: ['webgpu', 'cpu'] }` (see {@link parseProviderSpec}). Default: the CPU everywhere.
-   */
-  executionProviders?: Record<string, string[]>;
-  /** Node id of every process (default `local-<pid>`, unique per mesh on this machine). */
-  nodeId?: string;
-  /**
-   * Address every service listens on and advertises (gRPC and metrics), default `127.0.0.1`:
-   * a node's own address when several meshes on different nodes share one NATS.
-   */
-  host?: string;
-  /**
-   * Address the services bind, when not `host`: with a wildcard such as `0.0.0.0` they listen
-   * on every interface and advertise `host` (`--advertise-address`).
-   */
-  listenHost?: string;
-  /** Command every service process runs under, e.g. `ip netns exec NODE` (see `createNodeNetwork`). */
-  launcher?: string[];
-  /**
-   * Prefix of every process name and instance id (e.g. `node1-`), so that meshes of several
-   * nodes sharing one NATS have distinct instances.
-   */
-  namePrefix?: string;
-  log: Logger;
-  /** Folder for process logs (default: a temp folder). */
-  logDir?: string;
-  /** Extra flags for the scheduler, e.g. `--max-queue-length 4`. */
-  schedulerArgs?: string[];
-  /** Flags added to every stage process, e.g. `--inline-max-bytes 0`. */
-  stageArgs?: string[];
-  /** Flags added to tensor-svc, e.g. `--backend redis --durable redis://127.0.0.1:6390/0`. */
-  tensorArgs?: string[];
-  /**
-   * Keep tensor-svc's objects in a store started for the mesh (its `--backend`): `redis`
-   * (database 1 of the mesh's redis-server, started unless the queue's runs already) or `s3`
-   * (an S3-protocol server on loopback with bucket `diffmesh`; every service gets its
-   * endpoint and credentials as `AWS_*`). For a store of your own, pass `tensorArgs`.
-   */
-  tensorStore?: 'redis' | 's3';
-  /** TLS files (PEM paths) for every service, as server and as client (mutual TLS). */
-  tls?: { ca: string; cert: string; key: string };
-  /**
-   * Authenticate the mesh (see {@link ensureMeshCredentials}): every gRPC server requires a
-   * client certificate of the mesh's CA, every process calls with its own identity's
-   * certificate (`scheduler`, `tensor-svc`, `gateway`, `stage:<pool>`), and the nats-server
-   * started for the mesh admits only the mesh's nkey users. Each process gets the paths of
-   * its files in its environment (`DIFFMESH_<SERVICE>_TLS_CA`, `…_TLS_CERT`, `…_TLS_KEY`,
-   * `…_TLS_REQUIRE_CLIENT_CERT`, `…_NATS_CREDENTIALS`), never the secrets and never in argv.
-   */
-  credentials?: MeshCredentials;
-  /**
-   * Tenants file of the schedulers and the gateway (their `--tenants-file`): each request
-   * belongs to its caller's tenant and only that tenant sees it. Default: tenancy off.
-   */
-  tenantsFile?: string;
-  /** Start the HTTP gateway too (after the stages). */
-  gateway?: { listen?: string; adminListen?: string; apiKeys: string[] };
-  /** Slots per instance of each stage service (default: dit-svc 4, others 2). */
-  capacities?: Partial<Record<StageProcessSpec['service'], number>>;
-  /**
-   * Environment added to every service process (tensor-svc, scheduler, stages), e.g. the
-   * `OTEL_*` variables of a trace collector. A stage's own `env` wins over it.
-   */
-  env?: Record<string, string>;
-  /**
-   * Where the schedulers keep requests and task queues (their `--queue`): `memory` (the
-   * default here; one scheduler only), `sqlite` (a file in the log folder unless
-   * `sqlitePath`), `redis` (a redis-server started for the mesh unless `queueUrl`) or
-   * `jetstream` (the mesh's NATS with JetStream on, unless `queueUrl`).
-   */
-  queue?: 'memory' | 'sqlite' | 'redis' | 'jetstream';
-  queueUrl?: string;
-  sqlitePath?: string;
-  /** Lease of a dispatched task (`--lease-ms` of the schedulers). */
-  leaseMs?: number;
-  /**
-   * Processes per service (default 1 each): `scheduler`, `encoder-svc`, `dit-svc`, `vae-svc`,
-   * `gateway`. A stage service may have 0 (another node runs it; see `stageSpecs`).
-   */
-  replicas?: Partial<Record<ReplicaService, number>>;
-  /** Restart processes that die, with back-off (`true` = the default policy). Off by default. */
-  restart?: RestartPolicy | boolean;
-  /**
-   * Start every process in its own process group (so a terminal's Ctrl-C reaches only this
-   * one, which stops them in order) and have the services stop when this process dies.
-   */
-  ownProcessGroup?: boolean;
-  /** Sees the supervisor's exits and restarts. */
-  onEvent?: (event: SupervisorEvent) => void;
-}
-
-/** One more scheduler process (see {@link LocalMesh.addScheduler}). */
-export interface SchedulerProcessSpec {
-  /** `--instance-id` (default: the process name). */
-  instanceId?: string;
-  /** Extra flags after the mesh's `schedulerArgs`, e.g. `--version 1.1.0` or `--drain-grace-ms 0`. */
-  args?: string[];
-  /** Extra environment. */
-  env?: Record<string, string>;
-}
-
-/** Services whose process count `replicas` sets. */
-export const REPLICA_SERVICES = ['scheduler', 'encoder-svc', 'dit-svc', 'vae-svc', 'gateway'] as const;
-export type ReplicaService = (typeof REPLICA_SERVICES)[number];
-
-export interface LocalMesh {
-  /** The node id every process of the mesh runs with. */
-  nodeId: string;
-  natsUrl: string;
-  /** The first scheduler's gRPC address. */
-  schedulerAddress: string;
-  /** Every scheduler's gRPC address (any of them serves any request with a shared queue). */
-  schedulerAddresses: string[];
-  /** Process names of the schedulers (`scheduler`, or `scheduler-1`… with replicas). */
-  schedulers: string[];
-  /** The queue backend and, for redis and jetstream, its URL. */
-  queue: { backend: 'memory' | 'sqlite' | 'redis' | 'jetstream'; url?: string; sqlitePath?: string };
-  tensorAddress: string;
-  /** The store started for tensor-svc's objects (`tensorStore`), as its `--durable` location. */
-  tensorStore?: { backend: 'redis' | 's3'; location: string; endpoint?: string };
-  /** `http://host:port` of the gateway, when started. */
-  gatewayUrl?: string;
-  logDir: string;
-  supervisor: Supervisor;
-  discovery: Discovery;
-  /** The stage processes of the served models, one per pool (started `replicas` times each). */
-  stageSpecs: StageProcessSpec[];
-  /** Starts one more stage process and waits until discovery sees it. */
-  addStage(spec: StageProcessSpec, name?: string): Promise<ManagedProcess>;
-  /**
-   * Starts one more scheduler with the mesh's queue settings, e.g. the new version in a rolling
-   * upgrade (with `memory` it has a queue of its own: a replacement for a stopped one), and adds
-   * its name to `schedulers`. Resolves once it listens.
-   */
-  addScheduler(name: string, spec?: SchedulerProcessSpec): Promise<ManagedProcess>;
-  stop(): Promise<void>;
-}
+export { REPLICA_SERVICES };
+export type { LocalMesh, LocalMeshOptions, ReplicaService, SchedulerProcessSpec, StageProcessSpec };
 
 /** Absolute path of a service package's compiled entry point. */
 export function serviceEntry(pkg: 'scheduler' | 'tensor-svc' | 'encoder-svc' | 'dit-svc' | 'vae-svc' | 'gateway'): string {
@@ -255,6 +91,36 @@ function defaultNodeId(): string {
   return `local-${process.pid}${meshesStarted > 1 ? `-${meshesStarted}` : ''}`;
 }
 
+/** What every step of {@link startLocalMesh} shares: the options and the mesh's settings. */
+interface MeshContext {
+  opts: LocalMeshOptions;
+  supervisor: Supervisor;
+  nodeId: string;
+  queue: NonNullable<LocalMeshOptions['queue']>;
+  replicas(service: ReplicaService): number;
+  /** `host:0` every service listens on. */
+  listen: string;
+  prefix: string;
+  launcher: { launcher?: string[] };
+  /** The environment of every service process. */
+  env: Record<string, string>;
+  /** Flags every service takes: node id, log, advertised address, TLS. */
+  common: string[];
+}
+
+/** The servers a mesh runs on, started for it unless given: NATS, redis, an S3-protocol server. */
+interface BackingServers {
+  natsUrl: string;
+  nats?: RunningNatsServer;
+  redis?: RunningRedisServer;
+  s3?: RunningS3Server;
+  tensorStore?: LocalMesh['tensorStore'];
+  queueUrl?: string;
+  sqlitePath?: string;
+  /** Stops what was started here, NATS (and redis, S3) last. */
+  stop(): Promise<void>;
+}
+
 /**
  * Starts a whole mesh on loopback, every service its own process: nats-server (unless one
  * is given), tensor-svc, the scheduler and the stage services, each registered in NATS.
@@ -264,6 +130,57 @@ function defaultNodeId(): string {
  */
 export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh> {
   const logDir = opts.logDir ?? (await mkdtemp(path.join(tmpdir(), 'diffmesh-mesh-')));
+  const ctx = meshContext(opts, logDir);
+  let servers: BackingServers | undefined;
+  let discovery: Discovery | undefined;
+  try {
+    servers = await startBackingServers(ctx, logDir);
+    const tensor = await startTensorSvc(ctx, servers);
+    const startScheduler = schedulerStarter(ctx, servers, tensor.address);
+    const schedulerNames =
+      ctx.replicas('scheduler') === 1
+        ? [`${ctx.prefix}scheduler`]
+        : Array.from({ length: ctx.replicas('scheduler') }, (_, i) => `${ctx.prefix}scheduler-${i + 1}`);
+    const schedulerProcs: ManagedProcess[] = [];
+    for (const name of schedulerNames) schedulerProcs.push(await startScheduler(name));
+    discovery = await createDiscovery(
+      {
+        backend: 'nats',
+        url: servers.natsUrl,
+        ...(opts.credentials ? { credentialsFile: opts.credentials.natsSeedFile('client') } : {}),
+      },
+      opts.log,
+    );
+    const addStage = stageStarter(ctx, servers.natsUrl, tensor.address, discovery);
+    const specs = await stageSpecs(opts);
+    // Start stage processes one at a time: on two cores, parallel model loading only thrashes.
+    // A service's second stages (text_encoding_2, image_encoding) come after its first, so a
+    // model's main instances keep the names <service>-1….
+    const ordered = [...specs.filter((s) => !s.stage), ...specs.filter((s) => s.stage)];
+    for (const spec of ordered) for (let i = 0; i < ctx.replicas(spec.service); i += 1) await addStage(spec);
+    for (const spec of opts.extraStages ?? []) await addStage(spec);
+    const gatewayUrls = await startGateways(ctx, servers.natsUrl);
+    return meshHandle(ctx, {
+      servers,
+      discovery,
+      logDir,
+      tensorAddress: tensor.address,
+      schedulerNames,
+      schedulerProcs,
+      specs,
+      gatewayUrls,
+      addStage,
+      startScheduler,
+    });
+  } catch (err) {
+    await ctx.supervisor.stopAll(2000);
+    await discovery?.close();
+    await servers?.stop();
+    throw err;
+  }
+}
+
+function meshContext(opts: LocalMeshOptions, logDir: string): MeshContext {
   const restart = opts.restart === true ? {} : opts.restart || undefined;
   const supervisor = new Supervisor({
     logPath: (name) => path.join(logDir, `${name}.log`),
@@ -275,273 +192,311 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
   const queue = opts.queue ?? 'memory';
   const replicas = (service: ReplicaService): number =>
     Math.max(service === 'scheduler' || service === 'gateway' ? 1 : 0, Math.trunc(opts.replicas?.[service] ?? 1));
-  const host = opts.host ?? '127.0.0.1';
-  const bracket = (h: string): string => (h.includes(':') ? `[${h}]` : h);
-  const listen = `${bracket(opts.listenHost ?? host)}:0`;
-  const advertise = opts.listenHost !== undefined && opts.listenHost !== host ? ['--advertise-address', bracket(host)] : [];
-  const prefix = opts.namePrefix ?? '';
-  const launcher = opts.launcher ? { launcher: opts.launcher } : {};
   if (queue === 'memory' && replicas('scheduler') > 1) {
     throw new Error(
       'several schedulers need a shared queue: --queue memory keeps requests in one scheduler; use sqlite, redis or jetstream',
     );
   }
-  // Services stop when the supervisor dies without stopping them (their process group is their own).
-  const env = { ...opts.env, ...(opts.ownProcessGroup ? { DIFFMESH_EXIT_WITH_PARENT: '1' } : {}) };
-  let nats: RunningNatsServer | undefined;
-  let redis: RunningRedisServer | undefined;
-  let s3: RunningS3Server | undefined;
-  let discovery: Discovery | undefined;
+  const host = opts.host ?? '127.0.0.1';
+  const bracket = (h: string): string => (h.includes(':') ? `[${h}]` : h);
+  const advertise = opts.listenHost !== undefined && opts.listenHost !== host ? ['--advertise-address', bracket(host)] : [];
+  const tlsArgs = opts.tls
+    ? ['--tls-ca', opts.tls.ca, '--tls-cert', opts.tls.cert, '--tls-key', opts.tls.key, '--tls-require-client-cert']
+    : [];
+  // Every service takes the log section's flags (core's logConfigMappings): the stage schema's names them.
+  const logArgs = configArgs(stageServiceConfig('stage', 'DIFFMESH_STAGE_'), { log: { level: 'info', ...opts.serviceLog } });
+  return {
+    opts,
+    supervisor,
+    nodeId,
+    queue,
+    replicas,
+    listen: `${bracket(opts.listenHost ?? host)}:0`,
+    prefix: opts.namePrefix ?? '',
+    launcher: opts.launcher ? { launcher: opts.launcher } : {},
+    // Services stop when the supervisor dies without stopping them (their process group is their own).
+    env: { ...opts.env, ...(opts.ownProcessGroup ? { DIFFMESH_EXIT_WITH_PARENT: '1' } : {}) },
+    common: ['--node-id', nodeId, ...logArgs, ...advertise, ...tlsArgs],
+  };
+}
+
+/** NATS unless given (with JetStream for that queue), redis for a redis queue or tensor store, S3 for an s3 tensor store. */
+async function startBackingServers(ctx: MeshContext, logDir: string): Promise<BackingServers> {
+  const { opts, queue } = ctx;
+  const own = opts.ownProcessGroup ? { ownProcessGroup: true } : {};
+  const out: Omit<BackingServers, 'natsUrl' | 'stop'> = {};
+  const stop = async (): Promise<void> => {
+    await out.nats?.stop();
+    await out.redis?.stop();
+    await out.s3?.stop();
+  };
   try {
     if (!opts.natsUrl) {
-      nats = await startNatsServer({
+      out.nats = await startNatsServer({
         log: opts.log,
         jetstream: queue === 'jetstream' && !opts.queueUrl,
-        ...(opts.ownProcessGroup ? { ownProcessGroup: true } : {}),
+        ...own,
         ...(opts.credentials
           ? { authorization: { nkeys: opts.credentials.natsPublicKeys, clientSeed: opts.credentials.natsClientSeed } }
           : {}),
       });
     }
-    const natsUrl = opts.natsUrl ?? nats!.url;
+    const natsUrl = opts.natsUrl ?? out.nats!.url;
     if ((queue === 'redis' && !opts.queueUrl) || opts.tensorStore === 'redis')
-      redis = await startRedisServer({ log: opts.log, ...(opts.ownProcessGroup ? { ownProcessGroup: true } : {}) });
-    let tensorStore: LocalMesh['tensorStore'];
-    if (opts.tensorStore === 'redis') tensorStore = { backend: 'redis', location: `${redis!.url}/1/tensors` };
+      out.redis = await startRedisServer({ log: opts.log, ...own });
+    if (opts.tensorStore === 'redis') out.tensorStore = { backend: 'redis', location: `${out.redis!.url}/1/tensors` };
     if (opts.tensorStore === 's3') {
-      s3 = await startS3Server({ buckets: ['diffmesh'] });
-      tensorStore = { backend: 's3', location: 's3://diffmesh/tensors', endpoint: s3.endpoint };
-      Object.assign(env, {
+      const s3 = await startS3Server({ buckets: ['diffmesh'] });
+      out.s3 = s3;
+      out.tensorStore = { backend: 's3', location: 's3://diffmesh/tensors', endpoint: s3.endpoint };
+      Object.assign(ctx.env, {
         AWS_ENDPOINT_URL_S3: s3.endpoint,
         AWS_ACCESS_KEY_ID: s3.accessKeyId,
         AWS_SECRET_ACCESS_KEY: s3.secretAccessKey,
         AWS_REGION: s3.region,
       });
     }
-    const tensorStoreArgs = tensorStore
-      ? [
-          '--backend',
-          tensorStore.backend,
-          '--durable',
-          tensorStore.location,
-          ...(tensorStore.endpoint ? ['--s3-endpoint', tensorStore.endpoint] : []),
-        ]
-      : [];
-    const queueUrl = opts.queueUrl ?? redis?.url ?? (queue === 'jetstream' ? natsUrl : undefined);
-    const sqlitePath = queue === 'sqlite' ? (opts.sqlitePath ?? path.join(logDir, 'scheduler.sqlite')) : undefined;
-    const tlsArgs = opts.tls
-      ? ['--tls-ca', opts.tls.ca, '--tls-cert', opts.tls.cert, '--tls-key', opts.tls.key, '--tls-require-client-cert']
-      : [];
-    const common = ['--node-id', nodeId, '--log-level', 'info', ...advertise, ...tlsArgs];
-    const tensor = await supervisor.start({
-      name: `${prefix}tensor-svc`,
-      entry: serviceEntry('tensor-svc'),
-      args: [...common, '--listen', listen, '--nats', natsUrl, ...tensorStoreArgs, ...(opts.tensorArgs ?? [])],
-      env: { ...env, ...(await credentialEnv(opts.credentials, 'tensor-svc', 'tensor-svc')) },
-      ...launcher,
-      readyPrefix: 'tensor-svc listening on ',
-      listenFlag: '--listen',
-    });
-    const queueArgs = [
-      '--queue',
-      queue,
-      ...(queueUrl && queue !== 'memory' && queue !== 'sqlite' ? ['--queue-url', queueUrl] : []),
-      ...(sqlitePath ? ['--sqlite-path', sqlitePath] : []),
-      ...(opts.leaseMs ? ['--lease-ms', String(opts.leaseMs)] : []),
-    ];
-    const schedulerNames =
-      replicas('scheduler') === 1
-        ? [`${prefix}scheduler`]
-        : Array.from({ length: replicas('scheduler') }, (_, i) => `${prefix}scheduler-${i + 1}`);
-    // What every scheduler and stage process gets: its id, a free port, NATS, this node's tensor-svc, metrics.
-    const serviceArgs = (instanceId: string): string[] => [
-      ...common,
-      '--instance-id',
-      instanceId,
-      '--listen',
-      listen,
-      '--nats',
-      natsUrl,
-      '--tensor',
-      tensor.address,
-      '--metrics-listen',
-      listen,
-    ];
-    const startScheduler = async (name: string, spec: SchedulerProcessSpec = {}): Promise<ManagedProcess> =>
-      supervisor.start({
-        name,
-        entry: serviceEntry('scheduler'),
-        args: [
-          ...serviceArgs(spec.instanceId ?? (name === `${prefix}scheduler` ? `${prefix}scheduler-1` : name)),
-          ...queueArgs,
-          ...(opts.modelDirectories?.length ? ['--model-directories', opts.modelDirectories.join(',')] : []),
-          ...(opts.plansFile ? ['--plans', opts.plansFile] : []),
-          ...(opts.tenantsFile ? ['--tenants-file', opts.tenantsFile] : []),
-          ...(opts.schedulerArgs ?? []),
-          ...(spec.args ?? []),
-        ],
-        env: { ...env, ...(await credentialEnv(opts.credentials, 'scheduler', 'scheduler')), ...spec.env },
-        ...launcher,
-        readyPrefix: 'scheduler listening on ',
-        listenFlag: '--listen',
-      });
-    const schedulerProcs: ManagedProcess[] = [];
-    for (const name of schedulerNames) schedulerProcs.push(await startScheduler(name));
-    discovery = await createDiscovery(
-      { backend: 'nats', url: natsUrl, ...(opts.credentials ? { credentialsFile: opts.credentials.natsSeedFile('client') } : {}) },
-      opts.log,
-    );
-    const disc = discovery;
-
-    const counters = new Map<string, number>();
-    const addStage = async (spec: StageProcessSpec, name?: string): Promise<ManagedProcess> => {
-      const n = (counters.get(spec.service) ?? 0) + 1;
-      counters.set(spec.service, n);
-      const procName = name ?? `${prefix}${spec.service}-${n}`;
-      const proc = await supervisor.start({
-        name: procName,
-        entry: serviceEntry(spec.service),
-        args: [
-          ...serviceArgs(procName),
-          '--pool',
-          spec.pool,
-          '--capacity',
-          String(spec.capacity),
-          '--threads',
-          String(opts.threads ?? 1),
-          '--models-dirs',
-          (spec.modelsDirs ?? opts.modelsDirs).join(','),
-          ...(spec.lazy ? [] : ['--models', spec.models.join(',')]),
-          ...(spec.stage ? ['--stage', spec.stage] : []),
-          ...providerArgs(opts.executionProviders, spec),
-          ...(opts.stageArgs ?? []),
-          ...(spec.args ?? []),
-        ],
-        env: { ...env, ...(await credentialEnv(opts.credentials, spec.service, `stage:${spec.pool}`)), ...spec.env },
-        ...launcher,
-        readyPrefix: `${spec.service} listening on `,
-        listenFlag: '--listen',
-      });
-      await waitForInstance(disc, procName, 15_000);
-      return proc;
-    };
-
-    const registry = await loadPlanRegistry(opts.plansFile, { directories: opts.modelDirectories ?? [] });
-    const seen = new Set<string>();
-    const specs: StageProcessSpec[] = [];
-    for (const id of opts.models) {
-      const entry = registry.lookup(id);
-      // A directory served under an id of its own is loaded by the stage processes as id=DIR.
-      const model = entry.directory !== undefined && entry.directory !== id ? `${id}=${entry.directory}` : id;
-      for (const stage of entry.stages) {
-        const service = SERVICE_OF_STAGE[stage.name];
-        if (!service) throw new Error(`stage ${stage.name} of ${model} has no service in this build`);
-        const key = `${service}|${stage.name}|${stage.pool}`;
-        if (seen.has(key)) {
-          specs.find((s) => s.service === service && s.pool === stage.pool && (s.stage ?? stage.name) === stage.name)?.models.push(model);
-          continue;
-        }
-        seen.add(key);
-        const capacity = opts.capacities?.[service] ?? (service === 'dit-svc' ? 4 : 2);
-        specs.push({
-          service,
-          pool: stage.pool,
-          models: [model],
-          capacity,
-          ...(SECOND_STAGES.has(stage.name) ? { stage: stage.name } : {}),
-        });
-      }
-    }
-    // Start stage processes one at a time: on two cores, parallel model loading only thrashes.
-    // A service's second stages (text_encoding_2, image_encoding) come after its first, so a
-    // model's main instances keep the names <service>-1….
-    const ordered = [...specs.filter((s) => !s.stage), ...specs.filter((s) => s.stage)];
-    for (const spec of ordered) for (let i = 0; i < replicas(spec.service); i += 1) await addStage(spec);
-    for (const spec of opts.extraStages ?? []) await addStage(spec);
-
-    const gatewayUrls: string[] = [];
-    if (opts.gateway) {
-      for (let i = 0; i < replicas('gateway'); i += 1) {
-        const gw = await supervisor.start({
-          name: i === 0 ? `${prefix}gateway` : `${prefix}gateway-${i + 1}`,
-          entry: serviceEntry('gateway'),
-          args: [
-            '--node-id',
-            nodeId,
-            '--log-level',
-            'info',
-            '--nats',
-            natsUrl,
-            '--listen',
-            i === 0 ? (opts.gateway.listen ?? listen) : listen,
-            '--admin-listen',
-            i === 0 ? (opts.gateway.adminListen ?? listen) : listen,
-            ...(opts.tls ? ['--tls-ca', opts.tls.ca, '--tls-cert', opts.tls.cert, '--tls-key', opts.tls.key] : []),
-            ...(opts.tenantsFile ? ['--tenants-file', opts.tenantsFile] : []),
-          ],
-          // Keys go in the environment, not argv (argv is visible to every user in ps).
-          env: {
-            ...env,
-            ...(await credentialEnv(opts.credentials, 'gateway', 'gateway')),
-            DIFFMESH_GATEWAY_API_KEYS: opts.gateway.apiKeys.join(','),
-          },
-          ...launcher,
-          readyPrefix: 'gateway listening on ',
-          listenFlag: '--listen',
-        });
-        gatewayUrls.push(gw.address);
-      }
-    }
-
-    let stopping: Promise<void> | undefined;
-    return {
-      nodeId,
-      natsUrl,
-      schedulerAddress: schedulerProcs[0].address,
-      schedulerAddresses: schedulerProcs.map((p) => p.address),
-      schedulers: schedulerNames,
-      queue: {
-        backend: queue,
-        ...(queueUrl && queue !== 'memory' && queue !== 'sqlite' ? { url: queueUrl } : {}),
-        ...(sqlitePath ? { sqlitePath } : {}),
-      },
-      tensorAddress: tensor.address,
-      ...(tensorStore ? { tensorStore } : {}),
-      ...(gatewayUrls[0] ? { gatewayUrl: gatewayUrls[0] } : {}),
-      logDir,
-      supervisor,
-      discovery: disc,
-      stageSpecs: specs,
-      addStage,
-      async addScheduler(name, spec) {
-        const proc = await startScheduler(name, spec);
-        schedulerNames.push(name);
-        return proc;
-      },
-      stop() {
-        // The front doors first, then the schedulers (they hand back or finish their work),
-        // then everything else; NATS (and redis) last.
-        stopping ??= (async () => {
-          for (let i = gatewayUrls.length - 1; i >= 0; i -= 1)
-            await supervisor.stop(i === 0 ? `${prefix}gateway` : `${prefix}gateway-${i + 1}`);
-          await Promise.all(schedulerNames.map((n) => supervisor.stop(n)));
-          await supervisor.stopAll();
-          await disc.close();
-          await nats?.stop();
-          await redis?.stop();
-          await s3?.stop();
-        })();
-        return stopping;
-      },
-    };
+    const queueUrl = opts.queueUrl ?? out.redis?.url ?? (queue === 'jetstream' ? natsUrl : undefined);
+    if (queueUrl && queue !== 'memory' && queue !== 'sqlite') out.queueUrl = queueUrl;
+    if (queue === 'sqlite') out.sqlitePath = opts.sqlitePath ?? path.join(logDir, 'scheduler.sqlite');
+    return { ...out, natsUrl, stop };
   } catch (err) {
-    await supervisor.stopAll(2000);
-    await discovery?.close();
-    await nats?.stop();
-    await redis?.stop();
-    await s3?.stop();
+    await stop();
     throw err;
   }
+}
+
+/** This node's tensor-svc, keeping objects in the store started for the mesh (if any). */
+function startTensorSvc(ctx: MeshContext, servers: BackingServers): Promise<ManagedProcess> {
+  const store = servers.tensorStore;
+  const args = configArgs(tensorSvcConfig, {
+    listen: ctx.listen,
+    natsUrl: servers.natsUrl,
+    ...(store ? { backend: store.backend, durable: store.location } : {}),
+    ...(store?.endpoint ? { s3Endpoint: store.endpoint } : {}),
+  });
+  return credentialEnv(ctx.opts.credentials, 'tensor-svc', 'tensor-svc').then((credentials) =>
+    ctx.supervisor.start({
+      name: `${ctx.prefix}tensor-svc`,
+      entry: serviceEntry('tensor-svc'),
+      args: [...ctx.common, ...args, ...(ctx.opts.tensorArgs ?? [])],
+      env: { ...ctx.env, ...credentials },
+      ...ctx.launcher,
+      readyPrefix: 'tensor-svc listening on ',
+      listenFlag: '--listen',
+    }),
+  );
+}
+
+/** Starts a scheduler with the mesh's queue, plans and tenants (and a spec's own flags). */
+function schedulerStarter(
+  ctx: MeshContext,
+  servers: BackingServers,
+  tensorAddress: string,
+): (name: string, spec?: SchedulerProcessSpec) => Promise<ManagedProcess> {
+  const { opts } = ctx;
+  const options = {
+    queue: ctx.queue,
+    ...(servers.queueUrl ? { queueUrl: servers.queueUrl } : {}),
+    ...(servers.sqlitePath ? { sqlitePath: servers.sqlitePath } : {}),
+    ...(opts.leaseMs ? { leaseMs: opts.leaseMs } : {}),
+    ...(opts.modelDirectories?.length ? { modelDirectories: opts.modelDirectories } : {}),
+    ...(opts.plansFile ? { plansFile: opts.plansFile } : {}),
+    ...(opts.tenantsFile ? { tenantsFile: opts.tenantsFile } : {}),
+  };
+  return async (name, spec = {}) =>
+    ctx.supervisor.start({
+      name,
+      entry: serviceEntry('scheduler'),
+      args: [
+        ...ctx.common,
+        ...configArgs(schedulerConfig, {
+          instanceId: spec.instanceId ?? (name === `${ctx.prefix}scheduler` ? `${ctx.prefix}scheduler-1` : name),
+          listen: ctx.listen,
+          natsUrl: servers.natsUrl,
+          tensorAddress,
+          metricsListen: ctx.listen,
+          ...options,
+        }),
+        ...(opts.schedulerArgs ?? []),
+        ...(spec.args ?? []),
+      ],
+      env: { ...ctx.env, ...(await credentialEnv(opts.credentials, 'scheduler', 'scheduler')), ...spec.env },
+      ...ctx.launcher,
+      readyPrefix: 'scheduler listening on ',
+      listenFlag: '--listen',
+    });
+}
+
+/** Starts one stage process (named `<service>-N` in order) and waits until discovery sees it. */
+function stageStarter(
+  ctx: MeshContext,
+  natsUrl: string,
+  tensorAddress: string,
+  discovery: Discovery,
+): (spec: StageProcessSpec, name?: string) => Promise<ManagedProcess> {
+  const { opts } = ctx;
+  const counters = new Map<string, number>();
+  return async (spec, name) => {
+    const n = (counters.get(spec.service) ?? 0) + 1;
+    counters.set(spec.service, n);
+    const procName = name ?? `${ctx.prefix}${spec.service}-${n}`;
+    const proc = await ctx.supervisor.start({
+      name: procName,
+      entry: serviceEntry(spec.service),
+      args: [
+        ...ctx.common,
+        ...configArgs(stageServiceConfig(spec.service, ''), {
+          instanceId: procName,
+          listen: ctx.listen,
+          natsUrl,
+          tensorAddress,
+          metricsListen: ctx.listen,
+          ...opts.stageOptions,
+          pool: spec.pool,
+          capacity: spec.capacity,
+          threads: opts.threads ?? 1,
+          modelsDirs: spec.modelsDirs ?? opts.modelsDirs,
+          ...(spec.lazy ? {} : { models: spec.models }),
+          ...(spec.stage ? { stage: spec.stage } : {}),
+          ...(providersOf(opts.executionProviders, spec) ?? {}),
+        }),
+        ...(opts.stageArgs ?? []),
+        ...(spec.args ?? []),
+      ],
+      env: { ...ctx.env, ...(await credentialEnv(opts.credentials, spec.service, `stage:${spec.pool}`)), ...spec.env },
+      ...ctx.launcher,
+      readyPrefix: `${spec.service} listening on `,
+      listenFlag: '--listen',
+    });
+    await waitForInstance(discovery, procName, 15_000);
+    return proc;
+  };
+}
+
+/** One stage process per (service, stage, pool) of the served models' plans, each serving every model that uses it. */
+async function stageSpecs(opts: LocalMeshOptions): Promise<StageProcessSpec[]> {
+  const registry = await loadPlanRegistry(opts.plansFile, { directories: opts.modelDirectories ?? [] });
+  const specs: StageProcessSpec[] = [];
+  const seen = new Set<string>();
+  for (const id of opts.models) {
+    const entry = registry.lookup(id);
+    // A directory served under an id of its own is loaded by the stage processes as id=DIR.
+    const model = entry.directory !== undefined && entry.directory !== id ? `${id}=${entry.directory}` : id;
+    for (const stage of entry.stages) {
+      const service = SERVICE_OF_STAGE[stage.name];
+      if (!service) throw new Error(`stage ${stage.name} of ${model} has no service in this build`);
+      const key = `${service}|${stage.name}|${stage.pool}`;
+      if (seen.has(key)) {
+        specs.find((s) => s.service === service && s.pool === stage.pool && (s.stage ?? stage.name) === stage.name)?.models.push(model);
+        continue;
+      }
+      seen.add(key);
+      specs.push({
+        service,
+        pool: stage.pool,
+        models: [model],
+        capacity: opts.capacities?.[service] ?? (service === 'dit-svc' ? 4 : 2),
+        ...(SECOND_STAGES.has(stage.name) ? { stage: stage.name } : {}),
+      });
+    }
+  }
+  return specs;
+}
+
+/** The gateways (`replicas.gateway` of them), after the stages; their URLs. */
+async function startGateways(ctx: MeshContext, natsUrl: string): Promise<string[]> {
+  const { opts } = ctx;
+  const urls: string[] = [];
+  if (!opts.gateway) return urls;
+  for (let i = 0; i < ctx.replicas('gateway'); i += 1) {
+    const gw = await ctx.supervisor.start({
+      name: gatewayName(ctx.prefix, i),
+      entry: serviceEntry('gateway'),
+      args: configArgs(gatewayConfig, {
+        nodeId: ctx.nodeId,
+        log: { level: 'info', ...opts.serviceLog },
+        natsUrl,
+        listen: i === 0 ? (opts.gateway.listen ?? ctx.listen) : ctx.listen,
+        adminListen: i === 0 ? (opts.gateway.adminListen ?? ctx.listen) : ctx.listen,
+        ...(opts.tls ? { tls: { ca: opts.tls.ca, cert: opts.tls.cert, key: opts.tls.key } } : {}),
+        ...(opts.tenantsFile ? { tenantsFile: opts.tenantsFile } : {}),
+      }),
+      // Keys go in the environment, not argv (argv is visible to every user in ps).
+      env: {
+        ...ctx.env,
+        ...(await credentialEnv(opts.credentials, 'gateway', 'gateway')),
+        DIFFMESH_GATEWAY_API_KEYS: opts.gateway.apiKeys.join(','),
+      },
+      ...ctx.launcher,
+      readyPrefix: 'gateway listening on ',
+      listenFlag: '--listen',
+    });
+    urls.push(gw.address);
+  }
+  return urls;
+}
+
+function gatewayName(prefix: string, i: number): string {
+  return i === 0 ? `${prefix}gateway` : `${prefix}gateway-${i + 1}`;
+}
+
+/** The running mesh: its addresses, and how to grow and stop it. */
+function meshHandle(
+  ctx: MeshContext,
+  parts: {
+    servers: BackingServers;
+    discovery: Discovery;
+    logDir: string;
+    tensorAddress: string;
+    schedulerNames: string[];
+    schedulerProcs: ManagedProcess[];
+    specs: StageProcessSpec[];
+    gatewayUrls: string[];
+    addStage: LocalMesh['addStage'];
+    startScheduler: (name: string, spec?: SchedulerProcessSpec) => Promise<ManagedProcess>;
+  },
+): LocalMesh {
+  const { supervisor, queue, prefix } = ctx;
+  const { servers, discovery, schedulerNames, gatewayUrls } = parts;
+  let stopping: Promise<void> | undefined;
+  return {
+    nodeId: ctx.nodeId,
+    natsUrl: servers.natsUrl,
+    schedulerAddress: parts.schedulerProcs[0].address,
+    schedulerAddresses: parts.schedulerProcs.map((p) => p.address),
+    schedulers: schedulerNames,
+    queue: {
+      backend: queue,
+      ...(servers.queueUrl ? { url: servers.queueUrl } : {}),
+      ...(servers.sqlitePath ? { sqlitePath: servers.sqlitePath } : {}),
+    },
+    tensorAddress: parts.tensorAddress,
+    ...(servers.tensorStore ? { tensorStore: servers.tensorStore } : {}),
+    ...(gatewayUrls[0] ? { gatewayUrl: gatewayUrls[0] } : {}),
+    logDir: parts.logDir,
+    supervisor,
+    discovery,
+    stageSpecs: parts.specs,
+    addStage: parts.addStage,
+    async addScheduler(name, spec) {
+      const proc = await parts.startScheduler(name, spec);
+      schedulerNames.push(name);
+      return proc;
+    },
+    stop() {
+      // The front doors first, then the schedulers (they hand back or finish their work),
+      // then everything else; NATS (and redis) last.
+      stopping ??= (async () => {
+        for (let i = gatewayUrls.length - 1; i >= 0; i -= 1) await supervisor.stop(gatewayName(prefix, i));
+        await Promise.all(schedulerNames.map((n) => supervisor.stop(n)));
+        await supervisor.stopAll();
+        await discovery.close();
+        await servers.stop();
+      })();
+      return stopping;
+    },
+  };
 }
 
 /** Resolves when discovery reports instance `id` up; rejects after `timeoutMs`. */
@@ -572,10 +527,14 @@ export function waitForInstance(discovery: Discovery, id: string, timeoutMs: num
 const SERVICE_SHORT: Record<StageProcessSpec['service'], string> = { 'encoder-svc': 'encoder', 'dit-svc': 'dit', 'vae-svc': 'vae' };
 
 /** `--execution-providers` of one stage process: its pool's entry, else its service's, else `*`. */
-function providerArgs(providers: Record<string, string[]> | undefined, spec: StageProcessSpec): string[] {
-  if (!providers) return [];
+function providersOf(
+  providers: Record<string, string[]> | undefined,
+  spec: StageProcessSpec,
+): { executionProviders: ConfigValues<typeof StageServiceConfigSchema>['executionProviders'] } | undefined {
+  if (!providers) return undefined;
   const list = providers[spec.pool] ?? providers[spec.service] ?? providers[SERVICE_SHORT[spec.service]] ?? providers['*'];
-  return list && list.length > 0 ? ['--execution-providers', list.join(',')] : [];
+  // parseProviderSpec checked every name against EXECUTION_PROVIDERS.
+  return list && list.length > 0 ? { executionProviders: list as (typeof EXECUTION_PROVIDERS)[number][] } : undefined;
 }
 
 /**

@@ -160,7 +160,9 @@ describe('loadConfig', () => {
 
 describe('defineConfig', () => {
   it('rejects mappings onto fields the schema lacks', () => {
-    expect(() => defineConfig({ name: 's', schema, env: { X: 'grpc.nope' } })).toThrow(/env X: schema has no field "grpc.nope"/);
+    // A typed caller cannot write this (the path is checked at compile time); an untyped one gets the message.
+    const env: Record<string, never> = JSON.parse('{"X":"grpc.nope"}');
+    expect(() => defineConfig({ name: 's', schema, env })).toThrow(/env X: schema has no field "grpc.nope"/);
     expect(() => defineConfig({ name: 's', schema, flags: { config: 'nodeId' } })).toThrow(/--config is reserved/);
   });
 });

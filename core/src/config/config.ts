@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
+import type { ConfigPath } from './config-paths.js';
 import { arrayElement, coerceString, fieldInfo, objectShape, schemaAt, stripsUnknownKeys, typeLabel } from './schema-info.js';
 
 /**
@@ -19,17 +20,17 @@ export interface ConfigSpec<S extends z.ZodObject = z.ZodObject> {
    * names the config file.
    */
   envPrefix?: string;
-  /** Environment variable suffix (after the prefix) → dotted schema path. */
-  env?: Record<string, string>;
+  /** Environment variable suffix (after the prefix) → dotted schema path (see {@link schemaMappings}). */
+  env?: Record<string, ConfigPath<S>>;
   /** Flag name without dashes (kebab-case) → dotted schema path. `--config` is reserved. */
-  flags?: Record<string, string>;
+  flags?: Record<string, ConfigPath<S>>;
 }
 
 /** A checked {@link ConfigSpec}, made by {@link defineConfig}. */
 export interface ConfigDefinition<S extends z.ZodObject = z.ZodObject> extends Readonly<ConfigSpec<S>> {
   readonly envPrefix: string;
-  readonly env: Readonly<Record<string, string>>;
-  readonly flags: Readonly<Record<string, string>>;
+  readonly env: Readonly<Record<string, ConfigPath<S>>>;
+  readonly flags: Readonly<Record<string, ConfigPath<S>>>;
 }
 
 /** Where a configuration value came from, for error messages. */

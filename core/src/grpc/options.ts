@@ -77,7 +77,9 @@ export const TlsConfigSchema = z.object({
 export type TlsConfig = z.output<typeof TlsConfigSchema>;
 
 /** The env suffixes and flags of a TLS section placed at `prefix` (e.g. `tls`). */
-export function tlsConfigMappings(prefix = 'tls'): { env: Record<string, string>; flags: Record<string, string> } {
+export function tlsConfigMappings<P extends string = 'tls'>(
+  prefix: P = 'tls' as P,
+): { env: Record<string, `${P}.${keyof TlsConfig}`>; flags: Record<string, `${P}.${keyof TlsConfig}`> } {
   return {
     env: {
       TLS_CA: `${prefix}.ca`,

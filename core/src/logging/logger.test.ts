@@ -107,6 +107,16 @@ describe('createLogger', () => {
     expect(out.text()).toMatch(/INFO.*\(cli\): hello/);
     expect(out.text()).toContain('reqId: "r1"');
   });
+
+  it("writes pretty lines with format pretty (the services' --log-format), JSON lines with format json", async () => {
+    const pretty = capture();
+    createLogger({ name: 'svc', format: 'pretty', colorize: false, destination: pretty.stream }).info('hello');
+    const json = capture();
+    createLogger({ name: 'svc', format: 'json', destination: json.stream }).info('hello');
+    await new Promise((r) => setImmediate(r));
+    expect(pretty.text()).toMatch(/INFO.*\(svc\): hello/);
+    expect(JSON.parse(json.text().trim())).toMatchObject({ name: 'svc', msg: 'hello', level: 'info' });
+  });
 });
 
 describe('withContext', () => {

@@ -15,14 +15,31 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 /** Zod schema of a log level, for service config schemas. */
 export const LogLevelSchema = z.enum(LOG_LEVELS);
 
+/** Formats of log lines. */
+export const LOG_FORMATS = ['json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
 /** Zod schema of the `log` section of a service config. */
 export const LogConfigSchema = z.object({
   /** Minimum level written. */
   level: LogLevelSchema.default('info').describe('Minimum log level'),
   /** Human-readable lines instead of JSON (for terminals, not for log shippers). */
-  pretty: z.boolean().default(false).describe('Human-readable log lines instead of JSON'),
+  pretty: z.boolean().default(false).describe('Human-readable log lines instead of JSON (same as format pretty)'),
+  /** `json`: one JSON object a line, for log shippers; `pretty`: human-readable lines, for a terminal. */
+  format: z
+    .enum(LOG_FORMATS)
+    .default('json')
+    .describe('log line format: json (one JSON object a line, for log shippers) or pretty (human-readable, for a terminal)'),
 });
 export type LogConfig = z.output<typeof LogConfigSchema>;
+
+/** The env variables and flags of the `log` section every service takes (`LOG_LEVEL`, `--log-level`, …). */
+export function logConfigMappings(): { env: Record<string, `log.${keyof LogConfig}`>; flags: Record<string, `log.${keyof LogConfig}`> } {
+  return {
+    env: { LOG_LEVEL: 'log.level', LOG_FORMAT: 'log.format' },
+    flags: { 'log-level': 'log.level', 'log-format': 'log.format' },
+  };
+}
 
 /** Options of {@link createLogger}. */
 export interface LoggerOptions {
@@ -32,6 +49,8 @@ export interface LoggerOptions {
   level?: LogLevel;
   /** Human-readable, optionally coloured lines instead of JSON. */
   pretty?: boolean;
+  /** `pretty` = the same as `pretty: true`; default `json`. */
+  format?: LogFormat;
   /** Colours in pretty mode; default: whether stderr is a terminal. */
   colorize?: boolean;
   /**
@@ -96,7 +115,8 @@ export function createLogger(opts: LoggerOptions): Logger {
   if (!(LOG_LEVELS as readonly string[]).includes(level)) {
     throw new Error(`createLogger: unknown level "${level}" (expected one of ${LOG_LEVELS.join(', ')})`);
   }
-  const destination = opts.pretty ? prettyDestination(opts) : (opts.destination ?? pino.destination({ dest: 2, sync: true }));
+  const pretty = opts.pretty === true || opts.format === 'pretty';
+  const destination = pretty ? prettyDestination(opts) : (opts.destination ?? pino.destination({ dest: 2, sync: true }));
   return pino(
     {
       name: opts.name,

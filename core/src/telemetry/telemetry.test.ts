@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import { Writable } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
-import { ROOT_CONTEXT, trace } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanStatusCode, trace } from '@opentelemetry/api';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Code, DiffmeshError } from '../errors/index.js';
 import { createLogger } from '../logging/index.js';
@@ -193,7 +193,7 @@ describe('startTelemetry with an OTLP/HTTP JSON collector', () => {
     expect(byName[SPAN.modelRun]).toMatchObject({ traceId: TRACE_ID, parentSpanId: request.spanId, spanId: inner });
     const failed = byName[SPAN.tensorGet];
     expect(failed.parentSpanId).toBe(request.spanId);
-    expect(failed.status).toMatchObject({ code: 2, message: 'object x not found' });
+    expect(failed.status).toMatchObject({ code: SpanStatusCode.ERROR, message: 'object x not found' });
     expect(failed.attributes).toContainEqual({ key: 'diffmesh.error.reason', value: { stringValue: 'OBJECT_NOT_FOUND' } });
 
     // After shutdown the globals are released: spans are no-ops again.

@@ -7,6 +7,7 @@ import { checkCompose, checkGrafana } from './compose.js';
 import { checkCrd, checkManifests } from './crd.js';
 import { checkDockerfile } from './dockerfile.js';
 import type { Section } from './report.js';
+import { checkStageFields } from './stage-fields.js';
 
 /** deploy/ of this checkout. */
 export const DEPLOY_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -30,5 +31,6 @@ export async function runChecks(opts: { deployDir?: string; chartDir?: string; h
     checkCompose(deployDir),
     checkGrafana(deployDir),
     checkDockerfile(path.join(deployDir, 'docker', 'Dockerfile'), repo),
+    checkStageFields(chartDir),
   ];
 }

@@ -168,6 +168,27 @@ export class DpmSolverMultistepScheduler extends SchedulerBase {
 }
 
 export function createDpmSolverMultistepScheduler(r: ConfigReader, o: RunOptions): DpmSolverMultistepScheduler {
+  const c = readDpmConfig(r, o);
+  const { timesteps: ts, sigmas } = dpmSchedule(c, o.steps);
+  const begin = o.strength < 1 ? img2imgStart('ddpm', o.steps, o.strength) : 0;
+  const fp = fingerprintOf({ c: r.className, cfg: r.used, o });
+  return new DpmSolverMultistepScheduler(sigmas, ts.length, begin, ts.slice(begin), { ...c.settings, batchSize: o.batchSize }, fp);
+}
+
+/** What `DPMSolverMultistepScheduler`'s config says, checked against the run's steps. */
+interface DpmConfig {
+  ac: Float32Array;
+  numTrain: number;
+  betaSchedule: unknown;
+  karras: boolean;
+  finalSigma: 'zero' | 'sigma_min';
+  lambdaMinClipped: number;
+  spacing: TimestepSpacing;
+  stepsOffset: number;
+  settings: Omit<DpmSettings, 'batchSize'>;
+}
+
+function readDpmConfig(r: ConfigReader, o: RunOptions): DpmConfig {
   const { ac, numTrain: N } = readEulerAlphas(r);
   const betaSchedule = r.used.beta_schedule;
   const order = r.int('solver_order', 2, 1);
@@ -203,9 +224,23 @@ export function createDpmSolverMultistepScheduler(r: ConfigReader, o: RunOptions
   const n = o.steps;
   if (n > N) throw invalidOption('steps', `${n} is more than num_train_timesteps (${N})`);
   if (karras && n < 2) throw invalidOption('steps', 'Karras sigmas need at least 2 steps');
+  const settings = {
+    order: order as 1 | 2,
+    solverType,
+    lowerOrderFinal,
+    eulerAtFinal,
+    finalSigmaZero: finalSigma === 'zero',
+    prediction,
+    clipping,
+  } as const;
+  return { ac, numTrain: N, betaSchedule, karras, finalSigma, lambdaMinClipped, spacing, stepsOffset, settings };
+}
 
+/** The run's timesteps and sigmas (`set_timesteps`), the final sigma appended. */
+function dpmSchedule(c: DpmConfig, n: number): { timesteps: Float64Array; sigmas: Float32Array } {
+  const { ac, numTrain: N } = c;
   // Clip the minimum of λ(t) (critical for the cosine schedule): last_timestep = N − #{λ < clip}.
-  const clip = f(lambdaMinClipped);
+  const clip = f(c.lambdaMinClipped);
   let clipped = 0;
   for (let t = 0; t < N; t += 1) {
     const a = f(Math.sqrt(ac[t]));
@@ -214,46 +249,27 @@ export function createDpmSolverMultistepScheduler(r: ConfigReader, o: RunOptions
   }
   const last = N - clipped;
   let ts: Float64Array;
-  if (spacing === 'linspace') {
+  if (c.spacing === 'linspace') {
     ts = npLinspace(0, last - 1, n + 1)
       .map(roundHalfEven)
       .reverse()
       .slice(0, -1);
-  } else if (spacing === 'leading') {
+  } else if (c.spacing === 'leading') {
     const ratio = Math.floor(last / (n + 1));
-    ts = Float64Array.from({ length: n }, (_, k) => (n - k) * ratio + stepsOffset);
+    ts = Float64Array.from({ length: n }, (_, k) => (n - k) * ratio + c.stepsOffset);
   } else {
     ts = npArangeDescending(last, N / n).map((t) => roundHalfEven(t) - 1);
   }
   const trainSigmas = sigmasFromAlphasCumprod(ac);
   let sig: Float64Array;
-  if (karras) {
+  if (c.karras) {
     const logSigmas = logSigmasF32(trainSigmas);
     sig = karrasSigmas(trainSigmas[0], trainSigmas[N - 1], n);
     ts = sig.map((s) => sigmaToT(s, logSigmas));
-    if (betaSchedule !== 'squaredcos_cap_v2') ts = ts.map(roundHalfEven);
+    if (c.betaSchedule !== 'squaredcos_cap_v2') ts = ts.map(roundHalfEven);
     ts = ts.map(Math.trunc); // .to(torch.int64)
   } else {
     sig = interpSigmas(ts, trainSigmas);
   }
-  const sigmas = Float32Array.from([...sig, finalSigma === 'sigma_min' ? trainSigmas[0] : 0]);
-  const begin = o.strength < 1 ? img2imgStart('ddpm', n, o.strength) : 0;
-  const fp = fingerprintOf({ c: r.className, cfg: r.used, o });
-  return new DpmSolverMultistepScheduler(
-    sigmas,
-    ts.length,
-    begin,
-    ts.slice(begin),
-    {
-      order: order as 1 | 2,
-      solverType,
-      lowerOrderFinal,
-      eulerAtFinal,
-      finalSigmaZero: finalSigma === 'zero',
-      prediction,
-      clipping,
-      batchSize: o.batchSize,
-    },
-    fp,
-  );
+  return { timesteps: ts, sigmas: Float32Array.from([...sig, c.finalSigma === 'sigma_min' ? trainSigmas[0] : 0]) };
 }

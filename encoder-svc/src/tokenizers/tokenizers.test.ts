@@ -1,3 +1,4 @@
+import { Code } from '@diffmesh/core';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -237,6 +238,10 @@ describe('a CLIP tokenizer folder without tokenizer_config.json or special_token
     await writeClipTokenizer(dir, { padToken: '<|endoftext|>', style: 'legacy' });
     const config = JSON.parse(await readFile(path.join(dir, 'tokenizer_config.json'), 'utf8')) as Record<string, unknown>;
     await writeFile(path.join(dir, 'tokenizer_config.json'), JSON.stringify({ ...config, pad_token: '<pad-nowhere>' }));
-    await expect(loadTokenizer(dir)).rejects.toMatchObject({ code: 9, reason: 'MODEL_LOAD_FAILED', message: expect.stringContaining(dir) });
+    await expect(loadTokenizer(dir)).rejects.toMatchObject({
+      code: Code.FAILED_PRECONDITION,
+      reason: 'MODEL_LOAD_FAILED',
+      message: expect.stringContaining(dir),
+    });
   });
 });

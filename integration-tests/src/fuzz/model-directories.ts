@@ -1,5 +1,5 @@
 // Surface: model directories in the diffusers/optimum layout gone wrong, through both of
-// their loaders: the stage's (`ModelDirectory.open`, every JSON file and every graph's I/O)
+// their loaders: the stage's (`LoadedModelDirectory.open`, every JSON file and every graph's I/O)
 // and the scheduler's (`loadPlanRegistry` with `--model-directories`, which derives the plan
 // from the JSON files). Each input is a small valid SD directory with one thing broken:
 // malformed or mistyped JSON, a truncated or foreign model.onnx, a missing file, component
@@ -13,7 +13,7 @@ import fc from 'fast-check';
 import { ConfigError, DiffmeshError } from '@diffmesh/core';
 import { buildSdDir } from '@diffmesh/models';
 import { loadPlanRegistry } from '@diffmesh/scheduler';
-import { ModelDirectory } from '@diffmesh/stage-host';
+import { LoadedModelDirectory } from '@diffmesh/stage-host';
 import { forEachInput, hostileJsonValue } from './generators.js';
 import type { FuzzReport } from './report.js';
 
@@ -128,7 +128,7 @@ export async function fuzzModelDirectories(report: FuzzReport): Promise<void> {
         /** Paths of the loaded layout that are not inside the directory (a name that escaped it). */
         let escaped: string[] = [];
         const results = await Promise.all([
-          ModelDirectory.open(dir).then(
+          LoadedModelDirectory.open(dir).then(
             (md) => {
               const inside = (p: string) => p.startsWith(md.layout.dir + path.sep);
               const paths = [...Object.values(md.layout.components).map((c) => c.model), ...Object.values(md.layout.tokenizers)];
@@ -143,7 +143,7 @@ export async function fuzzModelDirectories(report: FuzzReport): Promise<void> {
           ),
         ]);
         for (const [i, err] of results.entries()) {
-          const loader = i === 0 ? 'stage ModelDirectory.open' : 'scheduler loadPlanRegistry';
+          const loader = i === 0 ? 'stage LoadedModelDirectory.open' : 'scheduler loadPlanRegistry';
           const { answer, wrong: bad } = classify(err);
           // One input, read by both loaders: each answer is counted, the input once.
           if (i === 0) report.record(surface, { made: m.kind, target: 'stage and scheduler loaders' }, `stage: ${answer}`);

@@ -16,7 +16,7 @@ import type { ModelSession, SessionCache, SessionVariant } from './onnx-sessions
  * plus the sessions of the components this stage runs (created once per process, from the
  * file's path, through the stage's SessionCache).
  */
-export class ModelDirectory {
+export class LoadedModelDirectory {
   private constructor(
     readonly layout: DiffusersLayout,
     readonly graphs: DirectoryGraphs,
@@ -26,9 +26,9 @@ export class ModelDirectory {
    * Reads and checks the whole directory (every JSON file and every graph's I/O; no weights).
    * Throws FAILED_PRECONDITION / MODEL_LOAD_FAILED naming the file and the input.
    */
-  static async open(dir: string): Promise<ModelDirectory> {
+  static async open(dir: string): Promise<LoadedModelDirectory> {
     const layout = await readDiffusersLayout(dir);
-    return new ModelDirectory(layout, await checkDirectoryGraphs(layout));
+    return new LoadedModelDirectory(layout, await checkDirectoryGraphs(layout));
   }
 
   /** The model id of the directory: its absolute real path. */

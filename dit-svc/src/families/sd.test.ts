@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { guidanceScaleEmbedding } from './latent-packing.js';
+import { guidanceScaleEmbedding } from './sd.js';
 
 // diffusers' LatentConsistencyModelPipeline.get_guidance_scale_embedding(w, embedding_dim):
 // w·1000 · exp(−k·ln(10000)/(half − 1)) for k < half = dim // 2, [sin ‖ cos], zero-padded when dim is odd.

@@ -1,0 +1,82 @@
+import { createDiscovery, type Instance } from '@diffmesh/discovery';
+import { createLogger } from '@diffmesh/core';
+import { readState, type MeshState } from './state.js';
+
+/**
+ * `diffmesh status`: prints the registered services, signing in to NATS with the credentials of
+ * the mesh `up` runs here (or those `DIFFMESH_NATS_CREDENTIALS` names for another).
+ */
+export async function runStatus(flags: { nats?: string; json?: boolean }): Promise<number> {
+  let url = flags.nats;
+  const state = await readState();
+  if (!url) {
+    if (!state) {
+      process.stderr.write('diffmesh: no running mesh found on this machine; pass --nats URL or start one with `diffmesh up`\n');
+      return 1;
+    }
+    url = state.natsUrl;
+  }
+  // The processes `up` supervises (with their restarts), when this is its mesh; and its NATS credentials.
+  const ours = state !== undefined && state.natsUrl === url;
+  const processes = ours ? (state.processes ?? []) : [];
+  // Another mesh's NATS: its credentials file from DIFFMESH_NATS_CREDENTIALS (a path, never the secret).
+  const credentialsFile = ours ? state.credentials?.nats : process.env.DIFFMESH_NATS_CREDENTIALS || undefined;
+  const log = createLogger({ name: 'diffmesh-status', level: 'silent' });
+  let discovery;
+  try {
+    discovery = await createDiscovery({ backend: 'nats', url, ...(credentialsFile ? { credentialsFile } : {}) }, log);
+    await discovery.refresh();
+    const instances = await discovery.instances();
+    if (flags.json) {
+      process.stdout.write(`${JSON.stringify(processes.length > 0 ? { instances, processes } : instances, null, 2)}\n`);
+    } else {
+      process.stdout.write(formatTable(instances));
+      if (processes.length > 0) process.stdout.write(`\n${formatProcesses(processes, state?.queue)}`);
+    }
+    return 0;
+  } catch (err) {
+    process.stderr.write(`diffmesh: cannot read the mesh at ${url}: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  } finally {
+    await discovery?.close();
+  }
+}
+
+/** The processes of the mesh `up` runs: one row each, with restarts. */
+function formatProcesses(processes: NonNullable<MeshState['processes']>, queue: string | undefined): string {
+  const rows = [
+    ['PROCESS', 'PID', 'STATE', 'RESTARTS', 'ADDRESS'],
+    ...processes.map((p) => [p.name, String(p.pid), p.state, String(p.restarts), p.address]),
+  ];
+  return `${columns(rows)}${queue ? `queue: ${queue}\n` : ''}`;
+}
+
+function columns(rows: string[][]): string {
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
+  return `${rows
+    .map((r) =>
+      r
+        .map((v, c) => v.padEnd(widths[c]))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')}\n`;
+}
+
+function formatTable(instances: Instance[]): string {
+  const rows = [
+    ['NAME', 'VERSION', 'POOL', 'STAGE', 'NODE', 'ADDRESS', 'LOAD', 'ID'],
+    ...instances
+      .sort((a, b) => a.name.localeCompare(b.name) || a.pool.localeCompare(b.pool) || a.id.localeCompare(b.id))
+      .map((i) => [i.name, i.version, i.pool, i.stage, i.nodeId, i.grpcAddress, `${i.load?.inFlight ?? '?'}/${i.capacity}`, i.id]),
+  ];
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
+  return `${rows
+    .map((r) =>
+      r
+        .map((v, c) => v.padEnd(widths[c]))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')}\n`;
+}
