@@ -47,3 +47,34 @@ export {
 export type { RunningStageService, StageServiceConfig, StageServiceMain, StartStageServiceOptions } from './stage-process.js';
 export { StageService } from './stage-service.js';
 export type { StageInstanceIdentity } from './stage-service.js';
+export {
+  decodeModel,
+  dequantizeInt4,
+  encodeModel,
+  fuseAttention,
+  fuseGelu,
+  fuseLayerNorm,
+  fuseSkipLayerNorm,
+  GraphIndex,
+  graphPassesFor,
+  INT4_BLOCK,
+  int4Weights,
+  KERNEL_CHOICES,
+  quantizeInt4,
+  readModelFile,
+  rewriteModelFile,
+  runGraphPasses,
+  weightBytes,
+  WEIGHT_CHOICES,
+} from './graph-passes/index.js';
+export type {
+  GraphPass,
+  GraphRewriteOptions,
+  Int4Options,
+  Int4Weight,
+  ModelProto,
+  NodeProto,
+  PassRefusal,
+  PassReport,
+  RewrittenModel,
+} from './graph-passes/index.js';
