@@ -255,7 +255,7 @@ export class DenoisingStage extends OnnxStage {
   /** Stacks items along the batch axis, runs the denoiser once, splits the output. */
   private async runBatch(items: StepItem[]): Promise<StepOutput[]> {
     const first = items[0];
-    const session = await this.opts.sessions.get(first.file);
+    const session = await this.opts.sessions.get(first.file, { rewrite: true });
     const n = items.length;
     const sampleSize = first.sample.length;
     const textSize = first.text.length;

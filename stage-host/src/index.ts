@@ -20,7 +20,15 @@ export {
 } from './execution-providers.js';
 export type { ExecutionProvider, InstallableProvider, ProviderStatus } from './execution-providers.js';
 export { ort, probeInstalledProviders, SessionCache } from './onnx-sessions.js';
-export type { ModelOutputs, ModelRunOptions, ModelSession, OrtOptions, SkippedProvider } from './onnx-sessions.js';
+export type {
+  ModelOutputs,
+  ModelRunOptions,
+  ModelSession,
+  OrtOptions,
+  SessionGetOptions,
+  SessionRewrites,
+  SkippedProvider,
+} from './onnx-sessions.js';
 export { OnnxRunner } from './onnx-runner.js';
 export type { RunnerState } from './onnx-runner.js';
 export type { ProviderChoice, WireSessionOptions } from './onnx-runner-protocol.js';
