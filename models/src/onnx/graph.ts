@@ -27,6 +27,18 @@ export type AttrValue = number | number[] | string | FloatAttr | FloatsAttr;
 /** Dimension: a fixed size or a symbolic name (e.g. 'batch'). */
 export type Dim = number | string;
 
+/** How the layers write attention, norms and GELU (see {@link GraphBuilderOptions.kernels}). */
+export type GraphKernels = 'plain' | 'fused';
+
+export interface GraphBuilderOptions {
+  /**
+   * `fused`: layers write onnxruntime's `com.microsoft` kernels (MultiHeadAttention,
+   * SkipLayerNormalization, Gelu), which its CPU, CUDA and WebGPU providers have; `plain`
+   * (default): standard ONNX ops only (MatMul/Softmax/Erf), for any provider.
+   */
+  kernels?: GraphKernels;
+}
+
 /**
  * A small, deterministic builder for ONNX graphs (opset 17). Names of intermediate values
  * are generated from a counter, so the same sequence of calls yields the same bytes.
@@ -38,8 +50,16 @@ export class GraphBuilder {
   private readonly outputs: InstanceType<typeof onnx.ValueInfoProto>[] = [];
   private counter = 0;
   private readonly constCache = new Map<string, string>();
+  private usesMsDomain = false;
+  /** Whether layers write fused `com.microsoft` kernels. */
+  readonly fused: boolean;
 
-  constructor(readonly name: string) {}
+  constructor(
+    readonly name: string,
+    opts: GraphBuilderOptions = {},
+  ) {
+    this.fused = opts.kernels === 'fused';
+  }
 
   /** A fresh value name with a readable prefix. */
   fresh(prefix: string): string {
@@ -108,16 +128,23 @@ export class GraphBuilder {
   }
 
   /** Appends a node with several outputs. */
-  opN(opType: string, inputs: string[], outputs: string[], attrs: Record<string, AttrValue> = {}): string[] {
+  opN(opType: string, inputs: string[], outputs: string[], attrs: Record<string, AttrValue> = {}, domain = ''): string[] {
     const node = new onnx.NodeProto({
       opType,
       input: inputs,
       output: outputs,
       name: this.fresh(`n_${opType}`),
       attribute: Object.entries(attrs).map(([k, v]) => attribute(k, v)),
+      domain,
     });
     this.nodes.push(node);
     return outputs;
+  }
+
+  /** Appends an onnxruntime contrib node (`com.microsoft` domain); empty output names are optional outputs left out. */
+  msOp(opType: string, inputs: string[], outputs: string[], attrs: Record<string, AttrValue> = {}): string[] {
+    this.usesMsDomain = true;
+    return this.opN(opType, inputs, outputs, attrs, 'com.microsoft');
   }
 
   /**
@@ -224,7 +251,10 @@ export class GraphBuilder {
       producerName: 'diffmesh-models',
       producerVersion: '1',
       docString,
-      opsetImport: [new onnx.OperatorSetIdProto({ domain: '', version: 17 })],
+      opsetImport: [
+        new onnx.OperatorSetIdProto({ domain: '', version: 17 }),
+        ...(this.usesMsDomain ? [new onnx.OperatorSetIdProto({ domain: 'com.microsoft', version: 1 })] : []),
+      ],
       graph,
     });
     return onnx.ModelProto.encode(model).finish();
