@@ -284,10 +284,17 @@ export class SessionCache {
     if (passes.length === 0) return undefined;
     const r = await rewriteModelFile(file, passes);
     for (const rep of r.reports) {
-      if (rep.refused.length > 0) this.log.warn({ file, pass: rep.pass, refused: rep.refused.slice(0, 20) }, `graph pass ${rep.pass} left nodes as they were`);
+      if (rep.refused.length > 0)
+        this.log.warn({ file, pass: rep.pass, refused: rep.refused.slice(0, 20) }, `graph pass ${rep.pass} left nodes as they were`);
     }
     this.log.info(
-      { file, provider, passes: r.reports.map((x) => `${x.pass}:${x.rewritten}`), weightBytes: r.weightBytesAfter, fileWeightBytes: r.weightBytesBefore },
+      {
+        file,
+        provider,
+        passes: r.reports.map((x) => `${x.pass}:${x.rewritten}`),
+        weightBytes: r.weightBytesAfter,
+        fileWeightBytes: r.weightBytesBefore,
+      },
       'graph rewritten for its session',
     );
     return r;

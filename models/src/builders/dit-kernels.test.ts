@@ -33,9 +33,17 @@ afterAll(async () => {
 
 function feeds(): Record<string, ort.Tensor> {
   return {
-    sample: new ort.Tensor('float32', Float32Array.from({ length: 2 * 4 * 16 * 16 }, (_, i) => Math.sin(i)), [2, 4, 1, 16, 16]),
+    sample: new ort.Tensor(
+      'float32',
+      Float32Array.from({ length: 2 * 4 * 16 * 16 }, (_, i) => Math.sin(i)),
+      [2, 4, 1, 16, 16],
+    ),
     timestep: new ort.Tensor('float32', Float32Array.of(500, 250), [2]),
-    encoder_hidden_states: new ort.Tensor('float32', Float32Array.from({ length: 2 * 12 * 64 }, (_, i) => Math.cos(i)), [2, 12, 64]),
+    encoder_hidden_states: new ort.Tensor(
+      'float32',
+      Float32Array.from({ length: 2 * 12 * 64 }, (_, i) => Math.cos(i)),
+      [2, 12, 64],
+    ),
   };
 }
 

@@ -248,7 +248,9 @@ export function syntheticDenoiserGraph(cfg: SyntheticDitConfig, kernels: GraphKe
     [g.fresh('final.shift'), g.fresh('final.scale')],
     { axis: 1 },
   );
-  const nf = pending ? addNorm(ctx, x, pending, D, 'final.norm', { affine: false })[0] : layerNorm(ctx, x, D, 'final.norm', { affine: false });
+  const nf = pending
+    ? addNorm(ctx, x, pending, D, 'final.norm', { affine: false })[0]
+    : layerNorm(ctx, x, D, 'final.norm', { affine: false });
   const hf = modulate(g, nf, shift, scale);
   const outPatches = linear(ctx, hf, D, PD, 'final.linear', { std: 1 / Math.sqrt(D) });
 

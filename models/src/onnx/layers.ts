@@ -65,7 +65,11 @@ function normWeights(ctx: LayerCtx, dim: number, name: string, opts: NormOptions
   const { g, rng } = ctx;
   const eps = opts.eps ?? 1e-6;
   if (opts.affine === false) return { scale: g.f32(ones(dim), [dim]), eps };
-  const s = g.weight(`${name}.weight`, rng.normals(dim, 0.02).map((v) => 1 + v), [dim]);
+  const s = g.weight(
+    `${name}.weight`,
+    rng.normals(dim, 0.02).map((v) => 1 + v),
+    [dim],
+  );
   const b = g.weight(`${name}.bias`, new Float32Array(dim), [dim]);
   return { scale: s, bias: b, eps };
 }

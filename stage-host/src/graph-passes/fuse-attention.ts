@@ -1,5 +1,16 @@
 import type { GraphPass, PassRefusal } from './graph-pass.js';
-import { attrInt, attrInts, floatAttr, importMsDomain, intAttr, makeNode, MS_DOMAIN, tensorValues, type GraphIndex, type NodeProto } from './onnx-model.js';
+import {
+  attrInt,
+  attrInts,
+  floatAttr,
+  importMsDomain,
+  intAttr,
+  makeNode,
+  MS_DOMAIN,
+  tensorValues,
+  type GraphIndex,
+  type NodeProto,
+} from './onnx-model.js';
 
 /**
  * Scaled dot-product attention as exporters write it — heads split by `Reshape [B, N, H, dh]`
@@ -23,10 +34,14 @@ export const fuseAttention: GraphPass = {
       }
       const out = m.merge.output?.[0] ?? '';
       g.replace(m.nodes, [
-        makeNode('MultiHeadAttention', [m.q, m.k, m.v], [out], `${softmax.name ?? 'attention'}/MultiHeadAttention`, [
-          intAttr('num_heads', m.heads),
-          floatAttr('scale', m.scale),
-        ], MS_DOMAIN),
+        makeNode(
+          'MultiHeadAttention',
+          [m.q, m.k, m.v],
+          [out],
+          `${softmax.name ?? 'attention'}/MultiHeadAttention`,
+          [intAttr('num_heads', m.heads), floatAttr('scale', m.scale)],
+          MS_DOMAIN,
+        ),
       ]);
       rewritten += 1;
     }
@@ -117,7 +132,8 @@ function headsIn(g: GraphIndex, value: string, role: 'query' | 'key' | 'value', 
       factor *= f2;
       n = g.producer(n.input?.[0] ?? '');
     }
-    if (!n || n.opType !== 'Transpose' || !samePerm(attrInts(n, 'perm'), [0, 2, 1, 3]) || !sole(n)) return 'the key is not split into heads';
+    if (!n || n.opType !== 'Transpose' || !samePerm(attrInts(n, 'perm'), [0, 2, 1, 3]) || !sole(n))
+      return 'the key is not split into heads';
     nodes.push(n);
   }
   const split = g.producer(n.input?.[0] ?? '');

@@ -88,7 +88,8 @@ function biasOf(g: GraphIndex, x: string, gelu: NodeProto[]): { add: NodeProto; 
     [b, a],
   ] as const) {
     const t = g.constant(bias ?? '');
-    if (t && (t.dims ?? []).length === 1 && g.producer(input ?? '')?.opType === 'MatMul') return { add, input: input ?? '', bias: bias ?? '' };
+    if (t && (t.dims ?? []).length === 1 && g.producer(input ?? '')?.opType === 'MatMul')
+      return { add, input: input ?? '', bias: bias ?? '' };
   }
   return undefined;
 }

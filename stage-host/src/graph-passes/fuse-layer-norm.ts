@@ -67,7 +67,9 @@ function matchLayerNorm(g: GraphIndex, mean: NodeProto): NormMatch | string | un
   if (!lastAxis(g, mean)) return 'the mean is not over the last axis';
   const d = sub.output?.[0] ?? '';
   const users = g.consumersOf(d);
-  const sq = users.find((u) => (u.opType === 'Pow' && g.scalar(u.input?.[1] ?? '') === 2) || (u.opType === 'Mul' && u.input?.[0] === d && u.input?.[1] === d));
+  const sq = users.find(
+    (u) => (u.opType === 'Pow' && g.scalar(u.input?.[1] ?? '') === 2) || (u.opType === 'Mul' && u.input?.[0] === d && u.input?.[1] === d),
+  );
   const div = users.find((u) => u.opType === 'Div' && u.input?.[0] === d);
   if (!sq || !div || users.length !== 2) return 'x − mean is not squared and divided';
   const mean2 = g.soleConsumer(sq.output?.[0] ?? '');
@@ -162,7 +164,10 @@ export const fuseSkipLayerNorm: GraphPass = {
       if (ln.input?.[2]) inputs.push(ln.input[2]);
       const outputs = keepSum ? [ln.output?.[0] ?? '', '', '', sum] : [ln.output?.[0] ?? ''];
       const eps = attrFloat(ln, 'epsilon', 1e-5) ?? 1e-5;
-      g.replace([add, ln], [makeNode('SkipLayerNormalization', inputs, outputs, `${ln.name ?? 'norm'}/Skip`, [floatAttr('epsilon', eps)], MS_DOMAIN)]);
+      g.replace(
+        [add, ln],
+        [makeNode('SkipLayerNormalization', inputs, outputs, `${ln.name ?? 'norm'}/Skip`, [floatAttr('epsilon', eps)], MS_DOMAIN)],
+      );
       rewritten += 1;
     }
     if (rewritten > 0) importMsDomain(g.model);
@@ -180,7 +185,8 @@ function sameShapeOperands(g: GraphIndex, a: string, b: string): boolean {
   const residual = (v: string): boolean => {
     const p = g.producer(v);
     if (!p) return false;
-    if (['MatMul', 'Gemm', 'MultiHeadAttention', 'SkipLayerNormalization', 'BiasGelu', 'Gelu', 'MatMulNBits'].includes(p.opType ?? '')) return true;
+    if (['MatMul', 'Gemm', 'MultiHeadAttention', 'SkipLayerNormalization', 'BiasGelu', 'Gelu', 'MatMulNBits'].includes(p.opType ?? ''))
+      return true;
     if (p.opType === 'Add' || p.opType === 'Mul') return (p.input ?? []).some((i) => residual(i));
     return false;
   };

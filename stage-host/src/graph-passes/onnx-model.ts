@@ -212,7 +212,7 @@ export class GraphIndex {
 
   /** Adds a weight. */
   addInitializer(t: TensorProto): void {
-    this.model.graph?.initializer?.push(t as onnxProto.onnx.TensorProto);
+    this.model.graph?.initializer?.push(t);
     this.initializers.set(t.name ?? '', t);
   }
 

@@ -132,7 +132,16 @@ export function int4Weights(opts: Int4Options = {}): GraphPass {
         const attrs = [intAttr('K', q.K), intAttr('N', q.N), intAttr('bits', 4), intAttr('block_size', INT4_BLOCK)];
         if (opts.accuracyLevel) attrs.push(intAttr('accuracy_level', opts.accuracyLevel));
         const remove = found.transpose && g.soleConsumer(found.transpose.output?.[0] ?? '') ? [mm, found.transpose] : [mm];
-        g.replace(remove, [makeNode('MatMulNBits', [mm.input?.[0] ?? '', q.b, q.scales], [mm.output?.[0] ?? ''], `${mm.name ?? 'MatMul'}_Q4`, attrs, MS_DOMAIN)]);
+        g.replace(remove, [
+          makeNode(
+            'MatMulNBits',
+            [mm.input?.[0] ?? '', q.b, q.scales],
+            [mm.output?.[0] ?? ''],
+            `${mm.name ?? 'MatMul'}_Q4`,
+            attrs,
+            MS_DOMAIN,
+          ),
+        ]);
         rewritten += 1;
       }
       if (rewritten > 0) importMsDomain(g.model);
@@ -163,7 +172,8 @@ function weightOf(g: GraphIndex, mm: NodeProto): FoundWeight | string | undefine
   if (!t || !src) return undefined;
   const dims = tensorDims(src);
   const perm = attrInts(t, 'perm') ?? [1, 0];
-  if (!isFloat(src) || dims.length !== 2 || perm[0] !== 1 || perm[1] !== 0) return `its weight ${src.name ?? ''} behind a Transpose is not a 2-D float tensor`;
+  if (!isFloat(src) || dims.length !== 2 || perm[0] !== 1 || perm[1] !== 0)
+    return `its weight ${src.name ?? ''} behind a Transpose is not a 2-D float tensor`;
   const [N, K] = dims;
   return {
     key: src.name ?? name,
