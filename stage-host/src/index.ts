@@ -68,6 +68,7 @@ export {
   INT4_BLOCK,
   int4Weights,
   KERNEL_CHOICES,
+  moveToExternalData,
   quantizeInt4,
   readModelFile,
   rewriteModelFile,

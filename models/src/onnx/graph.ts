@@ -1,5 +1,8 @@
 import onnxProto from 'onnx-proto';
 import { toFloat16 } from '@diffmesh/tensor-client';
+import { moveToExternalData } from '@diffmesh/stage-host';
+
+export { moveToExternalData };
 
 const { onnx } = onnxProto;
 
@@ -259,38 +262,6 @@ export class GraphBuilder {
     });
     return onnx.ModelProto.encode(model).finish();
   }
-}
-
-/**
- * Moves the raw bytes of every initializer of at least `minBytes` to an external data file
- * named `location`, as `onnx.save_model(..., save_as_external_data=True)` does: each at a
- * 4096-aligned offset, the tensor keeping `data_location = EXTERNAL` and its
- * `location`/`offset`/`length`. Returns the file's chunks in order (padding included).
- */
-export function moveToExternalData(
-  initializers: Iterable<InstanceType<typeof onnx.TensorProto> | onnxProto.onnx.ITensorProto>,
-  location: string,
-  minBytes: number,
-): Uint8Array[] {
-  const data: Uint8Array[] = [];
-  let offset = 0;
-  for (const t of initializers) {
-    const raw = t.rawData;
-    if (!raw || raw.length < minBytes) continue;
-    const pad = (4096 - (offset % 4096)) % 4096;
-    if (pad > 0) data.push(new Uint8Array(pad));
-    offset += pad;
-    data.push(raw);
-    t.externalData = [
-      new onnx.StringStringEntryProto({ key: 'location', value: location }),
-      new onnx.StringStringEntryProto({ key: 'offset', value: String(offset) }),
-      new onnx.StringStringEntryProto({ key: 'length', value: String(raw.length) }),
-    ];
-    t.dataLocation = onnx.TensorProto.DataLocation.EXTERNAL;
-    t.rawData = new Uint8Array(0);
-    offset += raw.length;
-  }
-  return data;
 }
 
 function valueInfo(name: string, type: ElemType, dims: Dim[]): InstanceType<typeof onnx.ValueInfoProto> {

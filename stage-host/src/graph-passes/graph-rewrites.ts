@@ -1,15 +1,12 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import onnxProto from 'onnx-proto';
 import { runGraphPasses, type GraphPass, type PassReport } from './graph-pass.js';
 import { fuseAttention } from './fuse-attention.js';
 import { fuseGelu } from './fuse-gelu.js';
 import { fuseLayerNorm, fuseSkipLayerNorm } from './fuse-layer-norm.js';
-import { encodeModel, readModelFile, weightBytes, type ModelProto } from './onnx-model.js';
+import { encodeModel, moveToExternalData, readModelFile, weightBytes, type ModelProto } from './onnx-model.js';
 import { int4Weights } from './quantize-int4.js';
-
-const { onnx } = onnxProto;
 
 /** How a pool's graphs are rewritten when their sessions are made. */
 export interface GraphRewriteOptions {
@@ -91,24 +88,7 @@ export async function rewriteModelFile(file: string, passes: readonly GraphPass[
 /** Writes a model with every weight of 1 KiB or more in `<file>_data`, 4096-aligned (as onnx does). */
 async function writeExternal(model: ModelProto, file: string): Promise<void> {
   const location = `${path.basename(file)}_data`;
-  const chunks: Uint8Array[] = [];
-  let offset = 0;
-  for (const t of model.graph?.initializer ?? []) {
-    const raw = t.rawData;
-    if (!raw || raw.length < 1024) continue;
-    const pad = (4096 - (offset % 4096)) % 4096;
-    if (pad) chunks.push(new Uint8Array(pad));
-    offset += pad;
-    chunks.push(raw);
-    t.externalData = [
-      new onnx.StringStringEntryProto({ key: 'location', value: location }),
-      new onnx.StringStringEntryProto({ key: 'offset', value: String(offset) }),
-      new onnx.StringStringEntryProto({ key: 'length', value: String(raw.length) }),
-    ];
-    t.dataLocation = onnx.TensorProto.DataLocation.EXTERNAL;
-    t.rawData = new Uint8Array(0);
-    offset += raw.length;
-  }
+  const chunks = moveToExternalData(model.graph?.initializer ?? [], location, 1024);
   await writeFile(path.join(path.dirname(file), location), chunks);
   await writeFile(file, encodeModel(model));
 }

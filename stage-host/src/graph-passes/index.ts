@@ -11,5 +11,5 @@ export { dequantizeInt4, INT4_BLOCK, int4Weights, quantizeInt4 } from './quantiz
 export type { Int4Options, Int4Weight } from './quantize-int4.js';
 export { graphPassesFor, KERNEL_CHOICES, rewriteModelFile, WEIGHT_CHOICES } from './graph-rewrites.js';
 export type { GraphRewriteOptions, RewrittenModel } from './graph-rewrites.js';
-export { decodeModel, encodeModel, GraphIndex, readModelFile, weightBytes } from './onnx-model.js';
+export { decodeModel, encodeModel, GraphIndex, moveToExternalData, readModelFile, weightBytes } from './onnx-model.js';
 export type { ModelProto, NodeProto } from './onnx-model.js';
