@@ -561,7 +561,7 @@ export function formatGpuBench(b: GpuBench): string {
   }
   lines.push(
     '',
-    '| pipeline (synthetic-dit-image 512×512, 20 steps) | provider | graph | request ms | × plain | first request ms | picture PSNR vs plain dB | note |',
+    '| pipeline (synthetic-dit-image 512×512, 20 steps) | provider | graph | request ms | time ÷ plain | first request ms | picture PSNR vs plain dB | note |',
     '|---|---|---|---:|---:|---:|---:|---|',
   );
   for (const p of b.pipeline) {
