@@ -126,6 +126,18 @@ describe('graph rewrites at load', () => {
     expect(again.graph?.node?.length).toBe(before.graph?.node?.length);
   });
 
+  it('past the inline limit, load from a temporary copy with external weights, deleted by dispose', async () => {
+    const r = await rewriteModelFile(plain.file, graphPassesFor({ kernels: 'fused' }, 'cpu'), 1024);
+    expect(typeof r.source).toBe('string');
+    const copy = r.source as string;
+    expect(existsSync(`${copy}_data`)).toBe(true);
+    const a = await run(plain.file, 'cpu');
+    const b = await run(copy, 'cpu');
+    expect(compare(a, b).relMax).toBeLessThan(FP16_TOLERANCE);
+    await r.dispose();
+    expect(existsSync(copy)).toBe(false);
+  });
+
   it('are not applied for a provider without the kernels (TensorRT keeps the plain graph)', () => {
     expect(graphPassesFor({ kernels: 'fused', weights: 'int4' }, 'tensorrt')).toEqual([]);
     expect(graphPassesFor({ kernels: 'fused' }, 'cpu').map((p) => p.name)).toContain('fuse-attention');

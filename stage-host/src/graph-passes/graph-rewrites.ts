@@ -66,19 +66,25 @@ export interface RewrittenModel {
   dispose(): Promise<void>;
 }
 
+/** Under protobuf's 2 GB limit for one message, with room for the graph itself. */
 const MAX_INLINE = 1.9e9;
 
 /**
  * Reads `file` (and its external weights), runs `passes` over it and returns what a session
- * loads. The file and its directory are only read.
+ * loads: the model's bytes, or past `inlineLimitBytes` of weights a temporary copy with its
+ * weights beside it. The file and its directory are only read.
  */
-export async function rewriteModelFile(file: string, passes: readonly GraphPass[]): Promise<RewrittenModel> {
+export async function rewriteModelFile(
+  file: string,
+  passes: readonly GraphPass[],
+  inlineLimitBytes: number = MAX_INLINE,
+): Promise<RewrittenModel> {
   const model = await readModelFile(file);
   const before = weightBytes(model);
   const reports = runGraphPasses(model, passes);
   const after = weightBytes(model);
   const base = { reports, weightBytesBefore: before, weightBytesAfter: after };
-  if (after < MAX_INLINE) return { source: encodeModel(model), ...base, dispose: () => Promise.resolve() };
+  if (after < inlineLimitBytes) return { source: encodeModel(model), ...base, dispose: () => Promise.resolve() };
   const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-graph-'));
   const out = path.join(dir, 'model.onnx');
   await writeExternal(model, out);
