@@ -53,10 +53,13 @@ export class LoadedModelDirectory {
     return this.graphs[component]?.outputs.find((o) => o.name === name);
   }
 
-  /** The session of a component (one per process: the cache keys it by the file's real path). */
+  /**
+   * The session of a component (one per process: the cache keys it by the file's real path).
+   * The denoiser's (`unet`, `transformer`) gets the pool's graph rewrites.
+   */
   session(sessions: SessionCache, component: OnnxComponentName): Promise<ModelSession> {
     const c = this.layout.components[component];
     if (!c) throw layoutError(this.layout.dir, `${component}/model.onnx`, 'missing');
-    return sessions.get(c.model);
+    return sessions.get(c.model, { rewrite: component === 'unet' || component === 'transformer' });
   }
 }
