@@ -201,7 +201,7 @@ export class TaskTransitions {
     if (!rec) {
       // Someone else moved the request on (or it ended): what this try made is not needed.
       void ending.deleteObjects(item.reqId, Object.values(outputs), false);
-      await this.repair(lease);
+      await this.repair(lease, 'running');
       return;
     }
     this.moved(rec, item, 'running', 'done', before);
@@ -236,7 +236,7 @@ export class TaskTransitions {
       return { release: { lease, delayMs: 0 } };
     });
     if (rec) this.moved(rec, item, 'running', 'queued', before);
-    else await this.repair(lease);
+    else await this.repair(lease, 'running');
   }
 
   /**
@@ -325,7 +325,7 @@ export class TaskTransitions {
   private async abandon(lease: Lease, seen?: RequestRecord): Promise<void> {
     const now = seen ?? (await this.opts.store.read(lease.item.reqId));
     if (now && isTerminalStatus(now.state.context.status)) void this.opts.ending.deleteObjects(lease.item.reqId, [], true);
-    await this.repair(lease);
+    await this.repair(lease, 'running');
   }
 
   /**
@@ -373,15 +373,16 @@ export class TaskTransitions {
     }
     // Ended or moved on meanwhile: the checkpoint is not needed.
     if (how.checkpoint) void ending.deleteObjects(item.reqId, Object.values(how.checkpoint), false);
-    await this.repair(lease);
+    await this.repair(lease, 'running');
   }
 
   /**
    * Deals with a leased task that is not the request's current one (the request ended or
    * moved on, perhaps half-way on a backend that applies effects one by one): makes sure the
    * current task is queued (an enqueue of a stored id is a no-op) and drops the stale one.
+   * `from`: the stale task was only leased, or it ran (its try ended after the request moved on).
    */
-  async repair(lease: Lease): Promise<void> {
+  async repair(lease: Lease, from: TaskState = 'leased'): Promise<void> {
     const { item } = lease;
     const { store } = this.opts;
     const rec = await store.read(item.reqId);
@@ -394,17 +395,17 @@ export class TaskTransitions {
     if (isTerminalStatus(rec.state.context.status) || current(rec, item)) {
       if (current(rec, item) && rec.startedBy === undefined) {
         await store.apply({ release: { lease, delayMs: 0 } });
-        this.count(item, 'leased', 'queued');
+        this.count(item, from, 'queued');
         return;
       }
       await store.apply({ ack: lease });
-      this.count(item, 'leased', 'dropped');
+      this.count(item, from, 'dropped');
       return;
     }
     const stage = rec.state.context.currentStageIndex;
     const queuedAt = rec.state.timings.find((t) => t.stageIndex === stage)?.queuedAt || Date.now();
     await store.apply({ ack: lease, enqueue: this.opts.items.itemFor(rec, stage, queuedAt) });
-    this.count(item, 'leased', 'dropped');
+    this.count(item, from, 'dropped');
   }
 
   /** A move written: its events go to the observer, and it is counted. */
