@@ -4,8 +4,7 @@
  * first). A request ends here or on any scheduler sharing the store; its span ends when this
  * one hears of it.
  */
-import { ATTR, DiffmeshError, recordError, type Span } from '@diffmesh/core';
-import { codeOfName } from './request-end.js';
+import { ATTR, DiffmeshError, parseCode, recordError, type Span } from '@diffmesh/core';
 import type { RecentRequests } from './retention.js';
 import type { RequestRecord, SchedulerStore } from './storage/types.js';
 import type { TenantQuotas } from './tenant-quotas.js';
@@ -80,7 +79,7 @@ export class LocalRequests {
     clearTimeout(l.timer);
     const close = (rec: RequestRecord | undefined): void => {
       const ctx = rec?.state.context;
-      if (ctx?.error) recordError(l.span, new DiffmeshError(codeOfName(ctx.error.code), 'INTERNAL', ctx.error.message));
+      if (ctx?.error) recordError(l.span, new DiffmeshError(parseCode(ctx.error.code), 'INTERNAL', ctx.error.message));
       if (ctx) l.span.setAttributes({ [ATTR.requestStatus]: ctx.status, [ATTR.retryCount]: ctx.retryCount });
       if (rec) this.recent.update(rec);
       l.span.end();

@@ -4,7 +4,7 @@
  * objects are gone before its end is announced), then the end is written with the removal of
  * its queued task, as one compare-and-set.
  */
-import { Code, DiffmeshError, type Logger, type ObjectRef } from '@diffmesh/core';
+import { Code, DiffmeshError, codeName, type Logger, type ObjectRef } from '@diffmesh/core';
 import type { TensorStore } from '@diffmesh/tensor-client';
 import { poolOf, sameRefs } from './record-edits.js';
 import { isTerminalStatus, itemId, type QueueEffects, type RequestRecord, type SchedulerStore } from './storage/types.js';
@@ -23,17 +23,6 @@ export interface RequestEndingOptions {
   /** How long a finished record stays readable. */
   retentionMs: number;
   observe: ObserveEvents;
-}
-
-/** The name of a gRPC code (`UNAVAILABLE`), as a request's error keeps it. */
-export function codeName(code: Code): string {
-  return Code[code] ?? String(code);
-}
-
-/** The gRPC code a name (as {@link codeName} writes it) stands for; UNKNOWN when none. */
-export function codeOfName(name: string): Code {
-  const code = (Code as unknown as Record<string, number>)[name];
-  return typeof code === 'number' ? code : Code.UNKNOWN;
 }
 
 export function notFound(reqId: string): DiffmeshError {
