@@ -416,7 +416,8 @@ export class TaskTransitions {
 
   private count(item: QueueItem, from: TaskState, to: TaskState): void {
     this.opts.counts.count('task', from, to);
-    this.opts.log.debug({ reqId: item.reqId, stageIndex: item.stageIndex, from, to }, 'task moved');
+    if (this.opts.log.isLevelEnabled('debug'))
+      this.opts.log.debug({ reqId: item.reqId, stageIndex: item.stageIndex, from, to }, 'task moved');
   }
 }
 

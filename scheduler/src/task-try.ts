@@ -119,7 +119,8 @@ export class TaskTry {
     this.current = to;
     const toLabel = to === 'stopping' ? LABELS[why!] : to;
     this.counts.count('try', fromLabel, toLabel);
-    this.log.debug({ reqId: this.lease.item.reqId, stageIndex: this.lease.item.stageIndex, from: fromLabel, to: toLabel }, 'try moved');
+    if (this.log.isLevelEnabled('debug'))
+      this.log.debug({ reqId: this.lease.item.reqId, stageIndex: this.lease.item.stageIndex, from: fromLabel, to: toLabel }, 'try moved');
     return true;
   }
 
