@@ -98,8 +98,16 @@ export function hash(s: string, n = 16): string {
   return h;
 }
 
+/** The JetStream API's code for a stream, consumer, message or key that does not exist. */
+const JS_NOT_FOUND = 404;
+
 /** True for a JetStream or KV error that means the thing asked for does not exist. */
 export function isNotFound(err: unknown): boolean {
   const e = err as { code?: unknown; api_error?: { code?: number }; message?: string };
-  return e?.code === '404' || e?.code === 404 || e?.api_error?.code === 404 || /not found|no message/i.test(String(e?.message ?? ''));
+  return (
+    e?.code === String(JS_NOT_FOUND) ||
+    e?.code === JS_NOT_FOUND ||
+    e?.api_error?.code === JS_NOT_FOUND ||
+    /not found|no message/i.test(String(e?.message ?? ''))
+  );
 }
