@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -9,25 +9,27 @@ import { buildPixArtDit, defaultModelsRoot, PIXART_ALPHA_SHAPE, type PixArtDitSh
 import type { GenerateResponse__Output } from '@diffmesh/protos';
 import { toFloat16 } from '@diffmesh/tensor-client';
 import { ort, probeInstalledProviders, SessionCache, type ExecutionProvider, type ModelSession } from '@diffmesh/stage-host';
+import {
+  DIT_GRAPHS,
+  GRAPH_REWRITES,
+  graphLines,
+  outputError,
+  pixelPsnr,
+  type DitGraph,
+  type DitQuality,
+  type DitTiming,
+} from './gpu-graphs.js';
 
-/** One provider's run of the DiT at one batch size. */
-export interface DitTiming {
-  provider: string;
-  precision: 'fp32' | 'fp16';
-  source: 'diffmesh builder' | 'torch export';
-  batch: number;
-  /** Median ms per step (one denoiser run of the whole batch). */
-  msPerStep: number;
-  msPerItem: number;
-  /** The first run after the session loaded (shader compilation, allocations), ms. */
-  firstRunMs: number;
-  tflops: number;
-}
+export { DIT_GRAPHS };
+export type { DitGraph, DitQuality, DitTiming };
 
 /** One end-to-end request of synthetic-dit-image. */
 export interface PipelineTiming {
   provider: string;
   where: 'embedded' | 'mesh';
+  graph: DitGraph;
+  /** The picture against the plain graph's (same seed), dB. */
+  psnrDb?: number;
   /** Median ms of a whole request (text encoding, 20 steps, VAE). */
   requestMs: number;
   /** Its first request (warm-up off) against a later one, ms. */
@@ -41,6 +43,7 @@ export interface GpuBench {
   parameters: number;
   providers: Array<{ provider: string; works: boolean; why?: string; software?: boolean; f16?: boolean }>;
   dit: DitTiming[];
+  quality: DitQuality[];
   pipeline: PipelineTiming[];
   notes: string[];
   /** `torch_dit_reference.py`'s torch.json (its timings, device and versions), when given. */
@@ -54,6 +57,8 @@ export interface GpuBenchOptions {
   reps?: number;
   /** The output folder of `../shared/gpu/torch_dit_reference.py` (dit.onnx, torch.json): timed too, beside PyTorch's figures. */
   torchDir?: string;
+  /** Graphs to compare (default all: plain, fused, int4). */
+  graphs?: readonly DitGraph[];
 }
 
 /** Working providers here, with whether WebGPU runs on a software adapter (SwiftShader). */
@@ -93,43 +98,73 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
   }
   const root = await mkdtemp(path.join(tmpdir(), 'diffmesh-bench-gpu-'));
   const dit: DitTiming[] = [];
+  const quality: DitQuality[] = [];
   const pipeline: PipelineTiming[] = [];
   let built: Awaited<ReturnType<typeof buildPixArtDit>>;
   try {
     built = await buildPixArtDit(path.join(root, 'dit'), shape, 'fp32');
+    const graphs = opts.graphs ?? DIT_GRAPHS;
+    const fusedBuilt = graphs.includes('fused') ? await buildPixArtDit(path.join(root, 'dit-fused'), shape, 'fp32', 'fused') : undefined;
     const half = working.some((p) => !p.software && p.f16) ? await buildPixArtDit(path.join(root, 'dit-fp16'), shape, 'fp16') : undefined;
+    // On the CPU alone, batches 4 and 8 buy nothing (ENVIRONMENT.md) and would triple the run.
+    const batches = hardware ? [1, 2, 4, 8] : [1, 2];
+    if (!hardware) notes.push('CPU only: the DiT is timed at batch 1 and 2');
     for (const p of working) {
       if (p.software) {
         // SwiftShader ran the 2-block DiT at about 0.6 GFLOP/s here (over 3 minutes a step).
         notes.push(`${p.provider} runs on a software adapter (under 1 GFLOP/s on this DiT, minutes a step): not timed`);
         continue;
       }
-      const batches = [1, 2, 4, 8];
-      const reps = opts.reps ?? 5;
-      dit.push(
-        ...(await timeDit(
-          p.provider as ExecutionProvider,
-          built.file,
+      const reps = opts.reps ?? (hardware ? 5 : 3);
+      const provider = p.provider as ExecutionProvider;
+      let reference: Float32Array | undefined;
+      for (const graph of graphs) {
+        const file = graph === 'fused' && fusedBuilt ? fusedBuilt.file : built.file;
+        const r = await timeDit(
+          provider,
+          file,
           'fp32',
           'diffmesh builder',
+          graph,
           batches,
           reps,
           built.flopsPerItem,
           ditFeeds(built.inputs),
-        )),
-      );
-      if (half && p.f16) {
-        const timed = await timeDit(
-          p.provider as ExecutionProvider,
-          half.file,
-          'fp16',
-          'diffmesh builder',
-          batches,
-          reps,
-          half.flopsPerItem,
-          ditFeeds(half.inputs),
         );
-        dit.push(...timed);
+        dit.push(...r.timings);
+        reference ??= graph === 'plain' ? r.output : undefined;
+        quality.push({
+          provider,
+          precision: 'fp32',
+          graph,
+          ...outputError(reference, r.output),
+          weightBytes: r.weightBytes,
+          rssGrowthBytes: r.rssGrowthBytes,
+        });
+      }
+      if (half && p.f16) {
+        for (const graph of graphs.filter((x) => x !== 'fused')) {
+          const r = await timeDit(
+            provider,
+            half.file,
+            'fp16',
+            'diffmesh builder',
+            graph,
+            batches,
+            reps,
+            half.flopsPerItem,
+            ditFeeds(half.inputs),
+          );
+          dit.push(...r.timings);
+          quality.push({
+            provider,
+            precision: 'fp16',
+            graph,
+            ...outputError(reference, r.output),
+            weightBytes: r.weightBytes,
+            rssGrowthBytes: r.rssGrowthBytes,
+          });
+        }
       } else if (!p.f16) {
         notes.push(`${p.provider}: float16 does not run here (no shader-f16): fp16 not timed`);
       }
@@ -149,16 +184,19 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
         for (const p of working) {
           if (p.software) continue;
           dit.push(
-            ...(await timeDit(
-              p.provider as ExecutionProvider,
-              onnxFile,
-              precision,
-              'torch export',
-              [1, 2, 4, 8],
-              opts.reps ?? 5,
-              flops,
-              torchFeeds(hw, L, cdim, precision),
-            )),
+            ...(
+              await timeDit(
+                p.provider as ExecutionProvider,
+                onnxFile,
+                precision,
+                'torch export',
+                'plain',
+                [1, 2, 4, 8],
+                opts.reps ?? 5,
+                flops,
+                torchFeeds(hw, L, cdim, precision),
+              )
+            ).timings,
           );
         }
       } else {
@@ -170,23 +208,34 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
         pipeline.push({
           provider: p.provider,
           where: 'embedded',
+          graph: 'plain',
           requestMs: NaN,
           firstRequestMs: NaN,
           note: 'skipped: a software adapter takes minutes per 512×512 request',
         });
         continue;
       }
-      pipeline.push(await timeEmbedded(p.provider as ExecutionProvider));
-      // A bench bundled for a machine without Node.js has no service packages to start.
-      pipeline.push(
-        await timeMesh(p.provider as ExecutionProvider).catch((err: unknown): PipelineTiming => ({
-          provider: p.provider,
-          where: 'mesh',
-          requestMs: NaN,
-          firstRequestMs: NaN,
-          note: `not run: ${(err as Error).message.split('\n')[0]}`,
-        })),
-      );
+      const provider = p.provider as ExecutionProvider;
+      const requests = hardware ? 3 : 1;
+      let plainPixels: Uint8Array | undefined;
+      for (const graph of graphs) {
+        const e = await timeEmbedded(provider, graph, requests);
+        plainPixels ??= graph === 'plain' ? e.pixels : undefined;
+        pipeline.push({ ...e.timing, ...(plainPixels ? { psnrDb: pixelPsnr(plainPixels, e.pixels) } : {}) });
+      }
+      for (const graph of graphs) {
+        // A bench bundled for a machine without Node.js has no service packages to start.
+        pipeline.push(
+          await timeMesh(provider, graph, requests).catch((err: unknown): PipelineTiming => ({
+            provider: p.provider,
+            where: 'mesh',
+            graph,
+            requestMs: NaN,
+            firstRequestMs: NaN,
+            note: `not run: ${(err as Error).message.split('\n')[0]}`,
+          })),
+        );
+      }
     }
     return {
       shape,
@@ -194,6 +243,7 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
       parameters: built.parameters,
       providers,
       dit,
+      quality,
       pipeline,
       notes,
       ...(torch ? { torch } : {}),
@@ -237,25 +287,44 @@ function randoms(n: number, seed: number): Float32Array {
   return out;
 }
 
+/** One graph's timings at each batch, its batch-1 output, its weights' bytes and the RSS its session took. */
+interface TimedGraph {
+  timings: DitTiming[];
+  output: Float32Array;
+  weightBytes: number;
+  rssGrowthBytes: number;
+}
+
 async function timeDit(
   provider: ExecutionProvider,
   file: string,
   precision: 'fp32' | 'fp16',
   source: DitTiming['source'],
+  graph: DitGraph,
   batches: number[],
   reps: number,
   flopsPerItem: number,
   feeds: Feeds,
-): Promise<DitTiming[]> {
-  const sessions = new SessionCache({ intraOpThreads: 0, interOpThreads: 1, executionProviders: [provider] });
-  const out: DitTiming[] = [];
+): Promise<TimedGraph> {
+  const sessions = new SessionCache({
+    intraOpThreads: 0,
+    interOpThreads: 1,
+    executionProviders: [provider],
+    graphRewrites: GRAPH_REWRITES[graph],
+  });
+  const timings: DitTiming[] = [];
   try {
-    const session: ModelSession = await sessions.get(file);
+    const rss0 = process.memoryUsage().rss;
+    const session: ModelSession = await sessions.get(file, { rewrite: true });
+    const rssGrowthBytes = process.memoryUsage().rss - rss0;
+    const weightBytes = session.rewrites?.weightBytesAfter ?? fileBytes(file);
+    let output = new Float32Array(0);
     for (const B of batches) {
       const f = feeds(B);
       const t0 = performance.now();
-      await session.run(f);
+      const first = await session.run(f);
       const firstRunMs = performance.now() - t0;
+      if (B === 1) output = Float32Array.from(first.out.data as Float32Array);
       await session.run(f);
       const ms: number[] = [];
       for (let r = 0; r < reps; r += 1) {
@@ -266,12 +335,13 @@ async function timeDit(
       ms.sort((a, b) => a - b);
       const msPerStep = ms[Math.floor(ms.length / 2)];
       process.stderr.write(
-        `  ${provider} ${precision} (${source}) batch ${B}: ${msPerStep.toFixed(1)} ms/step (first run ${firstRunMs.toFixed(0)} ms)\n`,
+        `  ${provider} ${precision} ${graph} (${source}) batch ${B}: ${msPerStep.toFixed(1)} ms/step (first run ${firstRunMs.toFixed(0)} ms)\n`,
       );
-      out.push({
+      timings.push({
         provider,
         precision,
         source,
+        graph,
         batch: B,
         msPerStep,
         msPerItem: msPerStep / B,
@@ -279,10 +349,16 @@ async function timeDit(
         tflops: (flopsPerItem * B) / (msPerStep / 1000) / 1e12,
       });
     }
+    return { timings, output, weightBytes, rssGrowthBytes };
   } finally {
     await sessions.close();
   }
-  return out;
+}
+
+/** Bytes of a model file and its external data beside it. */
+function fileBytes(file: string): number {
+  const data = `${file}_data`;
+  return statSync(file).size + (existsSync(data) ? statSync(data).size : 0);
 }
 
 const PIPELINE_PARAMS: Partial<GenerationParams> & { prompt: string } = {
@@ -293,39 +369,67 @@ const PIPELINE_PARAMS: Partial<GenerationParams> & { prompt: string } = {
   seed: '1',
 };
 
-async function timeEmbedded(provider: ExecutionProvider): Promise<PipelineTiming> {
+/** Median of `requests` timed requests after a first one; the last picture. */
+async function timedRequests(
+  requests: number,
+  once: () => Promise<{ ms: number; pixels?: Uint8Array }>,
+): Promise<{ firstRequestMs: number; requestMs: number; pixels?: Uint8Array }> {
+  const first = await once();
+  const runs = [];
+  for (let i = 0; i < requests; i += 1) runs.push(await once());
+  const ms = runs.map((r) => r.ms).sort((a, b) => a - b);
+  return { firstRequestMs: first.ms, requestMs: ms[Math.floor(ms.length / 2)], pixels: (runs.at(-1) ?? first).pixels };
+}
+
+async function timeEmbedded(
+  provider: ExecutionProvider,
+  graph: DitGraph,
+  requests: number,
+): Promise<{ timing: PipelineTiming; pixels: Uint8Array }> {
   const e = await startEmbedded({
     modelRoots: [defaultModelsRoot()],
     intraOpThreads: 0,
     executionProviders: provider === 'cpu' ? ['cpu'] : [provider, 'cpu'],
     maxBatch: 8,
+    graphRewrites: GRAPH_REWRITES[graph],
     log: silentLogger(),
   });
-  const once = async (): Promise<number> => {
+  const once = async (): Promise<{ ms: number; pixels: Uint8Array }> => {
     const t = performance.now();
     const { context } = await e.scheduler.submit({ model: 'diffmesh/synthetic-dit-image', params: PIPELINE_PARAMS });
-    for await (const ev of e.scheduler.watch(context.reqId)) if (ev.type === 'failed') throw new Error(ev.error.message);
-    return performance.now() - t;
+    for await (const ev of e.scheduler.watch(context.reqId)) {
+      if (ev.type === 'failed') throw new Error(ev.error.message);
+      if (ev.type === 'completed') {
+        const ms = performance.now() - t;
+        return { ms, pixels: Uint8Array.from((await e.store.get(ev.outputs.pixels)).data) };
+      }
+    }
+    throw new Error('request ended without completing');
   };
   try {
-    const firstRequestMs = await once();
-    const ms = [await once(), await once(), await once()].sort((a, b) => a - b);
-    return { provider, where: 'embedded', requestMs: ms[1], firstRequestMs };
+    const r = await timedRequests(requests, once);
+    process.stderr.write(`  embedded ${provider} ${graph}: ${r.requestMs.toFixed(0)} ms a request\n`);
+    return {
+      timing: { provider, where: 'embedded', graph, requestMs: r.requestMs, firstRequestMs: r.firstRequestMs },
+      pixels: r.pixels ?? new Uint8Array(0),
+    };
   } finally {
     await e.close();
   }
 }
 
-async function timeMesh(provider: ExecutionProvider): Promise<PipelineTiming> {
+async function timeMesh(provider: ExecutionProvider, graph: DitGraph, requests: number): Promise<PipelineTiming> {
+  const rewrites = GRAPH_REWRITES[graph];
   const mesh = await startLocalMesh({
     modelsDirs: [defaultModelsRoot()],
     models: ['diffmesh/synthetic-dit-image'],
     threads: 0,
     log: silentLogger(),
+    stageArgs: [...(rewrites.kernels ? ['--kernels', rewrites.kernels] : []), ...(rewrites.weights ? ['--weights', rewrites.weights] : [])],
     ...(provider === 'cpu' ? {} : { executionProviders: { dit: [provider, 'cpu'], vae: [provider, 'cpu'] } }),
   });
   const client = schedulerStub(mesh.schedulerAddress);
-  const once = (): Promise<number> =>
+  const once = (): Promise<{ ms: number }> =>
     new Promise((resolve, reject) => {
       const t = performance.now();
       const call = client.Generate({ model: 'diffmesh/synthetic-dit-image', params: paramsToWire(PIPELINE_PARAMS), priority: 0 });
@@ -337,12 +441,19 @@ async function timeMesh(provider: ExecutionProvider): Promise<PipelineTiming> {
         }
       });
       call.on('error', reject);
-      call.on('end', () => (done ? resolve(done) : reject(new Error('request ended without completing'))));
+      call.on('end', () => (done ? resolve({ ms: done }) : reject(new Error('request ended without completing'))));
     });
   try {
-    const firstRequestMs = await once();
-    const ms = [await once(), await once(), await once()].sort((a, b) => a - b);
-    return { provider, where: 'mesh', requestMs: ms[1], firstRequestMs, note: 'warm-up at start: auto (GPU providers)' };
+    const r = await timedRequests(requests, once);
+    process.stderr.write(`  mesh ${provider} ${graph}: ${r.requestMs.toFixed(0)} ms a request\n`);
+    return {
+      provider,
+      where: 'mesh',
+      graph,
+      requestMs: r.requestMs,
+      firstRequestMs: r.firstRequestMs,
+      note: 'warm-up at start: auto (GPU providers)',
+    };
   } finally {
     client.close();
     await mesh.stop();
@@ -360,20 +471,22 @@ export function formatGpuBench(b: GpuBench): string {
   ];
   for (const t of b.dit) {
     lines.push(
-      `| ${t.provider} | ${t.precision} (${t.source}) | ${t.batch} | ${f(t.msPerStep)} | ${f(t.msPerItem)} | ${f(t.firstRunMs)} | ${f(t.tflops, 2)} |`,
+      `| ${t.provider} | ${t.precision} ${t.graph} (${t.source}) | ${t.batch} | ${f(t.msPerStep)} | ${f(t.msPerItem)} | ${f(t.firstRunMs)} | ${f(t.tflops, 2)} |`,
     );
   }
   // CFG as one batch-2 run against two batch-1 runs, from the same table.
-  for (const p of new Set(b.dit.map((t) => `${t.provider}|${t.precision}|${t.source}`))) {
-    const [provider, precision, source] = p.split('|');
-    const one = b.dit.find((t) => t.provider === provider && t.precision === precision && t.source === source && t.batch === 1);
-    const two = b.dit.find((t) => t.provider === provider && t.precision === precision && t.source === source && t.batch === 2);
+  for (const p of new Set(b.dit.map((t) => `${t.provider}|${t.precision}|${t.source}|${t.graph}`))) {
+    const key = (t: DitTiming) => `${t.provider}|${t.precision}|${t.source}|${t.graph}`;
+    const [provider, precision, , graph] = p.split('|');
+    const one = b.dit.find((t) => key(t) === p && t.batch === 1);
+    const two = b.dit.find((t) => key(t) === p && t.batch === 2);
     if (one && two) {
       lines.push(
-        `${provider} ${precision}: a CFG step as one batch-2 run ${f(two.msPerStep)} ms vs two batch-1 runs ${f(2 * one.msPerStep)} ms (${f((2 * one.msPerStep) / two.msPerStep, 2)}×)`,
+        `${provider} ${precision} ${graph}: a CFG step as one batch-2 run ${f(two.msPerStep)} ms vs two batch-1 runs ${f(2 * one.msPerStep)} ms (${f((2 * one.msPerStep) / two.msPerStep, 2)}×)`,
       );
     }
   }
+  lines.push(...graphLines(b, f));
   if (b.torch) {
     const t = b.torch;
     const text = (v: unknown): string => (typeof v === 'string' || typeof v === 'number' ? String(v) : '');
@@ -385,10 +498,17 @@ export function formatGpuBench(b: GpuBench): string {
   }
   lines.push(
     '',
-    '| pipeline (synthetic-dit-image 512×512, 20 steps) | provider | request ms | first request ms | note |',
-    '|---|---|---:|---:|---|',
+    '| pipeline (synthetic-dit-image 512×512, 20 steps) | provider | graph | request ms | time ÷ plain | first request ms | picture PSNR vs plain dB | note |',
+    '|---|---|---|---:|---:|---:|---:|---|',
   );
-  for (const p of b.pipeline) lines.push(`| ${p.where} | ${p.provider} | ${f(p.requestMs)} | ${f(p.firstRequestMs)} | ${p.note ?? ''} |`);
+  for (const p of b.pipeline) {
+    const base = b.pipeline.find((x) => x.where === p.where && x.provider === p.provider && x.graph === 'plain');
+    const ratio = base ? f(p.requestMs / base.requestMs, 2) : 'n/a';
+    const psnr = p.psnrDb === undefined ? '' : p.psnrDb === Infinity ? 'equal' : f(p.psnrDb);
+    lines.push(
+      `| ${p.where} | ${p.provider} | ${p.graph} | ${f(p.requestMs)} | ${ratio} | ${f(p.firstRequestMs)} | ${psnr} | ${p.note ?? ''} |`,
+    );
+  }
   for (const n of b.notes) lines.push(`note: ${n}`);
   return lines.join('\n');
 }

@@ -13,7 +13,7 @@ import { formatModelDirTimings, runModelDirTimings } from './model-dirs.js';
 import { formatTensorBench, runTensorBench } from './tensor.js';
 import { formatCrossNodeBench, runCrossNodeBench } from './cross-node.js';
 import { formatLongRuns, runLongRuns } from './long-runs.js';
-import { formatGpuBench, runGpuBench } from './gpu.js';
+import { DIT_GRAPHS, formatGpuBench, runGpuBench, type DitGraph } from './gpu.js';
 import { formatFairShare, runFairShare } from './fair-share.js';
 import { formatStepCacheBench, runStepCacheBench } from './step-cache.js';
 import { COST_PRESETS, formatSim, runSim, type SimOptions, type SimQueue } from './sim.js';
@@ -33,6 +33,8 @@ export interface BenchOptions {
   ditSize?: 'full' | 'small';
   /** gpu: the output folder of ../shared/gpu/torch_dit_reference.py. */
   torchDir?: string;
+  /** gpu: the DiT graphs to compare (`--graphs plain,fused,int4`; `--weights int4` = plain and int4). Default all. */
+  graphs?: DitGraph[];
   /** sim: its options (`--sizes`, `--queue`, `--schedulers`, `--costs`, `--scale`, `--duration`, `--cpu-prof`, `--wan-only`, `--no-wan`). */
   sim?: SimOptions;
   /** Print the section's result as JSON (sections that support it: sim). */
@@ -119,6 +121,7 @@ export const SECTIONS: BenchSection[] = [
           ...(o.ditSize ? { size: o.ditSize } : {}),
           ...(o.reps !== undefined ? { reps: o.reps } : {}),
           ...(o.torchDir ? { torchDir: o.torchDir } : {}),
+          ...(o.graphs ? { graphs: o.graphs } : {}),
         }),
       ),
   },
@@ -170,6 +173,15 @@ function parseArgs(argv: string[]): { names: string[]; opts: BenchOptions; list:
       const v = inline ?? argv[++i];
       if (!v) throw new Error('--torch-dir needs a folder');
       opts.torchDir = v;
+    } else if (flag === '--graphs') {
+      const v = (inline ?? argv[++i] ?? '').split(',');
+      if (v.length === 0 || v.some((g) => !(DIT_GRAPHS as readonly string[]).includes(g)))
+        throw new Error(`--graphs takes ${DIT_GRAPHS.join(', ')} (comma-separated)`);
+      opts.graphs = v as DitGraph[];
+    } else if (flag === '--weights') {
+      const v = inline ?? argv[++i];
+      if (v !== 'int4') throw new Error('--weights takes int4 (the 4-bit graph beside the plain one)');
+      opts.graphs = ['plain', 'int4'];
     } else if (flag === '--json') opts.json = true;
     else if (flag === '--sizes') {
       const v = inline ?? argv[++i] ?? '';
@@ -204,7 +216,7 @@ function parseArgs(argv: string[]): { names: string[]; opts: BenchOptions; list:
       opts.backends = [...(opts.backends ?? []), ...(v as QueueBackend[])];
     } else if (flag.startsWith('--'))
       throw new Error(
-        `unknown option ${flag} (known: --list, --reps, --size-mib, --dit-size, --torch-dir, --json; queues: --backend; sim: --sizes, --queue, --schedulers, --costs, --scale, --duration, --cpu-prof, --no-wan, --wan-only, --wan-scale)`,
+        `unknown option ${flag} (known: --list, --reps, --size-mib, --dit-size, --torch-dir, --graphs, --weights, --json; queues: --backend; sim: --sizes, --queue, --schedulers, --costs, --scale, --duration, --cpu-prof, --no-wan, --wan-only, --wan-scale)`,
       );
     else names.push(a);
   }

@@ -1,6 +1,6 @@
 import { DenoiserAdapters, DenoisingStage } from '@diffmesh/dit-svc';
 import { TextEncodingStage } from '@diffmesh/encoder-svc';
-import { ModelCatalog, SessionCache, type ExecutionProvider } from '@diffmesh/stage-host';
+import { ModelCatalog, SessionCache, type ExecutionProvider, type GraphRewriteOptions } from '@diffmesh/stage-host';
 import { loadPlanRegistry, type PlanRegistry, LocalInstance, Scheduler, type SchedulerLimits } from '@diffmesh/scheduler';
 import { createTensorStore, type TensorStore } from '@diffmesh/tensor-client';
 import { type Logger, type StageHandler, type StageName } from '@diffmesh/core';
@@ -24,6 +24,8 @@ export interface EmbeddedOptions {
   maxBatch: number;
   /** Folder of the LoRA adapters requests name; none without. */
   loraDir?: string;
+  /** How denoiser graphs are rewritten at load (fused kernels, 4-bit weights); default: as they are. */
+  graphRewrites?: GraphRewriteOptions;
   log: Logger;
   limits?: Partial<SchedulerLimits>;
 }
@@ -69,6 +71,7 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<Embedded> {
     intraOpThreads: opts.intraOpThreads,
     interOpThreads: 1,
     ...(opts.executionProviders ? { executionProviders: opts.executionProviders } : {}),
+    ...(opts.graphRewrites ? { graphRewrites: opts.graphRewrites } : {}),
     log: opts.log,
   });
   const registry = await loadPlanRegistry(opts.plansFile, { directories: opts.modelDirectories ?? [] });

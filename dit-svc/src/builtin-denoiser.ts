@@ -86,7 +86,7 @@ export class BuiltinDenoiser {
   /** Stacks items along the batch axis; the stacked inputs are this run's own, so they move to the runner thread. */
   private async stack(items: BuiltinItem[]): Promise<BatchRun> {
     const first = items[0];
-    const session = await this.deps.sessions.get(first.file);
+    const session = await this.deps.sessions.get(first.file, { rewrite: true });
     const n = items.length;
     const sampleSize = first.sample.length;
     const textSize = first.text.length;

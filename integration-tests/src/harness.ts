@@ -19,7 +19,7 @@ import {
   type RequestEvent,
 } from '@diffmesh/core';
 import { InlineTensorStore, RemoteTensorStore, type TensorStore } from '@diffmesh/tensor-client';
-import type { ExecutionProvider } from '@diffmesh/stage-host';
+import type { ExecutionProvider, GraphRewriteOptions } from '@diffmesh/stage-host';
 
 /** A mesh started for a test, with a scheduler client and a tensor reader. */
 export interface TestMesh {
@@ -151,6 +151,8 @@ export interface EmbeddedRun {
   model?: string;
   modelDirectories?: string[];
   executionProviders?: ExecutionProvider[];
+  /** How the denoiser's graph is rewritten at load (`--kernels`, `--weights`). */
+  graphRewrites?: GraphRewriteOptions;
 }
 
 /**
@@ -168,6 +170,7 @@ export async function embeddedPixels(
     log: silentLogger(),
     ...(run.modelDirectories ? { modelDirectories: run.modelDirectories } : {}),
     ...(run.executionProviders ? { executionProviders: run.executionProviders } : {}),
+    ...(run.graphRewrites ? { graphRewrites: run.graphRewrites } : {}),
   });
   const model = run.model ?? 'diffmesh/tiny-shapes';
   try {

@@ -23,6 +23,7 @@ export type { PixArtDitModel, PixArtDitShape } from './builders/pixart-dit.js';
 export type { SyntheticDitConfig } from './builders/synthetic-dit.js';
 export { buildTinyShapes } from './builders/tiny-shapes.js';
 export { GraphBuilder, WeightRng } from './onnx/graph.js';
+export type { GraphBuilderOptions, GraphKernels } from './onnx/graph.js';
 export { wordPieceTokenizerJson } from './tokenizer.js';
 export {
   alphasCumprod,

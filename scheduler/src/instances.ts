@@ -1,5 +1,5 @@
 import semver from 'semver';
-import type { ObjectRef, StageName } from '@diffmesh/core';
+import type { StageName } from '@diffmesh/core';
 import type { LeaseFit } from './storage/types.js';
 import type { StageInstance } from './types.js';
 
@@ -239,29 +239,6 @@ export class InstanceSlots {
         : { fit: { queues: keys, ...(models ? { models } : {}) }, sig: `${keys.join('\u0000')}\u0001${models?.join('\u0000') ?? '*'}` };
     s.fit = { queues, value };
     return value;
-  }
-
-  /**
-   * Prefers the instance `prefer` scores highest (the one that holds the task's adapters),
-   * then one on the node that owns the task's inputs, then the least loaded, then the one
-   * that waited longest since its last task.
-   */
-  choose(free: InstanceSlot[], inputs: Record<string, ObjectRef>, prefer?: (instance: string) => number): InstanceSlot {
-    const owners = new Set(Object.values(inputs).map((r) => r.ownerNodeId));
-    return free.reduce((best, s) => {
-      if (prefer) {
-        const score = prefer(s.instance.id);
-        const bestScore = prefer(best.instance.id);
-        if (score !== bestScore) return score > bestScore ? s : best;
-      }
-      const local = owners.has(s.instance.nodeId) ? 1 : 0;
-      const bestLocal = owners.has(best.instance.nodeId) ? 1 : 0;
-      if (local !== bestLocal) return local > bestLocal ? s : best;
-      const load = busy(s) / s.instance.capacity;
-      const bestLoad = busy(best) / best.instance.capacity;
-      if (load !== bestLoad) return load < bestLoad ? s : best;
-      return s.lastUsed < best.lastUsed ? s : best;
-    });
   }
 
   /** Healthy instances of a pool, here or held elsewhere (admission). */

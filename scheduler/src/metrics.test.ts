@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { Code, DiffmeshError } from '@diffmesh/core';
 import { PlanRegistry } from './plans/registry.js';
 import { entry, gate, handler, log, newScheduler, outcome } from './fixtures/stages.js';
 import { LocalInstance } from './local-instance.js';
@@ -76,5 +77,47 @@ describe('SchedulerMetrics: tenants', async () => {
       'diffmesh_admissions_refused_total{tenant="acme",reason="TENANT_QUOTA"} 1',
     ]);
     expect(text).not.toMatch(/stranger/);
+  });
+});
+
+describe('SchedulerMetrics: transitions', async () => {
+  it('counts the moves of tasks and tries: a retried try and a cancelled one', async () => {
+    const s = newScheduler({ maxAttempts: 3, retryBackoffMs: 1 });
+    const metrics = new SchedulerMetrics(s);
+    const held = gate();
+    let calls = 0;
+    const run = handler(async (task, hooks) => {
+      calls += 1;
+      if (calls === 1) throw new DiffmeshError(Code.UNAVAILABLE, 'STAGE_FAILED', 'flaky');
+      if (task.params.prompt === 'hold') {
+        await Promise.race([held.wait, new Promise((resolve) => hooks.signal.addEventListener('abort', resolve))]);
+        throw new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'stopped');
+      }
+      return { outputs: {} };
+    });
+    s.addInstance(new LocalInstance('enc-1', 'enc', run, 1, log));
+    expect(await outcome(s, (await s.submit({ model: 'm1', params: { prompt: 'x' } })).context.reqId)).toBe('completed');
+    const cancelled = (await s.submit({ model: 'm1', params: { prompt: 'hold' } })).context.reqId;
+    while (calls < 3) await new Promise((r) => setTimeout(r, 5));
+    await s.cancel(cancelled);
+    expect(await outcome(s, cancelled)).toBe('cancelled');
+    held.release();
+    while (s.runningTasks() > 0) await new Promise((r) => setTimeout(r, 5));
+
+    const text = await metrics.registry.metrics();
+    expect(series(text, 'diffmesh_scheduler_transitions_total').sort()).toEqual(
+      [
+        // The failed try goes back to its queue, the next one completes; the cancelled request's task is dropped.
+        'diffmesh_scheduler_transitions_total{machine="task",from="leased",to="running"} 3',
+        'diffmesh_scheduler_transitions_total{machine="task",from="running",to="queued"} 1',
+        'diffmesh_scheduler_transitions_total{machine="task",from="running",to="done"} 1',
+        'diffmesh_scheduler_transitions_total{machine="task",from="running",to="dropped"} 1',
+        'diffmesh_scheduler_transitions_total{machine="try",from="starting",to="running"} 3',
+        'diffmesh_scheduler_transitions_total{machine="try",from="running",to="answered"} 2',
+        'diffmesh_scheduler_transitions_total{machine="try",from="running",to="stopping(request-ended)"} 1',
+        'diffmesh_scheduler_transitions_total{machine="try",from="stopping(request-ended)",to="answered"} 1',
+        'diffmesh_scheduler_transitions_total{machine="try",from="answered",to="done"} 3',
+      ].sort(),
+    );
   });
 });

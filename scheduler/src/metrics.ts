@@ -3,6 +3,7 @@ import type { Scheduler } from './scheduler.js';
 import type { DiffmeshError, RequestEvent } from '@diffmesh/core';
 import type { RequestState } from './types.js';
 import { DEFAULT_TENANT } from './fair-share.js';
+import { TASK_STATES } from './task-end.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
@@ -98,49 +99,7 @@ export class SchedulerMetrics {
       labelNames: ['tenant', 'reason'],
       registers: [r],
     });
-    new Gauge({
-      name: 'diffmesh_queue_size',
-      help: 'Tasks waiting per pool',
-      labelNames: ['pool'],
-      registers: [r],
-      async collect() {
-        const sizes = await scheduler.queueSizes();
-        this.reset();
-        for (const [pool, n] of Object.entries(sizes)) this.set({ pool }, n);
-      },
-    });
-    const slots = (kind: 'active' | 'idle') =>
-      new Gauge({
-        name: `diffmesh_worker_${kind}`,
-        help: kind === 'active' ? 'Busy task slots per pool' : 'Free task slots per pool',
-        labelNames: ['pool'],
-        registers: [r],
-        collect() {
-          this.reset();
-          const byPool = new Map<string, number>();
-          for (const { instance, active } of scheduler.instances()) {
-            const v = kind === 'active' ? active : Math.max(0, instance.capacity - active);
-            byPool.set(instance.pool, (byPool.get(instance.pool) ?? 0) + v);
-          }
-          for (const [pool, v] of byPool) this.set({ pool }, v);
-        },
-      });
-    slots('active');
-    slots('idle');
-    new Gauge({
-      name: 'diffmesh_breaker_state',
-      help: 'Circuit breaker per stage instance: 0 closed, 1 half-open, 2 open',
-      labelNames: ['instance_id', 'pool'],
-      registers: [r],
-      collect() {
-        this.reset();
-        for (const { instance } of scheduler.instances()) {
-          const state = (instance as { breakerState?: () => string }).breakerState?.();
-          if (!state) continue;
-          this.set({ instance_id: instance.id, pool: instance.pool }, state === 'open' ? 2 : state === 'half-open' ? 1 : 0);
-        }
-      },
-    });
+    serveGauges(r, scheduler);
   }
 
   /**
@@ -227,4 +186,61 @@ export class SchedulerMetrics {
       default:
     }
   }
+}
+
+/** The gauges read from the scheduler when scraped: queue depth, worker slots, breakers, and the state machines' moves. */
+function serveGauges(r: Registry, scheduler: Scheduler): void {
+  new Gauge({
+    name: 'diffmesh_queue_size',
+    help: 'Tasks waiting per pool',
+    labelNames: ['pool'],
+    registers: [r],
+    async collect() {
+      const sizes = await scheduler.queueSizes();
+      this.reset();
+      for (const [pool, n] of Object.entries(sizes)) this.set({ pool }, n);
+    },
+  });
+  const slots = (kind: 'active' | 'idle') =>
+    new Gauge({
+      name: `diffmesh_worker_${kind}`,
+      help: kind === 'active' ? 'Busy task slots per pool' : 'Free task slots per pool',
+      labelNames: ['pool'],
+      registers: [r],
+      collect() {
+        this.reset();
+        const byPool = new Map<string, number>();
+        for (const { instance, active } of scheduler.instances()) {
+          const v = kind === 'active' ? active : Math.max(0, instance.capacity - active);
+          byPool.set(instance.pool, (byPool.get(instance.pool) ?? 0) + v);
+        }
+        for (const [pool, v] of byPool) this.set({ pool }, v);
+      },
+    });
+  slots('active');
+  slots('idle');
+  new Gauge({
+    name: 'diffmesh_breaker_state',
+    help: 'Circuit breaker per stage instance: 0 closed, 1 half-open, 2 open',
+    labelNames: ['instance_id', 'pool'],
+    registers: [r],
+    collect() {
+      this.reset();
+      for (const { instance } of scheduler.instances()) {
+        const state = (instance as { breakerState?: () => string }).breakerState?.();
+        if (!state) continue;
+        this.set({ instance_id: instance.id, pool: instance.pool }, state === 'open' ? 2 : state === 'half-open' ? 1 : 0);
+      }
+    },
+  });
+  new Counter({
+    name: 'diffmesh_scheduler_transitions_total',
+    help: `Moves of a stage task (machine="task": ${TASK_STATES.join(', ')}) and of a try on this scheduler (machine="try": starting, running, stopping(why), answered, done)`,
+    labelNames: ['machine', 'from', 'to'],
+    registers: [r],
+    collect() {
+      this.reset();
+      for (const { machine, from, to, count } of scheduler.transitionCounts()) this.inc({ machine, from, to }, count);
+    },
+  });
 }

@@ -3,7 +3,9 @@ import { Code, DiffmeshError, TenantDirectory, type Logger, type RequestEvent, t
 import type { TensorStore } from '@diffmesh/tensor-client';
 import { Dispatcher } from './dispatch.js';
 import { InstanceSlots, busy, type ForeignInstance } from './instances.js';
-import { notFound, RequestLifecycle, type RequestListener } from './lifecycle.js';
+import { RequestLifecycle } from './lifecycle.js';
+import { notFound } from './request-end.js';
+import type { RequestListener } from './request-watchers.js';
 import type { PlanRegistry } from './plans/registry.js';
 import { RecentRequests } from './retention.js';
 import { MemoryStore } from './storage/memory.js';
@@ -13,9 +15,10 @@ import { DEFAULT_LEASE_MS, DEFAULT_MAX_RETAINED, type SchedulerLimits } from './
 import { DEFAULT_TENANT_POLICY, FairShare, type TenantPolicy } from './fair-share.js';
 import { TaskCosts } from './task-cost.js';
 import { TenantQuotas } from './tenant-quotas.js';
+import { TransitionCounts, type TransitionCount } from './transition-counts.js';
 
 export { DEFAULT_LEASE_MS, DEFAULT_MAX_RETAINED, DEFAULT_STRANDED_TIMEOUT_MS } from './limits.js';
-export { checkRequestId } from './lifecycle.js';
+export { checkRequestId } from './admission.js';
 export type { SchedulerLimits } from './limits.js';
 
 /** Default of {@link SchedulerOptions.recentRequests}. */
@@ -92,6 +95,7 @@ export class Scheduler {
   private readonly dispatcher: Dispatcher;
   private readonly recent: RecentRequests;
   private readonly quotas: TenantQuotas;
+  private readonly counts = new TransitionCounts();
   private readonly queues = new Map<string, Array<{ key: string; range?: string }>>();
   private phase: SchedulerPhase = 'INITIALIZED';
   private starting: Promise<void> | undefined;
@@ -130,11 +134,9 @@ export class Scheduler {
       limits,
       instances: this.slots,
       recent: this.recent,
+      counts: this.counts,
       ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
-      onEnqueued: (item) => {
-        this.dispatcher.enqueued(item.pool, item.model, item.range);
-        this.dispatcher.queuedItem(item);
-      },
+      onEnqueued: (item) => this.dispatcher.enqueued(item),
     });
     const durable = this.requests.durable;
     this.dispatcher = new Dispatcher({
@@ -149,6 +151,7 @@ export class Scheduler {
       pollMs: durable ? 1000 : 0,
       costs,
       quotas: this.quotas,
+      counts: this.counts,
       ...(opts.fairShare === false ? {} : { fairShare: new FairShare(tenants) }),
     });
     // An in-process store needs no start: the scheduler works at once.
@@ -300,7 +303,7 @@ export class Scheduler {
   /** {@link submit}, saying whether the request is new (`created`) or was seen before. */
   async admit(req: GenerateRequest): Promise<{ state: RequestState; created: boolean }> {
     if (this.phase === 'INITIALIZED') await this.start();
-    return this.lifecycle.submit(req);
+    return this.lifecycle.admission.submit(req);
   }
 
   /**
@@ -330,7 +333,7 @@ export class Scheduler {
     if (scope) await this.get(reqId, scope);
     else if (this.phase === 'INITIALIZED') await this.start();
     const l: RequestListener = { item: (e, seq, rec) => listener.item(e, seq, rec.state), close: () => listener.close() };
-    return this.lifecycle.listen(reqId, after, l);
+    return this.lifecycle.watchers.listen(reqId, after, l);
   }
 
   /**
@@ -378,17 +381,25 @@ export class Scheduler {
   async cancel(reqId: string, scope?: Tenant): Promise<RequestState> {
     if (scope) await this.get(reqId, scope);
     else if (this.phase === 'INITIALIZED') await this.start();
-    return this.lifecycle.cancel(reqId);
+    return this.lifecycle.ending.cancel(reqId);
   }
 
   /** Requests accepted here and not yet finished. */
   inFlightCount(): number {
-    return this.lifecycle.inFlightCount();
+    return this.lifecycle.local.count;
   }
 
   /** What a tenant uses now as this scheduler sees it: cost of its tasks running here, and of its accepted work waiting. */
   tenantUsage(tenant: string): { running: number; queued: number } {
     return this.quotas.usage(tenant);
+  }
+
+  /**
+   * How often each move of a task (`TaskState`, the README's lifecycle table) and of a try on
+   * this scheduler (`TryState`) was made here (`diffmesh_scheduler_transitions_total`).
+   */
+  transitionCounts(): TransitionCount[] {
+    return this.counts.all();
   }
 
   /** Tasks this scheduler is running on its instances. */
@@ -411,7 +422,7 @@ export class Scheduler {
   async drain(graceMs: number): Promise<void> {
     if (this.phase === 'STOPPED') return;
     const started = Date.now();
-    this.lifecycle.stopIntake();
+    this.lifecycle.admission.stopIntake();
     if (this.phase === 'RUNNING') this.phase = 'DRAINING';
     let handedBack = 0;
     let unfinished = 0;
@@ -419,10 +430,10 @@ export class Scheduler {
       handedBack = await this.dispatcher.drain(graceMs);
     } else {
       const deadline = Date.now() + graceMs;
-      while (this.lifecycle.inFlightCount() > 0 && Date.now() < deadline) {
+      while (this.lifecycle.local.count > 0 && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, Math.min(50, Math.max(1, deadline - Date.now()))).unref());
       }
-      unfinished = this.lifecycle.inFlightCount();
+      unfinished = this.lifecycle.local.count;
     }
     await this.stop();
     this.opts.log.info({ graceMs, handedBack, unfinished, ms: Date.now() - started }, 'drained');
@@ -435,11 +446,11 @@ export class Scheduler {
    */
   async stop(): Promise<void> {
     if (this.phase === 'STOPPED') return;
-    this.lifecycle.stopIntake();
+    this.lifecycle.admission.stopIntake();
     if (!this.requests.durable) {
       const store = this.requests as MemoryStore;
       await Promise.all(
-        this.lifecycle.localRequests().map(async (reqId) => {
+        this.lifecycle.local.ids().map(async (reqId) => {
           const rec = store.peek(reqId);
           if (!rec || isTerminalStatus(rec.state.context.status)) return;
           await this.lifecycle.end(reqId, { type: 'failed', error: stoppedError() }).catch(() => undefined);

@@ -19,6 +19,8 @@ import { SchedulerMetrics } from './metrics.js';
 import { directoryPolicy } from './fair-share.js';
 import { Scheduler } from './scheduler.js';
 import { createSchedulerStore } from './storage/factory.js';
+import type { SchedulerStore } from './storage/types.js';
+import type { SchedulerLimits } from './limits.js';
 import { schedulerServiceBinding } from './service.js';
 
 /** A running scheduler service. */
@@ -45,30 +47,9 @@ export async function startSchedulerService(
 ): Promise<RunningScheduler> {
   const instanceId = config.instanceId || `scheduler-${randomUUID().slice(0, 8)}`;
   const registry = await loadPlanRegistry(config.plansFile || undefined, { directories: config.modelDirectories });
-  // Inline refs (small objects passed by value) need no delete; the rest go to their owners.
   const tls = loadTlsFiles(config.tls);
-  // Objects written through to redis/S3 are deleted there too when their owner is gone.
-  const store = new InlineTensorStore(
-    new RoutedTensorStore({
-      remote: new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log, ...(tls ? { tls } : {}) }),
-      durable: new DurableStores({ ...durableSettingsFromEnv(env), logger: log }),
-      log,
-    }),
-  );
-  // Requests and queues: in this process, or in a store that outlives it and that other
-  // schedulers share (the jetstream store uses the discovery NATS unless told otherwise).
-  const requests = createSchedulerStore(
-    {
-      backend: config.queue,
-      url: config.queueUrl || (config.queue === 'jetstream' ? config.natsUrl : config.queue === 'redis' ? (env.REDIS_URL ?? '') : ''),
-      sqlitePath: config.sqlitePath,
-      namespace: config.queueNamespace,
-      ...(config.natsCredentials ? { natsCredentials: config.natsCredentials } : {}),
-    },
-    { retentionMs: config.retentionMs, maxRetained: config.maxRetained, leaseMs: config.leaseMs },
-  );
-  await requests.start();
-  log.info({ queue: config.queue, ...(config.queue === 'sqlite' ? { file: config.sqlitePath } : {}) }, 'scheduler store ready');
+  const store = tensorStoreOf(config, log, tls, env);
+  const requests = await requestStoreOf(config, log, env);
   // Read before the scheduler: their weights and limits are its fair share and quotas.
   const tenants = TenantDirectory.fromFile(config.tenantsFile || undefined);
   let metrics: SchedulerMetrics | undefined;
@@ -77,21 +58,7 @@ export async function startSchedulerService(
     registry,
     store,
     log,
-    limits: {
-      maxQueueLength: config.maxQueueLength,
-      maxInFlight: config.maxInFlight,
-      maxAttempts: config.maxAttempts,
-      retryBackoffMs: config.retryBackoffMs,
-      defaultTimeoutMs: config.defaultTimeoutMs,
-      stageTimeoutMs: config.stageTimeoutMs,
-      retentionMs: config.retentionMs,
-      maxRetained: config.maxRetained,
-      strandedTimeoutMs: config.strandedTimeoutMs,
-      leaseMs: config.leaseMs,
-      preemption: config.preemption === 'on',
-      preemptMinRunMs: config.preemptMinRunMs,
-      deadlinePolicy: config.deadlinePolicy,
-    },
+    limits: limitsOf(config),
     id: instanceId,
     fairShare: config.fairShare,
     tenants: directoryPolicy(tenants),
@@ -121,45 +88,16 @@ export async function startSchedulerService(
     { eventIntervalMs: config.eventIntervalMs, results: { store, log, ffmpegPath: config.ffmpeg }, tenants },
   );
   metrics.countSessions(() => binding.openSessions());
-  const server = await GrpcServer.start({
-    address: config.listen,
-    services: [binding],
-    log,
-    ...(tls ? { tls } : {}),
-  });
+  const server = await GrpcServer.start({ address: config.listen, services: [binding], log, ...(tls ? { tls } : {}) });
   // What peers on other nodes dial (registered in discovery).
   const address = advertisedAddress(
     { listen: config.listen, bound: server.address, advertise: config.advertiseAddress },
     config.natsUrl ? log : undefined,
   );
-  // Discovery asks for the load synchronously: the queue depth (a round trip on a shared
-  // store) is refreshed once a second.
-  let queued = 0;
-  const refreshQueued = setInterval(() => {
-    scheduler.queueSizes().then(
-      (sizes) => (queued = Object.values(sizes).reduce((a, b) => a + b, 0)),
-      () => undefined,
-    );
-  }, 1000);
-  refreshQueued.unref();
-  let registration: Registration | undefined;
-  if (config.natsUrl) {
-    registration = await discovery.register(
-      {
-        id: instanceId,
-        name: 'scheduler',
-        version,
-        nodeId: config.nodeId,
-        pool: 'scheduler',
-        stage: 'scheduler',
-        grpcAddress: address,
-        models: [],
-        capacity: config.maxInFlight,
-        ...(endpoint ? { metadata: { metrics_url: endpoint.url } } : {}),
-      },
-      () => ({ inFlight: scheduler.inFlightCount(), queued }),
-    );
-  }
+  const depth = queueDepth(scheduler);
+  const registration = config.natsUrl
+    ? await register(discovery, scheduler, { config, instanceId, version, address, depth, metricsUrl: endpoint?.url })
+    : undefined;
   let stopping: Promise<void> | undefined;
   return {
     address,
@@ -167,29 +105,159 @@ export async function startSchedulerService(
     scheduler,
     ...(endpoint ? { metricsUrl: endpoint.url } : {}),
     stop(graceMs = config.drainGraceMs) {
-      stopping ??= (async () => {
-        server.setServing(false);
-        clearInterval(refreshQueued);
-        // Open sessions end as their requests do, so the server's drain does not wait on idle ones.
-        binding.endSessions();
-        await registration?.stop().catch(() => undefined);
-        await scheduler.drain(graceMs);
-        // What is still followed here goes on elsewhere (a shared store): its streams end with
-        // UNAVAILABLE, which clients take as the cue to follow it on another scheduler.
-        binding.endStreams(
-          new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'scheduler is shutting down; follow the request on another scheduler', {
-            retryAfterMs: 100,
-          }),
-        );
-        // Those streams end at once; other calls (a result being sent) get up to 1 s.
-        await server.drain(1000);
-        unfollow();
-        unwatchTenants();
-        await discovery.close();
-        await store.close();
-        await endpoint?.close();
-      })();
+      stopping ??= drainService(
+        { server, depth, binding, registration, scheduler, unfollow, unwatchTenants, discovery, store, endpoint },
+        graceMs,
+      );
       return stopping;
     },
   };
+}
+
+/** What a running scheduler service stops, in order. */
+interface ServiceParts {
+  server: GrpcServer;
+  depth: { stop(): void };
+  binding: ReturnType<typeof schedulerServiceBinding>;
+  registration: Registration | undefined;
+  scheduler: Scheduler;
+  unfollow: () => void;
+  unwatchTenants: () => void;
+  discovery: Discovery;
+  store: InlineTensorStore;
+  endpoint: { close(): Promise<void> } | undefined;
+}
+
+/**
+ * Health NOT_SERVING, out of discovery, the scheduler drained (its work handed back or
+ * finished), the streams still following requests ended (they go on elsewhere), then the
+ * server, discovery, the tensor store and the metrics endpoint closed.
+ */
+async function drainService(p: ServiceParts, graceMs: number): Promise<void> {
+  p.server.setServing(false);
+  p.depth.stop();
+  // Open sessions end as their requests do, so the server's drain does not wait on idle ones.
+  p.binding.endSessions();
+  await p.registration?.stop().catch(() => undefined);
+  await p.scheduler.drain(graceMs);
+  // What is still followed here goes on elsewhere (a shared store): its streams end with
+  // UNAVAILABLE, which clients take as the cue to follow it on another scheduler.
+  p.binding.endStreams(
+    new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'scheduler is shutting down; follow the request on another scheduler', {
+      retryAfterMs: 100,
+    }),
+  );
+  // Those streams end at once; other calls (a result being sent) get up to 1 s.
+  await p.server.drain(1000);
+  p.unfollow();
+  p.unwatchTenants();
+  await p.discovery.close();
+  await p.store.close();
+  await p.endpoint?.close();
+}
+
+/**
+ * The tensor store the scheduler deletes request objects through: inline refs (small objects
+ * passed by value) need no delete; the rest go to their owners, and objects written through to
+ * redis/S3 are deleted there too when their owner is gone.
+ */
+function tensorStoreOf(
+  config: SchedulerConfig,
+  log: Logger,
+  tls: ReturnType<typeof loadTlsFiles>,
+  env: Record<string, string | undefined>,
+): InlineTensorStore {
+  return new InlineTensorStore(
+    new RoutedTensorStore({
+      remote: new RemoteTensorStore({ address: config.tensorAddress, nodeId: config.nodeId, log, ...(tls ? { tls } : {}) }),
+      durable: new DurableStores({ ...durableSettingsFromEnv(env), logger: log }),
+      log,
+    }),
+  );
+}
+
+/**
+ * Requests and queues, started: in this process, or in a store that outlives it and that other
+ * schedulers share (the jetstream store uses the discovery NATS unless told otherwise).
+ */
+async function requestStoreOf(config: SchedulerConfig, log: Logger, env: Record<string, string | undefined>): Promise<SchedulerStore> {
+  const requests = createSchedulerStore(
+    {
+      backend: config.queue,
+      url: config.queueUrl || (config.queue === 'jetstream' ? config.natsUrl : config.queue === 'redis' ? (env.REDIS_URL ?? '') : ''),
+      sqlitePath: config.sqlitePath,
+      namespace: config.queueNamespace,
+      ...(config.natsCredentials ? { natsCredentials: config.natsCredentials } : {}),
+    },
+    { retentionMs: config.retentionMs, maxRetained: config.maxRetained, leaseMs: config.leaseMs },
+  );
+  await requests.start();
+  log.info({ queue: config.queue, ...(config.queue === 'sqlite' ? { file: config.sqlitePath } : {}) }, 'scheduler store ready');
+  return requests;
+}
+
+/** The scheduler's limits and policies, from its configuration. */
+function limitsOf(config: SchedulerConfig): SchedulerLimits {
+  return {
+    maxQueueLength: config.maxQueueLength,
+    maxInFlight: config.maxInFlight,
+    maxAttempts: config.maxAttempts,
+    retryBackoffMs: config.retryBackoffMs,
+    defaultTimeoutMs: config.defaultTimeoutMs,
+    stageTimeoutMs: config.stageTimeoutMs,
+    retentionMs: config.retentionMs,
+    maxRetained: config.maxRetained,
+    strandedTimeoutMs: config.strandedTimeoutMs,
+    leaseMs: config.leaseMs,
+    preemption: config.preemption === 'on',
+    preemptMinRunMs: config.preemptMinRunMs,
+    deadlinePolicy: config.deadlinePolicy,
+  };
+}
+
+/**
+ * The tasks waiting here, for discovery's load: discovery asks for it synchronously, and the
+ * queue depth (a round trip on a shared store) is refreshed once a second.
+ */
+function queueDepth(scheduler: Scheduler): { value(): number; stop(): void } {
+  let queued = 0;
+  const timer = setInterval(() => {
+    scheduler.queueSizes().then(
+      (sizes) => (queued = Object.values(sizes).reduce((a, b) => a + b, 0)),
+      () => undefined,
+    );
+  }, 1000);
+  timer.unref();
+  return { value: () => queued, stop: () => clearInterval(timer) };
+}
+
+/** Registers the scheduler in discovery as `scheduler`, with its in-flight and queued counts as load. */
+function register(
+  discovery: Discovery,
+  scheduler: Scheduler,
+  at: {
+    config: SchedulerConfig;
+    instanceId: string;
+    version: string;
+    address: string;
+    depth: { value(): number };
+    metricsUrl?: string | undefined;
+  },
+): Promise<Registration> {
+  const { config, metricsUrl } = at;
+  return discovery.register(
+    {
+      id: at.instanceId,
+      name: 'scheduler',
+      version: at.version,
+      nodeId: config.nodeId,
+      pool: 'scheduler',
+      stage: 'scheduler',
+      grpcAddress: at.address,
+      models: [],
+      capacity: config.maxInFlight,
+      ...(metricsUrl ? { metadata: { metrics_url: metricsUrl } } : {}),
+    },
+    () => ({ inFlight: scheduler.inFlightCount(), queued: at.depth.value() }),
+  );
 }

@@ -3,15 +3,8 @@
  * the dispatcher (which sees a try end) and the request lifecycle (which records it). The
  * table in the README's "Lifecycle" section uses these names.
  */
-import { Code, DiffmeshError, asDiffmeshError, type ObjectRef, type RequestStatus, type StageName, type StageResult } from '@diffmesh/core';
+import { Code, DiffmeshError, asDiffmeshError, type ObjectRef, type StageName, type StageResult } from '@diffmesh/core';
 import { TaskRefused } from './types.js';
-
-/**
- * A request's states (`RequestContext.status`): `pending` until its first task starts,
- * `running` until it ends, then one of the three terminal states (kept for the retention
- * period, then forgotten).
- */
-export const REQUEST_STATES = ['pending', 'running', 'completed', 'failed', 'cancelled'] as const satisfies readonly RequestStatus[];
 
 /**
  * A stage task's states. A task is one stage of one request (one queue item, `{reqId}#{stage}`,
@@ -21,16 +14,18 @@ export const REQUEST_STATES = ['pending', 'running', 'completed', 'failed', 'can
  * - `running`: sent to a stage instance (the record's `startedBy` is the lease's token);
  * - `done`: finished (acknowledged; the next stage's task is queued or the request completed);
  * - `dropped`: gone without finishing (its request ended, or a stage before it re-runs).
+ *
+ * `TaskTransitions` names each move it makes with these (counted, and logged at debug).
  */
 export const TASK_STATES = ['queued', 'leased', 'running', 'done', 'dropped'] as const;
 export type TaskState = (typeof TASK_STATES)[number];
 
 /**
  * How a try of a task ended. {@link classifyTaskEnd} decides the kind, in one place;
- * `RequestLifecycle.taskEnded` acts on it with one `switch`.
+ * `TaskTransitions.taskEnded` acts on it with one `switch`.
  *
  * To add a kind: a member here, a line in {@link classifyTaskEnd} (where its check belongs in
- * the order), and a case in `RequestLifecycle.taskEnded` (the switch is exhaustive, so the
+ * the order), and a case in `TaskTransitions.taskEnded` (the switch is exhaustive, so the
  * compiler names a missing case).
  */
 export type TaskEnd =

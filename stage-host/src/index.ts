@@ -25,7 +25,16 @@ export { libraryVersion, onnxruntimeNodeVersion, providerFilesVersion } from './
 export type { LibraryVersion, ProviderFilesVersion } from './onnxruntime-version.js';
 export type { ExecutionProvider, InstallableProvider, ProviderStatus } from './execution-providers.js';
 export { ort, probeInstalledProviders, SessionCache } from './onnx-sessions.js';
-export type { ModelOutputs, ModelRunOptions, ModelSession, OrtOptions, SessionVariant, SkippedProvider } from './onnx-sessions.js';
+export type {
+  ModelOutputs,
+  ModelRunOptions,
+  ModelSession,
+  OrtOptions,
+  SessionGetOptions,
+  SessionRewrites,
+  SessionVariant,
+  SkippedProvider,
+} from './onnx-sessions.js';
 export { OnnxRunner } from './onnx-runner.js';
 export type { RunnerState } from './onnx-runner.js';
 export type { ProviderChoice, WireSessionOptions } from './onnx-runner-protocol.js';
@@ -54,3 +63,35 @@ export {
 export type { RunningStageService, StageServiceConfig, StageServiceMain, StartStageServiceOptions } from './stage-process.js';
 export { StageService } from './stage-service.js';
 export type { StageInstanceIdentity } from './stage-service.js';
+export {
+  decodeModel,
+  dequantizeInt4,
+  encodeModel,
+  fuseAttention,
+  fuseGelu,
+  fuseLayerNorm,
+  fuseSkipLayerNorm,
+  GraphIndex,
+  graphPassesFor,
+  INT4_BLOCK,
+  int4Weights,
+  KERNEL_CHOICES,
+  moveToExternalData,
+  quantizeInt4,
+  readModelFile,
+  rewriteModelFile,
+  runGraphPasses,
+  weightBytes,
+  WEIGHT_CHOICES,
+} from './graph-passes/index.js';
+export type {
+  GraphPass,
+  GraphRewriteOptions,
+  Int4Options,
+  Int4Weight,
+  ModelProto,
+  NodeProto,
+  PassRefusal,
+  PassReport,
+  RewrittenModel,
+} from './graph-passes/index.js';

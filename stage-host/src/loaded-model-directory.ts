@@ -55,11 +55,12 @@ export class LoadedModelDirectory {
 
   /**
    * The session of a component (one per process: the cache keys it by the file's real path),
-   * or of a variant of its graph (see {@link SessionVariant}).
+   * or of a variant of its graph (see {@link SessionVariant}). The denoiser's (`unet`,
+   * `transformer`) gets the pool's graph rewrites.
    */
   session(sessions: SessionCache, component: OnnxComponentName, variant?: SessionVariant): Promise<ModelSession> {
     const c = this.layout.components[component];
     if (!c) throw layoutError(this.layout.dir, `${component}/model.onnx`, 'missing');
-    return sessions.get(c.model, variant);
+    return sessions.get(c.model, { rewrite: component === 'unet' || component === 'transformer', variant });
   }
 }

@@ -20,6 +20,8 @@ import type { LoadResult, ProviderChoice, WireSessionOptions, WireTensor, WireVa
 import { isMissingF16, probeProvider, type ProviderProbe } from './provider-probe.js';
 import { InlineHost, type SessionHost } from './session-host.js';
 import { firstLine } from './session-table.js';
+import { graphPassesFor, rewriteModelFile, type GraphRewriteOptions, type RewrittenModel } from './graph-passes/graph-rewrites.js';
+import type { PassReport } from './graph-passes/graph-pass.js';
 
 /** Threading and execution providers of onnxruntime sessions. */
 export interface OrtOptions {
@@ -43,8 +45,30 @@ export interface OrtOptions {
    * calling thread, which blocks it for each whole run: for measurements only. Default 1.
    */
   runnerThreads?: number;
+  /**
+   * How denoiser graphs are rewritten when their sessions are made (fused kernels, 4-bit
+   * weights), for the provider each session gets; only {@link SessionCache.get} calls with
+   * `rewrite` are. Default: as they are.
+   */
+  graphRewrites?: GraphRewriteOptions;
   /** Says which provider each session got. Default: silent. */
   log?: Logger;
+}
+
+/** Options of one {@link SessionCache.get}. */
+export interface SessionGetOptions {
+  /** Apply the cache's `graphRewrites` (a denoiser's graph). Default false. */
+  rewrite?: boolean;
+  /** A rewritten graph of the file to load instead (a LoRA-branched denoiser, say). Default none. */
+  variant?: SessionVariant;
+}
+
+/** What the graph rewrites did to a session's model. */
+export interface SessionRewrites {
+  reports: PassReport[];
+  /** Bytes of the graph's weights as the file has them, and as the session got them. */
+  weightBytesBefore: number;
+  weightBytesAfter: number;
 }
 
 /** A model's outputs by name. */
@@ -74,6 +98,8 @@ export interface ModelSession {
   readonly outputNames: readonly string[];
   readonly inputMetadata: readonly WireValueMetadata[];
   readonly outputMetadata: readonly WireValueMetadata[];
+  /** What the graph rewrites did, when any ran on this session's model. */
+  readonly rewrites?: SessionRewrites;
   run(feeds: Record<string, ort.Tensor>, opts?: ModelRunOptions): Promise<ModelOutputs>;
 }
 
@@ -154,16 +180,20 @@ export class SessionCache {
   }
 
   /**
-   * The session of `file` (one per process), or of a variant of its graph: `variant.source`
-   * gives the graph to load instead (a rewritten copy, as bytes or a path), made once and kept
-   * under `variant.key` beside the file's own session.
+   * The session of `file` (one per process), with the cache's graph rewrites when `rewrite`
+   * asks, or of a variant of its graph: `variant.source` gives the graph to load instead (a
+   * rewritten copy, as bytes or a path; the rewrites then run on it), made once and kept under
+   * `variant.key` beside the file's own session.
    */
-  async get(file: string, variant?: SessionVariant): Promise<ModelSession> {
+  async get(file: string, opts: SessionGetOptions = {}): Promise<ModelSession> {
     const real = await realpath(file).catch(() => file);
-    const key = variant ? `${real}#${variant.key}` : real;
+    const rewrite = opts.rewrite === true && this.rewritesAsked();
+    const { variant } = opts;
+    // A rewritten graph, or a variant, is another session than the file's own.
+    const key = `${real}${rewrite ? '#rewritten' : ''}${variant ? `#${variant.key}` : ''}`;
     let s = this.sessions.get(key);
     if (!s) {
-      s = variant ? variant.source(real).then((source) => this.create(real, source)) : this.create(real);
+      s = this.create(real, rewrite, variant);
       // A failed load is not cached, so a fixed file can be retried.
       s.catch(() => this.sessions.delete(key));
       this.sessions.set(key, s);
@@ -172,7 +202,7 @@ export class SessionCache {
     // A runner thread that died took its sessions with it: load them again.
     if (!session.usable) {
       if (this.sessions.get(key) === s) this.sessions.delete(key);
-      return this.get(file, variant);
+      return this.get(file, opts);
     }
     return session;
   }
@@ -267,7 +297,41 @@ export class SessionCache {
     return file === undefined ? lane.slice(0, 1) : lane;
   }
 
-  private async create(file: string, source: string | Uint8Array = file): Promise<PooledSession> {
+  private rewritesAsked(): boolean {
+    const r = this.opts.graphRewrites;
+    return r !== undefined && (r.kernels === 'fused' || r.weights === 'int4');
+  }
+
+  /** The model a session on `provider` loads: the file, or its graph rewritten for the provider. */
+  private async sourceFor(
+    file: string,
+    base: string | Uint8Array,
+    provider: ExecutionProvider,
+    rewrite: boolean,
+  ): Promise<RewrittenModel | undefined> {
+    const passes = rewrite ? graphPassesFor(this.opts.graphRewrites ?? {}, provider) : [];
+    if (passes.length === 0) return undefined;
+    const r = await rewriteModelFile(base, passes);
+    for (const rep of r.reports) {
+      if (rep.refused.length > 0)
+        this.log.warn({ file, pass: rep.pass, refused: rep.refused.slice(0, 20) }, `graph pass ${rep.pass} left nodes as they were`);
+    }
+    this.log.info(
+      {
+        file,
+        provider,
+        passes: r.reports.map((x) => `${x.pass}:${x.rewritten}`),
+        weightBytes: r.weightBytesAfter,
+        fileWeightBytes: r.weightBytesBefore,
+      },
+      'graph rewritten for its session',
+    );
+    return r;
+  }
+
+  private async create(file: string, rewrite = false, variant?: SessionVariant): Promise<PooledSession> {
+    // A variant's graph (as bytes, or a path) is what the rewrites, if any, start from.
+    const base = variant ? await variant.source(file) : file;
     const skipped: SkippedProvider[] = [];
     const options = this.sessionOptions();
     for (const provider of this.providers) {
@@ -277,22 +341,31 @@ export class SessionCache {
       }
       const hosts = this.hostsFor(provider, file);
       let first: LoadResult;
+      let rewritten: RewrittenModel | undefined;
+      let source: string | Uint8Array = base;
       try {
+        rewritten = await this.sourceFor(file, base, provider, rewrite);
+        source = rewritten?.source ?? base;
         first = await hosts[0].loadSession(source, this.choice(provider), options);
       } catch (err) {
+        await rewritten?.dispose();
         skipped.push({ provider, error: firstLine((err as Error)?.message ?? String(err)) });
         continue;
       }
       // A float16 graph on an adapter without shader-f16 fails at its first run: not here.
       if (provider === 'webgpu' && hasFloat16(first) && (await this.probeOf('webgpu')).f16 === false) {
         await hosts[0].release(first.session).catch(() => undefined);
+        await rewritten?.dispose();
         skipped.push({ provider, error: 'the graph takes or gives float16 and the WebGPU adapter has no shader-f16' });
         continue;
       }
       try {
         const rest = await Promise.all(hosts.slice(1).map((h) => h.loadSession(source, this.choice(provider), options)));
         const copies = [{ host: hosts[0], result: first }, ...hosts.slice(1).map((host, i) => ({ host, result: rest[i] }))];
-        const session = new PooledSession(file, provider, copies);
+        const rewrites = rewritten
+          ? { reports: rewritten.reports, weightBytesBefore: rewritten.weightBytesBefore, weightBytesAfter: rewritten.weightBytesAfter }
+          : undefined;
+        const session = new PooledSession(file, provider, copies, rewrites);
         for (const s of skipped)
           this.log.warn({ file, provider: s.provider, error: s.error }, `execution provider ${s.provider} could not load the model`);
         this.log.info(
@@ -303,6 +376,9 @@ export class SessionCache {
       } catch (err) {
         await hosts[0].release(first.session).catch(() => undefined);
         skipped.push({ provider, error: firstLine((err as Error)?.message ?? String(err)) });
+      } finally {
+        // onnxruntime has read the temporary copy (if one was written) once the sessions exist.
+        await rewritten?.dispose();
       }
     }
     const gpu = this.providers.some((p) => p !== 'cpu');
@@ -362,6 +438,7 @@ class PooledSession implements ModelSession {
     readonly file: string,
     readonly provider: ExecutionProvider,
     private readonly copies: Array<{ host: SessionHost; result: LoadResult }>,
+    readonly rewrites?: SessionRewrites,
   ) {
     const first = copies[0].result;
     this.inputMetadata = first.inputMetadata;

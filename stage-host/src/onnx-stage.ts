@@ -54,7 +54,8 @@ export abstract class OnnxStage implements StageHandler {
     const m = await this.deps.catalog.resolve(model);
     const sessions: ModelSession[] = [];
     if (m.kind === 'manifest') {
-      sessions.push(await this.deps.sessions.get(m.manifest.file(this.modelFile)));
+      // A denoiser's graph gets the pool's rewrites (fused kernels, 4-bit weights).
+      sessions.push(await this.deps.sessions.get(m.manifest.file(this.modelFile), { rewrite: this.modelFile === 'denoiser' }));
     } else {
       for (const c of stageComponents(m.directory.layout, this.stage)) sessions.push(await m.directory.session(this.deps.sessions, c));
     }

@@ -35,6 +35,7 @@ import { StageMetrics } from './stage-metrics.js';
 import { ModelCatalog } from './model-catalog.js';
 import { EXECUTION_PROVIDERS } from './execution-providers.js';
 import { SessionCache } from './onnx-sessions.js';
+import { KERNEL_CHOICES, WEIGHT_CHOICES } from './graph-passes/graph-rewrites.js';
 import { looksLikePath } from '@diffmesh/model-layout';
 import {
   DurableStores,
@@ -119,6 +120,18 @@ export const StageServiceConfigSchema = z.object({
     .enum(['disabled', 'basic', 'extended', 'layout', 'all'])
     .default('all')
     .describe('onnxruntime graph optimization level of every session'),
+  kernels: z
+    .enum(KERNEL_CHOICES)
+    .default('plain')
+    .describe(
+      "denoiser graphs: fused = attention, layer norms and GELU rewritten at load into the com.microsoft kernels the provider has (MultiHeadAttention, SkipLayerNormalization, Gelu; cpu, cuda, webgpu) where the graph's pattern matches; plain = as the file has them",
+    ),
+  weights: z
+    .enum(WEIGHT_CHOICES)
+    .default('as-is')
+    .describe(
+      "denoiser graphs: int4 = large MatMul weights rewritten at load as 4-bit com.microsoft.MatMulNBits (block 32, symmetric; about 1/7 of float32's memory, at a quality cost); as-is = the file's weights",
+    ),
   runnerThreads: z
     .number()
     .int()
@@ -243,6 +256,7 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
     providerOptions: config.providerOptions,
     sessionOptions: { graphOptimizationLevel: config.graphOptimizationLevel },
     runnerThreads: config.runnerThreads,
+    graphRewrites: { kernels: config.kernels, weights: config.weights },
     log,
   });
   const catalog = new ModelCatalog(config.modelsDirs, { directories: served.directories });

@@ -1,6 +1,7 @@
 import { createWriteStream } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { GraphKernels } from '../onnx/graph.js';
 import { syntheticDenoiserGraph, SYNTHETIC_DIT_IMAGE, type SyntheticDitConfig } from './synthetic-dit.js';
 
 /** The shape of a PixArt-α-like text-to-image DiT (adaLN-single, self- and cross-attention). */
@@ -42,6 +43,7 @@ export interface PixArtDitModel {
   /** Multiply-add FLOPs of one item's step (2 per weight per token, plus attention). */
   flopsPerItem: number;
   precision: 'fp32' | 'fp16';
+  kernels: GraphKernels;
   /** The inputs to feed (float32 either way): `sample` [B, 4, 1, s, s], `timestep` [B], `encoder_hidden_states` [B, L, Dc]. */
   inputs: { sample: number[]; encoderHiddenStates: number[] };
 }
@@ -51,12 +53,15 @@ export interface PixArtDitModel {
  * family's graph, random seeded weights) into `outDir`, weights in external data so the full
  * size (2.4 GB of float32) loads. `fp16` computes in float16 with float32 at the edges (the
  * graph's inputs and output), as a float16 export converted with `keep_io_types` does. Its inputs are the synthetic family's: a 5-D
- * `sample` [B, 4, 1, s, s], `timestep` [B], `encoder_hidden_states` [B, L, Dc].
+ * `sample` [B, 4, 1, s, s], `timestep` [B], `encoder_hidden_states` [B, L, Dc]. `kernels: 'fused'`
+ * writes onnxruntime's `com.microsoft` kernels (MultiHeadAttention, SkipLayerNormalization, Gelu)
+ * with the same weights.
  */
 export async function buildPixArtDit(
   outDir: string,
   shape: PixArtDitShape = PIXART_ALPHA_SHAPE,
   precision: 'fp32' | 'fp16' = 'fp32',
+  kernels: GraphKernels = 'plain',
 ): Promise<PixArtDitModel> {
   const cfg: SyntheticDitConfig = {
     ...SYNTHETIC_DIT_IMAGE,
@@ -66,11 +71,11 @@ export async function buildPixArtDit(
     text: { ...SYNTHETIC_DIT_IMAGE.text, hidden: shape.contextDim, maxLength: shape.contextLength },
     dit: { hidden: shape.hidden, depth: shape.depth, heads: shape.heads, mlpRatio: 4, patch: 2, timestepDim: 256 },
   };
-  const g = syntheticDenoiserGraph(cfg);
+  const g = syntheticDenoiserGraph(cfg, kernels);
   if (precision === 'fp16') g.convertToFloat16();
   const { model, data } = g.buildExternal(
     'denoiser.onnx_data',
-    `PixArt-shaped DiT (${shape.depth} blocks × ${shape.hidden}, ${precision}, random weights) for benchmarks`,
+    `PixArt-shaped DiT (${shape.depth} blocks × ${shape.hidden}, ${precision}, ${kernels} kernels, random weights) for benchmarks`,
   );
   await mkdir(outDir, { recursive: true });
   const file = path.join(outDir, 'denoiser.onnx');
@@ -100,6 +105,7 @@ export async function buildPixArtDit(
     file,
     shape,
     precision,
+    kernels,
     parameters,
     flopsPerItem: 2 * parameters * tokens + attention + crossKv,
     inputs: { sample: [4, 1, shape.latentSize, shape.latentSize], encoderHiddenStates: [shape.contextLength, shape.contextDim] },

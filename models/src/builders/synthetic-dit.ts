@@ -1,8 +1,9 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ModelManifestInput } from '@diffmesh/stage-host';
-import { GraphBuilder, WeightRng } from '../onnx/graph.js';
+import { GraphBuilder, WeightRng, type GraphKernels } from '../onnx/graph.js';
 import {
+  addNorm,
   attention,
   conv2d,
   dims,
@@ -142,7 +143,7 @@ export function buildSyntheticDitVideo(outDir: string): Promise<void> {
 }
 
 /** Bump when the synthetic builders' output changes, so cached builds are redone. */
-export const SYNTHETIC_DIT_BUILDER_VERSION = '1';
+export const SYNTHETIC_DIT_BUILDER_VERSION = '2';
 
 // ---------------------------------------------------------------------------------------
 // Text encoder: input_ids [B, L] → last_hidden_state [B, L, Dt]
@@ -177,13 +178,17 @@ function buildDenoiser(cfg: SyntheticDitConfig): Uint8Array {
   return syntheticDenoiserGraph(cfg).build(`${cfg.name} denoiser: DiT, ${depth} blocks × ${D} wide, predicts ${what} (random weights)`);
 }
 
-/** The denoiser's graph (see {@link buildSyntheticDit}), for builders that serialise it themselves. */
-export function syntheticDenoiserGraph(cfg: SyntheticDitConfig): GraphBuilder {
+/**
+ * The denoiser's graph (see {@link buildSyntheticDit}), for builders that serialise it
+ * themselves. `kernels: 'fused'` writes attention, the residual norms and GELU as onnxruntime's
+ * `com.microsoft` kernels (same weights, same function).
+ */
+export function syntheticDenoiserGraph(cfg: SyntheticDitConfig, kernels: GraphKernels = 'plain'): GraphBuilder {
   const C = cfg.latentChannels;
   const { hidden: D, depth, heads, mlpRatio, patch: P, timestepDim } = cfg.dit;
   const Dt = cfg.text.hidden;
   const PD = C * P * P;
-  const g = new GraphBuilder('synthetic_dit_denoiser');
+  const g = new GraphBuilder('synthetic_dit_denoiser', { kernels });
   const ctx: LayerCtx = { g, rng: new WeightRng(cfg.seed + 2) };
   const sample = g.input('sample', 'float32', ['batch', C, 'frames', 'height', 'width']);
   const timestep = g.input('timestep', 'float32', ['batch']);
@@ -208,6 +213,9 @@ export function syntheticDenoiserGraph(cfg: SyntheticDitConfig): GraphBuilder {
   // Caption projection: [B,L,Dt] → [B,L,D].
   const y = linear(ctx, gelu(g, linear(ctx, ehs, Dt, D, 'y_embedder.fc1')), D, D, 'y_embedder.fc2');
 
+  // Each block's last residual branch is added where the next norm reads the sum (one
+  // SkipLayerNormalization with fused kernels).
+  let pending: string | undefined;
   for (let i = 0; i < depth; i += 1) {
     const p = `blocks.${i}`;
     const table = g.weight(`${p}.scale_shift_table`, ctx.rng.normals(6 * D, 0.1), [1, 6, D]);
@@ -218,12 +226,17 @@ export function syntheticDenoiserGraph(cfg: SyntheticDitConfig): GraphBuilder {
       { axis: 1 },
     );
     const [shiftMsa, scaleMsa, gateMsa, shiftMlp, scaleMlp, gateMlp] = mods; // each [B,1,D]
-    const h1 = modulate(g, layerNorm(ctx, x, D, `${p}.norm1`, { affine: false }), shiftMsa, scaleMsa);
-    x = g.op('Add', [x, g.op('Mul', [gateMsa, attention(ctx, h1, h1, D, `${p}.attn`, { heads })])]);
-    const h2 = layerNorm(ctx, x, D, `${p}.norm2`);
-    x = g.op('Add', [x, attention(ctx, h2, y, D, `${p}.cross_attn`, { heads, outStd: 0.3 / Math.sqrt(D) })]);
-    const h3 = modulate(g, layerNorm(ctx, x, D, `${p}.norm3`, { affine: false }), shiftMlp, scaleMlp);
-    x = g.op('Add', [x, g.op('Mul', [gateMlp, mlp(ctx, h3, D, mlpRatio * D, `${p}.mlp`)])]);
+    let n1: string;
+    if (pending) [n1, x] = addNorm(ctx, x, pending, D, `${p}.norm1`, { affine: false });
+    else n1 = layerNorm(ctx, x, D, `${p}.norm1`, { affine: false });
+    const h1 = modulate(g, n1, shiftMsa, scaleMsa);
+    let h2: string;
+    [h2, x] = addNorm(ctx, x, g.op('Mul', [gateMsa, attention(ctx, h1, h1, D, `${p}.attn`, { heads })]), D, `${p}.norm2`);
+    let n3: string;
+    const cross = attention(ctx, h2, y, D, `${p}.cross_attn`, { heads, outStd: 0.3 / Math.sqrt(D) });
+    [n3, x] = addNorm(ctx, x, cross, D, `${p}.norm3`, { affine: false });
+    const h3 = modulate(g, n3, shiftMlp, scaleMlp);
+    pending = g.op('Mul', [gateMlp, mlp(ctx, h3, D, mlpRatio * D, `${p}.mlp`)]);
   }
 
   // Final layer: modulated LayerNorm, linear to patch values.
@@ -235,7 +248,10 @@ export function syntheticDenoiserGraph(cfg: SyntheticDitConfig): GraphBuilder {
     [g.fresh('final.shift'), g.fresh('final.scale')],
     { axis: 1 },
   );
-  const hf = modulate(g, layerNorm(ctx, x, D, 'final.norm', { affine: false }), shift, scale);
+  const nf = pending
+    ? addNorm(ctx, x, pending, D, 'final.norm', { affine: false })[0]
+    : layerNorm(ctx, x, D, 'final.norm', { affine: false });
+  const hf = modulate(g, nf, shift, scale);
   const outPatches = linear(ctx, hf, D, PD, 'final.linear', { std: 1 / Math.sqrt(D) });
 
   // Unpatchify: [B,N,C·P·P] → [B,F,h/P,w/P,C,P,P] → [B,C,F,h/P,P,w/P,P] → [B,C,F,h,w].

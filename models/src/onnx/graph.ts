@@ -1,5 +1,8 @@
 import onnxProto from 'onnx-proto';
 import { toFloat16 } from '@diffmesh/tensor-client';
+import { moveToExternalData } from '@diffmesh/stage-host';
+
+export { moveToExternalData };
 
 const { onnx } = onnxProto;
 
@@ -27,6 +30,18 @@ export type AttrValue = number | number[] | string | FloatAttr | FloatsAttr;
 /** Dimension: a fixed size or a symbolic name (e.g. 'batch'). */
 export type Dim = number | string;
 
+/** How the layers write attention, norms and GELU (see {@link GraphBuilderOptions.kernels}). */
+export type GraphKernels = 'plain' | 'fused';
+
+export interface GraphBuilderOptions {
+  /**
+   * `fused`: layers write onnxruntime's `com.microsoft` kernels (MultiHeadAttention,
+   * SkipLayerNormalization, Gelu), which its CPU, CUDA and WebGPU providers have; `plain`
+   * (default): standard ONNX ops only (MatMul/Softmax/Erf), for any provider.
+   */
+  kernels?: GraphKernels;
+}
+
 /**
  * A small, deterministic builder for ONNX graphs (opset 17). Names of intermediate values
  * are generated from a counter, so the same sequence of calls yields the same bytes.
@@ -38,8 +53,16 @@ export class GraphBuilder {
   private readonly outputs: InstanceType<typeof onnx.ValueInfoProto>[] = [];
   private counter = 0;
   private readonly constCache = new Map<string, string>();
+  private usesMsDomain = false;
+  /** Whether layers write fused `com.microsoft` kernels. */
+  readonly fused: boolean;
 
-  constructor(readonly name: string) {}
+  constructor(
+    readonly name: string,
+    opts: GraphBuilderOptions = {},
+  ) {
+    this.fused = opts.kernels === 'fused';
+  }
 
   /** A fresh value name with a readable prefix. */
   fresh(prefix: string): string {
@@ -113,21 +136,35 @@ export class GraphBuilder {
    */
   named(nodeName: string, opType: string, inputs: string[], attrs: Record<string, AttrValue> = {}, output?: string): string {
     const out = output ?? `${nodeName}_output_0`;
-    this.opN(opType, inputs, [out], attrs, nodeName);
+    this.opN(opType, inputs, [out], attrs, '', nodeName);
     return out;
   }
 
   /** Appends a node with several outputs. */
-  opN(opType: string, inputs: string[], outputs: string[], attrs: Record<string, AttrValue> = {}, nodeName?: string): string[] {
+  opN(
+    opType: string,
+    inputs: string[],
+    outputs: string[],
+    attrs: Record<string, AttrValue> = {},
+    domain = '',
+    nodeName?: string,
+  ): string[] {
     const node = new onnx.NodeProto({
       opType,
       input: inputs,
       output: outputs,
       name: nodeName ?? this.fresh(`n_${opType}`),
       attribute: Object.entries(attrs).map(([k, v]) => attribute(k, v)),
+      domain,
     });
     this.nodes.push(node);
     return outputs;
+  }
+
+  /** Appends an onnxruntime contrib node (`com.microsoft` domain); empty output names are optional outputs left out. */
+  msOp(opType: string, inputs: string[], outputs: string[], attrs: Record<string, AttrValue> = {}): string[] {
+    this.usesMsDomain = true;
+    return this.opN(opType, inputs, outputs, attrs, 'com.microsoft');
   }
 
   /**
@@ -234,43 +271,14 @@ export class GraphBuilder {
       producerName: 'diffmesh-models',
       producerVersion: '1',
       docString,
-      opsetImport: [new onnx.OperatorSetIdProto({ domain: '', version: 17 })],
+      opsetImport: [
+        new onnx.OperatorSetIdProto({ domain: '', version: 17 }),
+        ...(this.usesMsDomain ? [new onnx.OperatorSetIdProto({ domain: 'com.microsoft', version: 1 })] : []),
+      ],
       graph,
     });
     return onnx.ModelProto.encode(model).finish();
   }
-}
-
-/**
- * Moves the raw bytes of every initializer of at least `minBytes` to an external data file
- * named `location`, as `onnx.save_model(..., save_as_external_data=True)` does: each at a
- * 4096-aligned offset, the tensor keeping `data_location = EXTERNAL` and its
- * `location`/`offset`/`length`. Returns the file's chunks in order (padding included).
- */
-export function moveToExternalData(
-  initializers: Iterable<InstanceType<typeof onnx.TensorProto> | onnxProto.onnx.ITensorProto>,
-  location: string,
-  minBytes: number,
-): Uint8Array[] {
-  const data: Uint8Array[] = [];
-  let offset = 0;
-  for (const t of initializers) {
-    const raw = t.rawData;
-    if (!raw || raw.length < minBytes) continue;
-    const pad = (4096 - (offset % 4096)) % 4096;
-    if (pad > 0) data.push(new Uint8Array(pad));
-    offset += pad;
-    data.push(raw);
-    t.externalData = [
-      new onnx.StringStringEntryProto({ key: 'location', value: location }),
-      new onnx.StringStringEntryProto({ key: 'offset', value: String(offset) }),
-      new onnx.StringStringEntryProto({ key: 'length', value: String(raw.length) }),
-    ];
-    t.dataLocation = onnx.TensorProto.DataLocation.EXTERNAL;
-    t.rawData = new Uint8Array(0);
-    offset += raw.length;
-  }
-  return data;
 }
 
 function valueInfo(name: string, type: ElemType, dims: Dim[]): InstanceType<typeof onnx.ValueInfoProto> {

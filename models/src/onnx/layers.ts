@@ -40,19 +40,43 @@ export interface NormOptions {
 
 /** LayerNormalization over the last axis. */
 export function layerNorm(ctx: LayerCtx, x: string, dim: number, name: string, opts: NormOptions = {}): string {
-  const { g, rng } = ctx;
-  const eps = opts.eps ?? 1e-6;
-  if (opts.affine === false) {
-    return g.op('LayerNormalization', [x, g.f32(ones(dim), [dim])], { axis: -1, epsilon: { f: eps } });
-  }
-  const scale = rng.normals(dim, 0.02).map((v) => 1 + v);
-  const s = g.weight(`${name}.weight`, scale, [dim]);
-  const b = g.weight(`${name}.bias`, new Float32Array(dim), [dim]);
-  return g.op('LayerNormalization', [x, s, b], { axis: -1, epsilon: { f: eps } });
+  const { scale, bias, eps } = normWeights(ctx, dim, name, opts);
+  return ctx.g.op('LayerNormalization', [x, scale, ...(bias ? [bias] : [])], { axis: -1, epsilon: { f: eps } });
 }
 
-/** GELU, exact (erf) form, in the node pattern onnxruntime fuses into one kernel. */
+/**
+ * A residual sum and the LayerNormalization of it: `[norm(x + y), x + y]`. With fused kernels,
+ * one `com.microsoft.SkipLayerNormalization` (its fourth output is the sum).
+ */
+export function addNorm(ctx: LayerCtx, x: string, y: string, dim: number, name: string, opts: NormOptions = {}): [string, string] {
+  const { g } = ctx;
+  if (!g.fused) {
+    const sum = g.op('Add', [x, y]);
+    return [layerNorm(ctx, sum, dim, name, opts), sum];
+  }
+  const { scale, bias, eps } = normWeights(ctx, dim, name, opts);
+  const out = g.fresh('skip_norm');
+  const sum = g.fresh('residual');
+  g.msOp('SkipLayerNormalization', [x, y, scale, ...(bias ? [bias] : [])], [out, '', '', sum], { epsilon: { f: eps } });
+  return [out, sum];
+}
+
+function normWeights(ctx: LayerCtx, dim: number, name: string, opts: NormOptions): { scale: string; bias?: string; eps: number } {
+  const { g, rng } = ctx;
+  const eps = opts.eps ?? 1e-6;
+  if (opts.affine === false) return { scale: g.f32(ones(dim), [dim]), eps };
+  const s = g.weight(
+    `${name}.weight`,
+    rng.normals(dim, 0.02).map((v) => 1 + v),
+    [dim],
+  );
+  const b = g.weight(`${name}.bias`, new Float32Array(dim), [dim]);
+  return { scale: s, bias: b, eps };
+}
+
+/** GELU, exact (erf) form, in the node pattern onnxruntime fuses into one kernel; with fused kernels, `com.microsoft.Gelu`. */
 export function gelu(g: GraphBuilder, x: string): string {
+  if (g.fused) return g.msOp('Gelu', [x], [g.fresh('gelu')])[0];
   const e = g.op('Erf', [g.op('Div', [x, g.f32(Math.SQRT2)])]);
   return g.op('Mul', [g.op('Mul', [x, g.op('Add', [e, g.f32(1)])]), g.f32(0.5)]);
 }
@@ -75,9 +99,13 @@ export function mlp(ctx: LayerCtx, x: string, dim: number, hidden: number, name:
 
 /**
  * Scaled dot-product attention over already projected tensors: `q: [B, Nq, H·dh]`,
- * `k`/`v: [B, Nk, H·dh]` → `[B, Nq, H·dh]`. Sequence lengths and batch are dynamic.
+ * `k`/`v: [B, Nk, H·dh]` → `[B, Nq, H·dh]`. Sequence lengths and batch are dynamic. With fused
+ * kernels, one `com.microsoft.MultiHeadAttention`.
  */
 export function sdpa(g: GraphBuilder, q: string, k: string, v: string, heads: number, headDim: number): string {
+  if (g.fused) {
+    return g.msOp('MultiHeadAttention', [q, k, v], [g.fresh('mha')], { num_heads: heads, scale: { f: 1 / Math.sqrt(headDim) } })[0];
+  }
   const split = g.i64([0, 0, heads, headDim]);
   const qh = g.op('Transpose', [g.op('Reshape', [q, split])], { perm: [0, 2, 1, 3] }); // [B,H,Nq,dh]
   const kt = g.op('Transpose', [g.op('Reshape', [k, split])], { perm: [0, 2, 3, 1] }); // [B,H,dh,Nk]

@@ -85,29 +85,35 @@ local function announce(origin, pools)
 end
 `;
 
-/** ARGV: P, reqId, body, status, exp, maxLength, item, origin → {1, waiting} | {0, rev, body} | {-1, waiting}. */
+/** What the admit script answers first: the queue was full, the request id was known, or the request was stored. */
+const ADMITTED = { queueFull: -1, exists: 0, created: 1 } as const;
+
+/** ARGV: P, reqId, body, status, exp, maxLength, item, origin → {created, waiting} | {exists, rev, body} | {queueFull, waiting}. */
 const ADMIT = `${LIB}
 local rk = P .. 'r:' .. ARGV[2]
 if redis.call('EXISTS', rk) == 1 then
   local h = redis.call('HMGET', rk, 'rev', 'body')
-  return {0, h[1], h[2]}
+  return {${ADMITTED.exists}, h[1], h[2]}
 end
 local e = cjson.decode(ARGV[7])
 local n = redis.call('ZCARD', P .. 'qq:' .. e.queue)
-if n >= tonumber(ARGV[6]) then return {-1, n} end
+if n >= tonumber(ARGV[6]) then return {${ADMITTED.queueFull}, n} end
 redis.call('HSET', rk, 'rev', 1, 'status', ARGV[4], 'exp', ARGV[5], 'body', ARGV[3])
 ins(e)
 redis.call('PUBLISH', P .. 'changes', ARGV[8] .. '|1|0|' .. ARGV[2])
 announce(ARGV[8], {e.pool})
-return {1, n}
+return {${ADMITTED.created}, n}
 `;
 
-/** ARGV: P, reqId, expectedRev, body, status, exp, effects, origin, terminal → new rev | 0 (conflict) | -1 (gone). */
+/** What the commit script answers instead of the new revision: the record is gone, or another change came first. */
+const COMMITTED = { gone: -1, conflict: 0 } as const;
+
+/** ARGV: P, reqId, expectedRev, body, status, exp, effects, origin, terminal → new rev | conflict | gone. */
 const COMMIT = `${LIB}
 local rk = P .. 'r:' .. ARGV[2]
 local rev = redis.call('HGET', rk, 'rev')
-if not rev then return -1 end
-if rev ~= ARGV[3] then return 0 end
+if not rev then return ${COMMITTED.gone} end
+if rev ~= ARGV[3] then return ${COMMITTED.conflict} end
 local nrev = tonumber(rev) + 1
 redis.call('HSET', rk, 'rev', nrev, 'status', ARGV[5], 'exp', ARGV[6], 'body', ARGV[4])
 if tonumber(ARGV[6]) > 0 then redis.call('PEXPIREAT', rk, ARGV[6]) end
@@ -294,11 +300,11 @@ export class RedisStore implements SchedulerStore {
       ),
     );
     const [code, a, b] = res;
-    if (code === -1) {
+    if (code === ADMITTED.queueFull) {
       this.waitingCache.set(first.queue, Number(a));
       throw queueFullError(first.queue, maxLength, this.drain.retryAfterMs(first.queue));
     }
-    if (code === 0) {
+    if (code === ADMITTED.exists) {
       const existing = decodeRecord(String(b));
       existing.revision = Number(a);
       return { record: existing, created: false };
@@ -329,7 +335,7 @@ export class RedisStore implements SchedulerStore {
           ),
         );
         if (res !== -1 && res !== 0) this.written.wrote(rec, body);
-        return res === -1 ? 'gone' : res === 0 ? 'conflict' : 'written';
+        return res === COMMITTED.gone ? 'gone' : res === COMMITTED.conflict ? 'conflict' : 'written';
       },
       hint ? (this.written.copy(hint) ?? copyRecord(hint)) : undefined,
     );

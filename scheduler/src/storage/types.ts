@@ -27,7 +27,7 @@
  * - Queue changes ride on record updates ({@link QueueEffects}), atomically where the
  *   backend allows (memory, sqlite, redis); JetStream applies them in order after the
  *   record's compare-and-set, and the scheduler repairs a half-applied transition when it
- *   next leases the request's stale task (see `RequestLifecycle`).
+ *   next leases the request's stale task (see `TaskTransitions.repair`).
  */
 import { DEFAULT_TENANT, type ObjectRef, type RequestEvent } from '@diffmesh/core';
 import type { RequestState } from '../types.js';
