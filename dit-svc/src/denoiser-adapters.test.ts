@@ -228,7 +228,34 @@ describe('LoRA adapters in the denoising stage', () => {
     expect(worst(external, await latent(s, await task('e2', 'test/sd', adapters)))).toBeLessThan(1e-6);
   });
 
+  it('on a pool whose denoiser graphs are rewritten (fused kernels), the branched graph is too, and its adapter applies as merged weights do', async () => {
+    const fused = new SessionCache({ intraOpThreads: 1, interOpThreads: 1, graphRewrites: { kernels: 'fused' } });
+    try {
+      const dirs = { ...directories, 'test/sd-ink-fused': await mergedDirectory('sd-ink-fused', 'ink', 0.8) };
+      const catalog = new ModelCatalog([defaultModelsRoot()], { directories: dirs });
+      const adapters = new DenoiserAdapters({ dir: loraDir });
+      const s = new DenoisingStage({ catalog, sessions: fused, store, models: [], maxBatch: 4, adapters });
+      const styled = await latent(s, await task('f1', 'test/sd', [{ name: 'ink', scale: 0.8 }]));
+      const resolved = await catalog.resolve('test/sd');
+      if (resolved.kind !== 'directory') throw new Error('test/sd is a model directory');
+      const session = await resolved.directory.session(fused, 'unet', adapters.variant(resolved.directory));
+      expect(session.rewrites?.reports.map((r) => r.pass)).toContain('fuse-attention');
+      expect(worst(styled, await latent(s, await task('f2', 'test/sd-ink-fused')))).toBeLessThan(1e-4);
+      expect(worst(styled, await latent(s, await task('f3', 'test/sd')))).toBeGreaterThan(0.01);
+    } finally {
+      await fused.close();
+    }
+  });
+
   it('a stage without an adapter directory, and a built-in model, refuse adapters', async () => {
     expect((await refusal(latent(stage(), await task('x', 'test/sd', [{ name: 'ink', scale: 1 }])))).message).toMatch(/serves no adapters/);
+    const builtin = await refusal(
+      latent(
+        stage({ adapters: new DenoiserAdapters({ dir: loraDir }) }),
+        await task('y', 'diffmesh/tiny-shapes', [{ name: 'ink', scale: 1 }]),
+      ),
+    );
+    expect(builtin.field).toBe('adapters[0].name');
+    expect(builtin.message).toMatch(/takes no adapters \(only model directories do\)/);
   });
 });
