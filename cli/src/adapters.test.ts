@@ -53,6 +53,16 @@ describe('diffmesh adapters and --lora', () => {
     expect((await diffmesh(['adapters', 'remove', 'spare'])).code).toBe(2);
   });
 
+  it('takes --lora on generate and submit, and refuses --lora-dir with --remote (the mesh serves its own)', async () => {
+    for (const command of ['generate', 'submit']) expect((await diffmesh([command, '--help'])).stdout).toMatch(/--lora <name\[:scale\]>/);
+    const remote = await diffmesh(['generate', 'x', '--remote', '127.0.0.1:1', '--lora-dir', loras, '--lora', 'ink', '--no-progress']);
+    expect(remote.code).toBe(2);
+    expect(remote.stderr).toMatch(/lora_dir: applies to the embedded runtime.*\(--lora-dir\)/);
+    const tooBig = await diffmesh(['adapters', 'add', path.join(root, 'pencil.safetensors'), '--name', 'small', '--max-bytes', '100']);
+    expect(tooBig.code).toBe(2);
+    expect(tooBig.stderr).toMatch(/over the 100-byte limit/);
+  });
+
   it('generate --lora applies adapters (several at once), scale 0 is the plain picture, bad names and scales are refused', async () => {
     // The same files the first case adds (so this case also runs alone).
     await mkdir(loras, { recursive: true });

@@ -24,7 +24,7 @@ describe('diffmesh --version, -V and --help', () => {
   it('lists every command in --help, and a command’s own flags in its --help (up: --log-format)', async () => {
     const help = await runDiffmesh(['--help']);
     expect(help.code).toBe(0);
-    for (const name of ['generate', 'submit', 'watch', 'cancel', 'models', 'up', 'status', 'plan-pools', 'gpu']) {
+    for (const name of ['generate', 'submit', 'watch', 'cancel', 'models', 'up', 'status', 'plan-pools', 'gpu', 'adapters']) {
       expect(help.stdout).toMatch(new RegExp(`^  ${name} `, 'm'));
     }
     const up = await runDiffmesh(['up', '--help']);
