@@ -17,6 +17,7 @@ import { encodePng } from '@diffmesh/media';
 import { buildFluxDir, buildSdDir, defaultModelsRoot, meanAbsoluteError, type FluxTestModel, type SdTestModel } from '@diffmesh/models';
 import { ModelCatalog, SessionCache, type OnnxStageDeps } from '@diffmesh/stage-host';
 import { createTensorStore, type TensorStore } from '@diffmesh/tensor-client';
+import { testStageTask } from '@diffmesh/testing';
 import { ImageEncodingStage, VaeDecodingStage } from '@diffmesh/vae-svc';
 
 // The image_encoding stage and the stages after it, chained in-process exactly as the
@@ -122,27 +123,13 @@ describe('image_encoding on model directories (img2img)', () => {
       expect(latents.shape).toEqual([1, model.layout === 'flux' ? 16 : 4, 8, 8]);
       // Decode image_latents by handing them to vae_decoding as the denoiser's output.
       const back = await stages.vae.execute(
-        {
+        testStageTask({
           reqId: 'decode-back',
-          stageIndex: 0,
           stage: 'vae_decoding',
-          attempt: 1,
           model: dir,
-          params: {
-            prompt: 'x',
-            negativePrompt: '',
-            width: 64,
-            height: 64,
-            numFrames: 1,
-            numInferenceSteps: 1,
-            guidanceScale: 1,
-            seed: '1',
-            fps: 8,
-          },
+          params: { numInferenceSteps: 1, guidanceScale: 1 },
           inputs: { latents },
-          deadline: 0,
-          traceContext: {},
-        },
+        }),
         { signal: new AbortController().signal, onProgress: () => undefined, log: silentLogger() },
       );
       expect(meanAbsoluteError(await pixels(back.outputs.pixels), picture.data)).toBeLessThanOrEqual(0.5);

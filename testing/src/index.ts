@@ -16,3 +16,5 @@ export type { ManagedProcess, ProcessSpec, RestartPolicy, SupervisorEvent, Super
 export { createNodeNetwork, netnsSupport } from './netns.js';
 export type { CreateNodeNetworkOptions, NetnsNode, NetnsSupport, NodeNetwork } from './netns.js';
 export { elfSharedLibrary, providerLibraries, writeProviderPackage } from './onnxruntime-provider-files.js';
+export { testStageTask } from './stage-task.js';
+export type { TestStageTask } from './stage-task.js';
