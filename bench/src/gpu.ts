@@ -42,6 +42,9 @@ export interface GpuBench {
   providers: Array<{ provider: string; works: boolean; why?: string; software?: boolean; f16?: boolean }>;
   dit: DitTiming[];
   pipeline: PipelineTiming[];
+  /** Steps and size (pixels a side) of each pipeline request. */
+  pipelineSteps: number;
+  pipelineSize: number;
   notes: string[];
   /** `torch_dit_reference.py`'s torch.json (its timings, device and versions), when given. */
   torch?: Record<string, unknown>;
@@ -54,6 +57,13 @@ export interface GpuBenchOptions {
   reps?: number;
   /** The output folder of `../shared/gpu/torch_dit_reference.py` (dit.onnx, torch.json): timed too, beside PyTorch's figures. */
   torchDir?: string;
+  /** The DiT's shape, instead of `size`'s (e.g. a tiny one that only checks the section runs). */
+  shape?: PixArtDitShape;
+  /** Batch sizes the DiT is timed at. Default 1, 2, 4, 8. */
+  batches?: number[];
+  /** Steps and size (pixels a side) of the synthetic-dit-image pipeline requests. Default 20 steps at 512×512. */
+  pipelineSteps?: number;
+  pipelineSize?: number;
 }
 
 /** Working providers here, with whether WebGPU runs on a software adapter (SwiftShader). */
@@ -84,9 +94,12 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
   const working = providers.filter((p) => p.works);
   const hardware = working.some((p) => p.provider !== 'cpu' && !p.software);
   const size = opts.size ?? (hardware ? 'full' : 'small');
-  const shape: PixArtDitShape = size === 'full' ? PIXART_ALPHA_SHAPE : { ...PIXART_ALPHA_SHAPE, depth: 2 };
+  const shape: PixArtDitShape = opts.shape ?? (size === 'full' ? PIXART_ALPHA_SHAPE : { ...PIXART_ALPHA_SHAPE, depth: 2 });
   const notes: string[] = [];
-  if (!hardware) {
+  const pipelineSteps = opts.pipelineSteps ?? 20;
+  const pipelineSize = opts.pipelineSize ?? 512;
+  if (opts.shape) notes.push('the DiT has the shape asked for, not PixArt-α’s');
+  else if (!hardware) {
     notes.push(
       'no hardware GPU provider works here: the DiT has 2 of PixArt-α’s 28 blocks (the same width, tokens and cross-attention, so per-block cost is the same; a full step costs about 14× these figures)',
     );
@@ -104,7 +117,7 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
         notes.push(`${p.provider} runs on a software adapter (under 1 GFLOP/s on this DiT, minutes a step): not timed`);
         continue;
       }
-      const batches = [1, 2, 4, 8];
+      const batches = opts.batches ?? [1, 2, 4, 8];
       const reps = opts.reps ?? 5;
       dit.push(
         ...(await timeDit(
@@ -154,7 +167,7 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
               onnxFile,
               precision,
               'torch export',
-              [1, 2, 4, 8],
+              opts.batches ?? [1, 2, 4, 8],
               opts.reps ?? 5,
               flops,
               torchFeeds(hw, L, cdim, precision),
@@ -176,10 +189,11 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
         });
         continue;
       }
-      pipeline.push(await timeEmbedded(p.provider as ExecutionProvider));
+      const pipelineParams = { ...PIPELINE_PARAMS, numInferenceSteps: pipelineSteps, width: pipelineSize, height: pipelineSize };
+      pipeline.push(await timeEmbedded(p.provider as ExecutionProvider, pipelineParams));
       // A bench bundled for a machine without Node.js has no service packages to start.
       pipeline.push(
-        await timeMesh(p.provider as ExecutionProvider).catch((err: unknown): PipelineTiming => ({
+        await timeMesh(p.provider as ExecutionProvider, pipelineParams).catch((err: unknown): PipelineTiming => ({
           provider: p.provider,
           where: 'mesh',
           requestMs: NaN,
@@ -195,6 +209,8 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
       providers,
       dit,
       pipeline,
+      pipelineSteps,
+      pipelineSize,
       notes,
       ...(torch ? { torch } : {}),
     };
@@ -287,13 +303,10 @@ async function timeDit(
 
 const PIPELINE_PARAMS: Partial<GenerationParams> & { prompt: string } = {
   prompt: 'a red cat',
-  width: 512,
-  height: 512,
-  numInferenceSteps: 20,
   seed: '1',
 };
 
-async function timeEmbedded(provider: ExecutionProvider): Promise<PipelineTiming> {
+async function timeEmbedded(provider: ExecutionProvider, params: typeof PIPELINE_PARAMS): Promise<PipelineTiming> {
   const e = await startEmbedded({
     modelRoots: [defaultModelsRoot()],
     intraOpThreads: 0,
@@ -303,7 +316,7 @@ async function timeEmbedded(provider: ExecutionProvider): Promise<PipelineTiming
   });
   const once = async (): Promise<number> => {
     const t = performance.now();
-    const { context } = await e.scheduler.submit({ model: 'diffmesh/synthetic-dit-image', params: PIPELINE_PARAMS });
+    const { context } = await e.scheduler.submit({ model: 'diffmesh/synthetic-dit-image', params });
     for await (const ev of e.scheduler.watch(context.reqId)) if (ev.type === 'failed') throw new Error(ev.error.message);
     return performance.now() - t;
   };
@@ -316,7 +329,7 @@ async function timeEmbedded(provider: ExecutionProvider): Promise<PipelineTiming
   }
 }
 
-async function timeMesh(provider: ExecutionProvider): Promise<PipelineTiming> {
+async function timeMesh(provider: ExecutionProvider, params: typeof PIPELINE_PARAMS): Promise<PipelineTiming> {
   const mesh = await startLocalMesh({
     modelsDirs: [defaultModelsRoot()],
     models: ['diffmesh/synthetic-dit-image'],
@@ -328,7 +341,7 @@ async function timeMesh(provider: ExecutionProvider): Promise<PipelineTiming> {
   const once = (): Promise<number> =>
     new Promise((resolve, reject) => {
       const t = performance.now();
-      const call = client.Generate({ model: 'diffmesh/synthetic-dit-image', params: paramsToWire(PIPELINE_PARAMS), priority: 0 });
+      const call = client.Generate({ model: 'diffmesh/synthetic-dit-image', params: paramsToWire(params), priority: 0 });
       let done = 0;
       call.on('data', (m: GenerateResponse__Output) => {
         for (const ev of m.events) {
@@ -385,7 +398,7 @@ export function formatGpuBench(b: GpuBench): string {
   }
   lines.push(
     '',
-    '| pipeline (synthetic-dit-image 512×512, 20 steps) | provider | request ms | first request ms | note |',
+    `| pipeline (synthetic-dit-image ${b.pipelineSize}×${b.pipelineSize}, ${b.pipelineSteps} steps) | provider | request ms | first request ms | note |`,
     '|---|---|---:|---:|---|',
   );
   for (const p of b.pipeline) lines.push(`| ${p.where} | ${p.provider} | ${f(p.requestMs)} | ${f(p.firstRequestMs)} | ${p.note ?? ''} |`);
