@@ -105,7 +105,7 @@ export const SECTIONS: BenchSection[] = [
     name: 'fair-share',
     description:
       "a light tenant's p50/p99 latency alone and while a second tenant sends 20× its load, first come, first served vs weighted fair share (in-process, modelled 200 ms tasks)",
-    run: async (o) => formatFairShare(await runFairShare(o.smoke ? { seconds: 1, warmUpMs: 200, taskMs: 50 } : {})),
+    run: async (o) => formatFairShare(await runFairShare(o.smoke ? { slots: 4, taskMs: 100, seconds: 1, warmUpMs: 200 } : {})),
   },
   {
     name: 'sim',
