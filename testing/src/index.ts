@@ -5,7 +5,7 @@
  * error paths.
  */
 export { rejection, thrown } from './errors.js';
-export { findNatsServer, NatsServerNotFoundError, startNatsServer } from './nats-server.js';
+export { findNatsServer, natsAuthorizationConfig, NatsServerNotFoundError, startNatsServer } from './nats-server.js';
 export type { RunningNatsServer, StartNatsServerOptions } from './nats-server.js';
 export { findRedisServer, RedisServerNotFoundError, startRedisServer } from './redis-server.js';
 export type { RunningRedisServer, StartRedisServerOptions } from './redis-server.js';
