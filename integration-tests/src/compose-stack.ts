@@ -60,6 +60,8 @@ export async function buildImage(tag: string, baseImage: string): Promise<void> 
       'build',
       '-f',
       'deploy/docker/Dockerfile',
+      '--target',
+      'diffmesh',
       '--build-arg',
       `NODE_IMAGE=${baseImage}`,
       '--build-arg',
@@ -110,9 +112,15 @@ export class ComposeStack {
     return { health, restarts: Number(restarts), running: running === 'true' };
   }
 
-  /** SIGKILLs the service's container (the process gets no chance to drain). */
+  /**
+   * SIGKILLs the service's container from the host, as the kernel's OOM killer or a crash
+   * would: the container's init gets SIGKILL and every process in it dies. (`docker kill`
+   * would count as a manual stop, after which the restart policy does not apply.)
+   */
   async kill(service: string): Promise<void> {
-    await run('docker', ['kill', '-s', 'KILL', await this.containerId(service)]);
+    const pid = Number((await run('docker', ['inspect', '-f', '{{.State.Pid}}', await this.containerId(service)])).trim());
+    if (!pid) throw new Error(`${this.project}: ${service} is not running`);
+    process.kill(pid, 'SIGKILL');
   }
 
   /** What the container's process printed, every run of it (restarts included). */
