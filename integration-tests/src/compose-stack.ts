@@ -101,15 +101,15 @@ export class ComposeStack {
   }
 
   /** Health status and restart count of a service's container. */
-  async state(service: string): Promise<{ health: string; restarts: number; running: boolean }> {
+  async state(service: string): Promise<{ health: string; restarts: number; running: boolean; readOnly: boolean }> {
     const out = await run('docker', [
       'inspect',
       '-f',
-      '{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}} {{.RestartCount}} {{.State.Running}}',
+      '{{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}} {{.RestartCount}} {{.State.Running}} {{.HostConfig.ReadonlyRootfs}}',
       await this.containerId(service),
     ]);
-    const [health, restarts, running] = out.trim().split(' ');
-    return { health, restarts: Number(restarts), running: running === 'true' };
+    const [health, restarts, running, readOnly] = out.trim().split(' ');
+    return { health, restarts: Number(restarts), running: running === 'true', readOnly: readOnly === 'true' };
   }
 
   /**

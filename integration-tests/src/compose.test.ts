@@ -7,6 +7,7 @@
 // grace period. Needs a Docker engine: as root, integration-tests/scripts/ensure-docker.sh
 // installs docker.io and starts dockerd; elsewhere the test is skipped with the reason.
 import { createServer } from 'node:net';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -15,7 +16,7 @@ import { schedulerStub, type SchedulerStub } from '@diffmesh/client';
 import { Code, loadTlsFiles, type RequestEvent } from '@diffmesh/core';
 import { decodePng } from '@diffmesh/media';
 import { get, last, rejection, submit, until, watch } from './harness.js';
-import { buildImage, ComposeStack, ensureDocker, type DieEvent } from './compose-stack.js';
+import { buildImage, ComposeStack, ensureDocker, REPO_ROOT, run, type DieEvent } from './compose-stack.js';
 
 const root = process.getuid?.() === 0;
 const docker = root ? ensureDocker() : { ok: false as const, reason: 'runs as root only (it SIGKILLs container processes from the host)' };
@@ -104,6 +105,26 @@ describe.skipIf(skip)(`the compose stack in containers${skip ? ` (skipped: ${ski
       signal: AbortSignal.timeout(60_000),
     }).catch(() => ({ status: 0, json: async () => ({}) }));
   }
+
+  it('runs as a non-root user on a read-only root filesystem, healthy, and answers --version', async () => {
+    const version = (JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+    expect((await run('docker', ['run', '--rm', '--read-only', IMAGE, '--version'])).trim()).toMatch(
+      new RegExp(`^diffmesh ${version} \\(node `),
+    );
+    expect((await run('docker', ['run', '--rm', '--read-only', '--entrypoint', 'id', IMAGE, '-u'])).trim()).toBe('10001');
+    // Every service of the stack runs read-only (compose's read_only) and its HEALTHCHECK passed.
+    for (const service of ['tensor-svc', 'scheduler', 'encoder-svc', 'dit-svc', 'vae-svc', 'gateway']) {
+      const s = await until(
+        `${service} healthy`,
+        async () => {
+          const st = await stack.state(service);
+          return st.health === 'healthy' ? st : undefined;
+        },
+        60_000,
+      );
+      expect(s.readOnly).toBe(true);
+    }
+  });
 
   it('serves a picture over HTTP only with the API key printed once by the credentials service', async () => {
     expect(apiKey).toMatch(/^dm-/);
