@@ -13,8 +13,9 @@
  * median. Needs root and iproute2; elsewhere the section says why it is skipped.
  *
  * This file is also the reader process: `node bench/dist/cross-node.js reader NODE_ID` reads
- * commands on stdin (`get ADDRESS OBJECT_ID SIZE`, `raw HOST PORT SIZE`) and answers each with
- * the milliseconds it took.
+ * commands on stdin (`get ADDRESS REF SIZE`, REF the object's ObjectRef as base64url JSON, so the
+ * read carries its capability as a stage's does; `raw HOST PORT SIZE`) and answers each with the
+ * milliseconds it took.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -22,6 +23,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import type { ObjectRef } from '@diffmesh/core';
 import { RemoteTensorStore } from '@diffmesh/tensor-client';
 import { createNodeNetwork, netnsSupport, type NodeNetwork } from '@diffmesh/testing';
 import { isEntryPoint, rawGet, spawnReady, stopChild } from './tensor.js';
@@ -115,13 +117,15 @@ export async function runCrossNodeBench(opts: CrossNodeBenchOptions = {}): Promi
     const ref = await writer.put({ requestId: 'bench', name: 'latents', data, shape: [size / 4], dtype: 'float32' });
     await writer.close();
 
+    // The reader gets the whole ref (its capability too), owned at the address it reads from.
+    const refAt = (address: string): string => Buffer.from(JSON.stringify({ ...ref, ownerAddress: address })).toString('base64url');
     const m = { getLoop: [] as number[], getVeth: [] as number[], rawLoop: [] as number[], rawVeth: [] as number[] };
     const time = async (ask: (c: string) => Promise<string>, command: string): Promise<number> => mbps(size, Number(await ask(command)));
     for (let i = 0; i <= reps; i += 1) {
       const rawLoop = await time(onNode1, `raw 127.0.0.1 ${peerPort} ${size}`);
       const rawVeth = await time(onNode2, `raw ${n1.address} ${peerPort} ${size}`);
-      const getLoop = await time(onNode1, `get ${loopbackAddress} ${ref.objectId} ${size}`);
-      const getVeth = await time(onNode2, `get ${vethAddress} ${ref.objectId} ${size}`);
+      const getLoop = await time(onNode1, `get ${loopbackAddress} ${refAt(loopbackAddress)} ${size}`);
+      const getVeth = await time(onNode2, `get ${vethAddress} ${refAt(vethAddress)} ${size}`);
       if (i === 0) continue; // warm-up
       m.rawLoop.push(rawLoop);
       m.rawVeth.push(rawVeth);
@@ -173,7 +177,7 @@ async function runReader(nodeId: string): Promise<void> {
       if (command === 'get') {
         let store = stores.get(a);
         if (!store) stores.set(a, (store = new RemoteTensorStore({ address: a, nodeId })));
-        const got = await store.get(b);
+        const got = await store.get(JSON.parse(Buffer.from(b, 'base64url').toString()) as ObjectRef);
         if (got.data.byteLength !== Number(c)) throw new Error(`got ${got.data.byteLength} bytes`);
       } else if (command === 'raw') {
         await rawGet(Number(b), Number(c), undefined, a);

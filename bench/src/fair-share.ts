@@ -24,10 +24,12 @@ export interface FairShareOptions {
   slots?: number;
   /** How long a task runs on average (ms; each ± 25%). Default 200. */
   taskMs?: number;
-  /** Measured seconds per case (after a 1 s warm-up). Default 10. */
+  /** Measured seconds per case (after the warm-up). Default 10. */
   seconds?: number;
   /** Spread of task durations around `taskMs` (0.25 = ± 25%; 0 = all equal). Default 0.25. */
   jitter?: number;
+  /** Unmeasured time at the start of each case, ms. Default 1000. */
+  warmUpMs?: number;
 }
 
 export interface FairShareRow {
@@ -69,12 +71,13 @@ export async function runFairShare(opts: FairShareOptions = {}): Promise<FairSha
   const taskMs = opts.taskMs ?? 200;
   const seconds = opts.seconds ?? 10;
   const jitter = opts.jitter ?? 0.25;
+  const warmUpMs = opts.warmUpMs ?? 1000;
   const lightPerSecond = (0.2 * slots * 1000) / taskMs;
   const rows: FairShareRow[] = [];
   for (const mode of ['fcfs', 'fair'] as const) {
     for (const heavy of [false, true]) {
       process.stderr.write(`fair-share: ${mode}, light tenant ${heavy ? 'with the heavy tenant' : 'alone'}…\n`);
-      rows.push(await runCase({ mode, heavy, slots, taskMs, jitter, seconds, lightPerSecond }));
+      rows.push(await runCase({ mode, heavy, slots, taskMs, jitter, seconds, warmUpMs, lightPerSecond }));
     }
   }
   return { slots, taskMs, jitter, lightPerSecond, rows };
@@ -87,6 +90,7 @@ async function runCase(c: {
   taskMs: number;
   jitter: number;
   seconds: number;
+  warmUpMs: number;
   lightPerSecond: number;
 }): Promise<FairShareRow> {
   const registry = PlanRegistry.fromEntries([
@@ -98,7 +102,7 @@ async function runCase(c: {
       constraints: { sizeMultiple: 8, maxWidth: 512, maxHeight: 512, maxFrames: 1 },
     },
   ]);
-  const warmUpMs = 1000;
+  const warmUpMs = c.warmUpMs;
   let measureFrom = Infinity;
   let measureTo = Infinity;
   const light: number[] = [];

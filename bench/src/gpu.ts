@@ -45,6 +45,9 @@ export interface GpuBench {
   dit: DitTiming[];
   quality: DitQuality[];
   pipeline: PipelineTiming[];
+  /** Steps and size (pixels a side) of each pipeline request. */
+  pipelineSteps: number;
+  pipelineSize: number;
   notes: string[];
   /** `torch_dit_reference.py`'s torch.json (its timings, device and versions), when given. */
   torch?: Record<string, unknown>;
@@ -59,6 +62,13 @@ export interface GpuBenchOptions {
   torchDir?: string;
   /** Graphs to compare (default all: plain, fused, int4). */
   graphs?: readonly DitGraph[];
+  /** The DiT's shape, instead of `size`'s (e.g. a tiny one that only checks the section runs). */
+  shape?: PixArtDitShape;
+  /** Batch sizes the DiT is timed at. Default 1, 2, 4, 8 on a GPU, 1, 2 on a CPU. */
+  batches?: number[];
+  /** Steps and size (pixels a side) of the synthetic-dit-image pipeline requests. Default 20 steps at 512×512. */
+  pipelineSteps?: number;
+  pipelineSize?: number;
 }
 
 /** Working providers here, with whether WebGPU runs on a software adapter (SwiftShader). */
@@ -89,9 +99,12 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
   const working = providers.filter((p) => p.works);
   const hardware = working.some((p) => p.provider !== 'cpu' && !p.software);
   const size = opts.size ?? (hardware ? 'full' : 'small');
-  const shape: PixArtDitShape = size === 'full' ? PIXART_ALPHA_SHAPE : { ...PIXART_ALPHA_SHAPE, depth: 2 };
+  const shape: PixArtDitShape = opts.shape ?? (size === 'full' ? PIXART_ALPHA_SHAPE : { ...PIXART_ALPHA_SHAPE, depth: 2 });
   const notes: string[] = [];
-  if (!hardware) {
+  const pipelineSteps = opts.pipelineSteps ?? 20;
+  const pipelineSize = opts.pipelineSize ?? 512;
+  if (opts.shape) notes.push('the DiT has the shape asked for, not PixArt-α’s');
+  else if (!hardware) {
     notes.push(
       'no hardware GPU provider works here: the DiT has 2 of PixArt-α’s 28 blocks (the same width, tokens and cross-attention, so per-block cost is the same; a full step costs about 14× these figures)',
     );
@@ -107,7 +120,7 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
     const fusedBuilt = graphs.includes('fused') ? await buildPixArtDit(path.join(root, 'dit-fused'), shape, 'fp32', 'fused') : undefined;
     const half = working.some((p) => !p.software && p.f16) ? await buildPixArtDit(path.join(root, 'dit-fp16'), shape, 'fp16') : undefined;
     // On the CPU alone, batches 4 and 8 buy nothing (ENVIRONMENT.md) and would triple the run.
-    const batches = hardware ? [1, 2, 4, 8] : [1, 2];
+    const batches = opts.batches ?? (hardware ? [1, 2, 4, 8] : [1, 2]);
     if (!hardware) notes.push('CPU only: the DiT is timed at batch 1 and 2');
     for (const p of working) {
       if (p.software) {
@@ -191,7 +204,7 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
                 precision,
                 'torch export',
                 'plain',
-                [1, 2, 4, 8],
+                opts.batches ?? [1, 2, 4, 8],
                 opts.reps ?? 5,
                 flops,
                 torchFeeds(hw, L, cdim, precision),
@@ -217,16 +230,17 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
       }
       const provider = p.provider as ExecutionProvider;
       const requests = hardware ? 3 : 1;
+      const pipelineParams = { ...PIPELINE_PARAMS, numInferenceSteps: pipelineSteps, width: pipelineSize, height: pipelineSize };
       let plainPixels: Uint8Array | undefined;
       for (const graph of graphs) {
-        const e = await timeEmbedded(provider, graph, requests);
+        const e = await timeEmbedded(provider, pipelineParams, graph, requests);
         plainPixels ??= graph === 'plain' ? e.pixels : undefined;
         pipeline.push({ ...e.timing, ...(plainPixels ? { psnrDb: pixelPsnr(plainPixels, e.pixels) } : {}) });
       }
       for (const graph of graphs) {
         // A bench bundled for a machine without Node.js has no service packages to start.
         pipeline.push(
-          await timeMesh(provider, graph, requests).catch((err: unknown): PipelineTiming => ({
+          await timeMesh(provider, pipelineParams, graph, requests).catch((err: unknown): PipelineTiming => ({
             provider: p.provider,
             where: 'mesh',
             graph,
@@ -244,6 +258,8 @@ export async function runGpuBench(opts: GpuBenchOptions = {}): Promise<GpuBench>
       providers,
       dit,
       quality,
+      pipelineSteps,
+      pipelineSize,
       pipeline,
       notes,
       ...(torch ? { torch } : {}),
@@ -363,9 +379,6 @@ function fileBytes(file: string): number {
 
 const PIPELINE_PARAMS: Partial<GenerationParams> & { prompt: string } = {
   prompt: 'a red cat',
-  width: 512,
-  height: 512,
-  numInferenceSteps: 20,
   seed: '1',
 };
 
@@ -383,6 +396,7 @@ async function timedRequests(
 
 async function timeEmbedded(
   provider: ExecutionProvider,
+  params: typeof PIPELINE_PARAMS,
   graph: DitGraph,
   requests: number,
 ): Promise<{ timing: PipelineTiming; pixels: Uint8Array }> {
@@ -396,7 +410,7 @@ async function timeEmbedded(
   });
   const once = async (): Promise<{ ms: number; pixels: Uint8Array }> => {
     const t = performance.now();
-    const { context } = await e.scheduler.submit({ model: 'diffmesh/synthetic-dit-image', params: PIPELINE_PARAMS });
+    const { context } = await e.scheduler.submit({ model: 'diffmesh/synthetic-dit-image', params });
     for await (const ev of e.scheduler.watch(context.reqId)) {
       if (ev.type === 'failed') throw new Error(ev.error.message);
       if (ev.type === 'completed') {
@@ -418,7 +432,12 @@ async function timeEmbedded(
   }
 }
 
-async function timeMesh(provider: ExecutionProvider, graph: DitGraph, requests: number): Promise<PipelineTiming> {
+async function timeMesh(
+  provider: ExecutionProvider,
+  params: typeof PIPELINE_PARAMS,
+  graph: DitGraph,
+  requests: number,
+): Promise<PipelineTiming> {
   const rewrites = GRAPH_REWRITES[graph];
   const mesh = await startLocalMesh({
     modelsDirs: [defaultModelsRoot()],
@@ -432,7 +451,7 @@ async function timeMesh(provider: ExecutionProvider, graph: DitGraph, requests: 
   const once = (): Promise<{ ms: number }> =>
     new Promise((resolve, reject) => {
       const t = performance.now();
-      const call = client.Generate({ model: 'diffmesh/synthetic-dit-image', params: paramsToWire(PIPELINE_PARAMS), priority: 0 });
+      const call = client.Generate({ model: 'diffmesh/synthetic-dit-image', params: paramsToWire(params), priority: 0 });
       let done = 0;
       call.on('data', (m: GenerateResponse__Output) => {
         for (const ev of m.events) {
@@ -498,7 +517,7 @@ export function formatGpuBench(b: GpuBench): string {
   }
   lines.push(
     '',
-    '| pipeline (synthetic-dit-image 512×512, 20 steps) | provider | graph | request ms | time ÷ plain | first request ms | picture PSNR vs plain dB | note |',
+    `| pipeline (synthetic-dit-image ${b.pipelineSize}×${b.pipelineSize}, ${b.pipelineSteps} steps) | provider | graph | request ms | time ÷ plain | first request ms | picture PSNR vs plain dB | note |`,
     '|---|---|---|---:|---:|---:|---:|---|',
   );
   for (const p of b.pipeline) {

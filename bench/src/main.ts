@@ -15,11 +15,12 @@ import { formatCrossNodeBench, runCrossNodeBench } from './cross-node.js';
 import { formatLongRuns, runLongRuns } from './long-runs.js';
 import { DIT_GRAPHS, formatGpuBench, runGpuBench, type DitGraph } from './gpu.js';
 import { formatFairShare, runFairShare } from './fair-share.js';
-import { formatStepCacheBench, runStepCacheBench } from './step-cache.js';
+import { formatStepCacheBench, runStepCacheBench, STEP_CACHE_SETTINGS } from './step-cache.js';
 import { COST_PRESETS, formatSim, runSim, type SimOptions, type SimQueue } from './sim.js';
 import { readFileSync } from 'node:fs';
 import { parseStageCosts } from '@diffmesh/scheduler';
-import { formatPreviewBench, runPreviewBench } from './previews.js';
+import type { PixArtDitShape } from '@diffmesh/models';
+import { formatPreviewBench, runPreviewBench, type PreviewCase } from './previews.js';
 import { formatPreemption, runPreemption } from './preemption.js';
 import { formatAdapterBench, runAdapterBench } from './adapters.js';
 
@@ -41,7 +42,24 @@ export interface BenchOptions {
   json?: boolean;
   /** queues: the backends to run (all when absent). */
   backends?: QueueBackend[];
+  /**
+   * `--smoke`: every section at its smallest size (a few requests, the smallest transfers and
+   * models, short warm-ups), to check that it runs and prints its table; its figures mean
+   * nothing. Options given beside it (`--reps`, `--sizes`, …) still win.
+   */
+  smoke?: boolean;
 }
+
+/** The `--smoke` gpu DiT: PixArt-α's graph at a width, depth and token count that runs in milliseconds on a CPU. */
+const SMOKE_DIT: PixArtDitShape = { depth: 1, hidden: 64, heads: 2, latentSize: 8, contextLength: 8, contextDim: 32 };
+
+/** The `--smoke` previews: synthetic-dit-image at 64×64. */
+const SMOKE_PREVIEWS: PreviewCase[] = [
+  { label: 'synthetic-dit-image 64×64', model: 'diffmesh/synthetic-dit-image', params: { width: 64, height: 64 } },
+];
+
+/** The `--smoke` sim: 4 workers on JetStream for 1 s, Wan-14B's costs ÷ 1000, no Wan comparison. */
+const SMOKE_SIM: SimOptions = { sizes: [4], queues: ['jetstream'], scale: 1000, durationS: 1, wan: false };
 
 /** One named benchmark. */
 export interface BenchSection {
@@ -52,17 +70,24 @@ export interface BenchSection {
 
 /** `--reps` and `--size-mib` as the transfer sections take them. */
 function transferOptions(o: BenchOptions): { reps?: number; sizeBytes?: number } {
+  const reps = o.reps ?? (o.smoke ? 1 : undefined);
+  const sizeMiB = o.sizeMiB ?? (o.smoke ? 1 : undefined);
   return {
-    ...(o.reps !== undefined ? { reps: o.reps } : {}),
-    ...(o.sizeMiB !== undefined ? { sizeBytes: o.sizeMiB * 1024 * 1024 } : {}),
+    ...(reps !== undefined ? { reps } : {}),
+    ...(sizeMiB !== undefined ? { sizeBytes: sizeMiB * 1024 * 1024 } : {}),
   };
+}
+
+/** `--reps`, else `smoke` under `--smoke`, else the section's default. */
+function reps(o: BenchOptions, normal: number, smoke: number): number {
+  return o.reps ?? (o.smoke ? smoke : normal);
 }
 
 export const SECTIONS: BenchSection[] = [
   {
     name: 'scheduler',
     description: '(a) scheduler overhead: 3 no-op stage processes, p50/p99 and requests/s with 1 and 8 clients',
-    run: async (o) => formatSchedulerOverhead(await runSchedulerOverhead(o.reps ?? 400)),
+    run: async (o) => formatSchedulerOverhead(await runSchedulerOverhead(reps(o, 400, 16), o.smoke ? { warmupPerClient: 4 } : {})),
   },
   {
     name: 'tensor',
@@ -77,20 +102,20 @@ export const SECTIONS: BenchSection[] = [
   {
     name: 'queues',
     description: '(d) each queue backend (memory, sqlite, redis, jetstream) per request: the no-op plan, p50 and requests/s side by side',
-    run: async (o) => formatQueueBackends(await runQueueBackends(o.reps ?? 300, o.backends)),
+    run: async (o) => formatQueueBackends(await runQueueBackends(reps(o, 300, 16), o.backends, o.smoke ? { warmupPerClient: 2 } : {})),
   },
   {
     name: 'fair-share',
     description:
       "a light tenant's p50/p99 latency alone and while a second tenant sends 20× its load, first come, first served vs weighted fair share (in-process, modelled 200 ms tasks)",
-    run: async () => formatFairShare(await runFairShare()),
+    run: async (o) => formatFairShare(await runFairShare(o.smoke ? { slots: 4, taskMs: 100, seconds: 1, warmUpMs: 200 } : {})),
   },
   {
     name: 'sim',
     description:
       'cluster simulation: 50–500 simulated GPU workers (real stage services, modelled model runs) through real schedulers on JetStream and redis; and the Wan-14B scenario as whole-pipeline workers vs 2/28/2 pools',
     run: async (o) => {
-      const report = await runSim(o.sim ?? {});
+      const report = await runSim(o.smoke ? { ...SMOKE_SIM, ...o.sim } : (o.sim ?? {}));
       return o.json ? JSON.stringify(report, null, 2) : formatSim(report);
     },
   },
@@ -98,18 +123,24 @@ export const SECTIONS: BenchSection[] = [
     name: 'preemption',
     description:
       'short images (priority 10, or a deadline) arriving while 8-frame × 50-step videos fill a one-slot DiT pool: image p50/p99, time to start, deadline attainment and video throughput, preemption off vs on (a mesh of processes, ~3 min)',
-    run: async () => formatPreemption(await runPreemption()),
+    run: async (o) => formatPreemption(await runPreemption(o.smoke ? { videos: 1, images: 2, intervalMs: 200, videoSteps: 8 } : {})),
   },
   {
     name: 'mesh-vs-embedded',
     description: '(c) one tiny-shapes request through the mesh of processes vs embedded in one process',
-    run: async (o) => formatMeshVsEmbedded(await runMeshVsEmbedded(o.reps ?? 31)),
+    run: async (o) => formatMeshVsEmbedded(await runMeshVsEmbedded(reps(o, 31, 2), o.smoke ? 1 : undefined)),
   },
   {
     name: 'long-runs',
     description:
       'a UNet call of seconds (sd1-slow, ~4 s a call): event-loop delay, gRPC health latency and cancel time of the dit-svc, models on its main thread vs in a runner thread',
-    run: async (o) => formatLongRuns(await runLongRuns(o.reps !== undefined ? { steps: o.reps } : {})),
+    run: async (o) =>
+      formatLongRuns(
+        await runLongRuns({
+          ...(o.smoke ? { steps: 1, products: 1 } : {}),
+          ...(o.reps !== undefined ? { steps: o.reps } : {}),
+        }),
+      ),
   },
   {
     name: 'gpu',
@@ -118,7 +149,8 @@ export const SECTIONS: BenchSection[] = [
     run: async (o) =>
       formatGpuBench(
         await runGpuBench({
-          ...(o.ditSize ? { size: o.ditSize } : {}),
+          ...(o.smoke ? { reps: 1, batches: [1, 2], pipelineSteps: 1, pipelineSize: 64 } : {}),
+          ...(o.ditSize ? { size: o.ditSize } : o.smoke ? { shape: SMOKE_DIT } : {}),
           ...(o.reps !== undefined ? { reps: o.reps } : {}),
           ...(o.torchDir ? { torchDir: o.torchDir } : {}),
           ...(o.graphs ? { graphs: o.graphs } : {}),
@@ -129,18 +161,24 @@ export const SECTIONS: BenchSection[] = [
     name: 'previews',
     description:
       "live previews' cost: synthetic-dit-image's denoising loop with previews off vs every 4 steps vs every step, side by side (embedded), and one preview alone at real models' latent sizes",
-    run: async (o) => formatPreviewBench(await runPreviewBench(o.reps ?? 9)),
+    run: async (o) =>
+      formatPreviewBench(
+        await runPreviewBench(reps(o, 9, 1), o.smoke ? SMOKE_PREVIEWS : undefined, o.smoke ? { steps: 4, costCalls: 5 } : {}),
+      ),
   },
   {
     name: 'model-dirs',
     description: 'time per denoising step of each test model directory (diffusers/optimum ONNX layout), embedded',
-    run: async (o) => formatModelDirTimings(await runModelDirTimings(o.reps ?? 15)),
+    run: async (o) => formatModelDirTimings(await runModelDirTimings(reps(o, 15, 1), o.smoke ? 2 : undefined)),
   },
   {
     name: 'step-cache',
     description:
       'step caching (TeaCache-style) on the built-in DiT models and the test model directories: model calls saved and pixel error against the uncached picture at thresholds 0.05–0.4',
-    run: async () => formatStepCacheBench(await runStepCacheBench()),
+    run: async (o) =>
+      formatStepCacheBench(
+        o.smoke ? await runStepCacheBench(4, [STEP_CACHE_SETTINGS[0], STEP_CACHE_SETTINGS[4]]) : await runStepCacheBench(),
+      ),
   },
   {
     name: 'adapters',
@@ -163,6 +201,7 @@ function parseArgs(argv: string[]): { names: string[]; opts: BenchOptions; list:
       return v;
     };
     if (flag === '--list') list = true;
+    else if (flag === '--smoke') opts.smoke = true;
     else if (flag === '--reps') opts.reps = Math.round(value());
     else if (flag === '--size-mib') opts.sizeMiB = value();
     else if (flag === '--dit-size') {
@@ -216,7 +255,7 @@ function parseArgs(argv: string[]): { names: string[]; opts: BenchOptions; list:
       opts.backends = [...(opts.backends ?? []), ...(v as QueueBackend[])];
     } else if (flag.startsWith('--'))
       throw new Error(
-        `unknown option ${flag} (known: --list, --reps, --size-mib, --dit-size, --torch-dir, --graphs, --weights, --json; queues: --backend; sim: --sizes, --queue, --schedulers, --costs, --scale, --duration, --cpu-prof, --no-wan, --wan-only, --wan-scale)`,
+        `unknown option ${flag} (known: --list, --smoke, --reps, --size-mib, --dit-size, --torch-dir, --graphs, --weights, --json; queues: --backend; sim: --sizes, --queue, --schedulers, --costs, --scale, --duration, --cpu-prof, --no-wan, --wan-only, --wan-scale)`,
       );
     else names.push(a);
   }

@@ -174,11 +174,18 @@ export async function startNoopPlan(
   return { sched, pids };
 }
 
+/** The warm-up of the sections that time many small requests. */
+export interface WarmupOptions {
+  /** Requests each of the 8 warm-up clients sends before timing starts (sections pick their default). */
+  warmupPerClient?: number;
+}
+
 /**
  * (a) Scheduler overhead: a 3-stage plan whose stages do nothing, each stage its own
  * process, the scheduler its own process, clients calling Generate over gRPC on loopback.
  */
-export async function runSchedulerOverhead(requests = 400): Promise<OverheadRow[]> {
+export async function runSchedulerOverhead(requests = 400, opts: WarmupOptions = {}): Promise<OverheadRow[]> {
+  const warmup = opts.warmupPerClient ?? 250;
   const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-bench-'));
   const log = silentLogger();
   const nats = await startNatsServer({ log });
@@ -197,7 +204,7 @@ export async function runSchedulerOverhead(requests = 400): Promise<OverheadRow[
     for (const mode of ['generate', 'session'] as const) {
       await Promise.all(
         Array.from({ length: 8 }, async () => {
-          for (let i = 0; i < 250; i += 1) await run[mode]();
+          for (let i = 0; i < warmup; i += 1) await run[mode]();
         }),
       );
     }
@@ -221,7 +228,7 @@ export async function runSchedulerOverhead(requests = 400): Promise<OverheadRow[
     }
     await session.close();
     client.close();
-    rows.push(...(await measureFloor(supervisor, requests)));
+    rows.push(...(await measureFloor(supervisor, requests, warmup)));
     return rows;
   } finally {
     await supervisor.stopAll(5000);
@@ -257,7 +264,7 @@ function overheadRow(
 }
 
 /** The transport floor (see `transport-floor.ts`): a bare grpc-js relay and three echo processes, timed like the mesh. */
-async function measureFloor(supervisor: Supervisor, requests: number): Promise<OverheadRow[]> {
+async function measureFloor(supervisor: Supervisor, requests: number, warmup: number): Promise<OverheadRow[]> {
   const entry = fileURLToPath(new URL('./transport-floor.js', import.meta.url));
   const pids: Record<string, number> = {};
   const echoes: string[] = [];
@@ -288,7 +295,7 @@ async function measureFloor(supervisor: Supervisor, requests: number): Promise<O
   try {
     await Promise.all(
       Array.from({ length: 8 }, async () => {
-        for (let i = 0; i < 250; i += 1) await once();
+        for (let i = 0; i < warmup; i += 1) await once();
       }),
     );
     for (const clients of [1, 8]) {
@@ -360,6 +367,8 @@ function quartiles(xs: number[]): Quartiles {
 
 export interface MeshVsEmbedded {
   runs: number;
+  /** Warm-up requests each way before the timed ones. */
+  warmup: number;
   /** One Generate call per request, as `diffmesh generate --remote` sends it. */
   generate: Quartiles;
   /** One message per request on a Session stream, as the gateway sends it. */
@@ -379,7 +388,7 @@ const MESH_WARMUP = 150;
  * Generate call and as a Session message, against the same request embedded in one process;
  * the three take turns, `runs` each.
  */
-export async function runMeshVsEmbedded(runs = 31): Promise<MeshVsEmbedded> {
+export async function runMeshVsEmbedded(runs = 31, warmup = MESH_WARMUP): Promise<MeshVsEmbedded> {
   const log = silentLogger();
   const mesh = await startLocalMesh({ modelsDirs: [defaultModelsRoot()], models: ['diffmesh/tiny-shapes'], threads: 1, log });
   const embedded = await startEmbedded({ modelRoots: [defaultModelsRoot()], intraOpThreads: 1, maxBatch: 8, log });
@@ -388,7 +397,7 @@ export async function runMeshVsEmbedded(runs = 31): Promise<MeshVsEmbedded> {
   try {
     const model = 'diffmesh/tiny-shapes';
     const params = { prompt: 'a red circle on a blue background', seed: '1' };
-    const ways: Record<keyof Omit<MeshVsEmbedded, 'runs'>, () => Promise<number>> = {
+    const ways: Record<keyof Omit<MeshVsEmbedded, 'runs' | 'warmup'>, () => Promise<number>> = {
       generate: () => timedGenerate(client, model, params),
       session: () => timedSessionRequest(session, model, params),
       embedded: async () => {
@@ -402,11 +411,17 @@ export async function runMeshVsEmbedded(runs = 31): Promise<MeshVsEmbedded> {
     };
     const samples = { generate: [] as number[], session: [] as number[], embedded: [] as number[] };
     // Warm-up of every way, so each runs code V8 has compiled, as in processes that have served a while.
-    for (let i = 0; i < MESH_WARMUP; i += 1) for (const run of Object.values(ways)) await run();
+    for (let i = 0; i < warmup; i += 1) for (const run of Object.values(ways)) await run();
     for (let i = 0; i < runs; i += 1) {
       for (const [way, run] of Object.entries(ways)) samples[way as keyof typeof samples].push(await run());
     }
-    return { runs, generate: quartiles(samples.generate), session: quartiles(samples.session), embedded: quartiles(samples.embedded) };
+    return {
+      runs,
+      warmup,
+      generate: quartiles(samples.generate),
+      session: quartiles(samples.session),
+      embedded: quartiles(samples.embedded),
+    };
   } finally {
     await session.close();
     client.close();
@@ -420,7 +435,7 @@ export function formatMeshVsEmbedded(r: MeshVsEmbedded): string {
     `    ${name.padEnd(9)} ${q.p25.toFixed(1).padStart(6)} ${q.p50.toFixed(1).padStart(6)} ${q.p75.toFixed(1).padStart(6)}   ${ratio}`;
   const ratio = (q: Quartiles): string => `${(q.p50 / r.embedded.p50).toFixed(2)}×   target ≤ 1.25×`;
   return [
-    `(c) tiny-shapes request, 256×256, 20 steps — mesh of processes vs embedded (after ${MESH_WARMUP} warm-up requests each way; ${r.runs} each, taking turns)`,
+    `(c) tiny-shapes request, 256×256, 20 steps — mesh of processes vs embedded (after ${r.warmup} warm-up requests each way; ${r.runs} each, taking turns)`,
     '    generate = one Generate call per request (as `diffmesh generate --remote`); session = a message on one Session stream (as the gateway)',
     '    way       p25 ms p50 ms p75 ms   p50 / embedded p50',
     row('generate', r.generate, ratio(r.generate)),

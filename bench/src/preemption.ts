@@ -29,6 +29,8 @@ export interface PreemptionOptions {
   intervalMs?: number;
   /** The images' deadline (deadline variant) and SLO (both), ms from send. Default 1500. */
   sloMs?: number;
+  /** Denoising steps of each video. Default 50. */
+  videoSteps?: number;
 }
 
 export interface PreemptionRow {
@@ -64,7 +66,7 @@ const VIDEO: Partial<GenerationParams> & { prompt: string } = {
   width: 512,
   height: 512,
   numFrames: 8,
-  numInferenceSteps: 50,
+  // Its steps: PreemptionOptions.videoSteps.
 };
 const IMAGE: Partial<GenerationParams> & { prompt: string } = {
   prompt: 'a red circle',
@@ -136,7 +138,7 @@ async function measure(
     await run(client, IMAGE, 0);
     const image = await run(client, IMAGE, 0);
     const t0 = Date.now();
-    const videos = Array.from({ length: o.videos }, () => run(client, VIDEO, 0));
+    const videos = Array.from({ length: o.videos }, () => run(client, { ...VIDEO, numInferenceSteps: o.videoSteps }, 0));
     // Let the videos reach the DiT (the text encoder is fast).
     await new Promise((r) => setTimeout(r, 300));
     const images: Array<Promise<Outcome>> = [];
@@ -182,7 +184,7 @@ async function measure(
 }
 
 export async function runPreemption(opts: PreemptionOptions = {}): Promise<PreemptionResult> {
-  const o: Required<PreemptionOptions> = { videos: 3, images: 10, intervalMs: 800, sloMs: 1500, ...opts };
+  const o: Required<PreemptionOptions> = { videos: 3, images: 10, intervalMs: 800, sloMs: 1500, videoSteps: 50, ...opts };
   const rows: PreemptionRow[] = [];
   let imageAloneMs = NaN;
   for (const variant of ['priority', 'deadline'] as const) {
@@ -198,7 +200,7 @@ export async function runPreemption(opts: PreemptionOptions = {}): Promise<Preem
 export function formatPreemption(r: PreemptionResult): string {
   const { opts: o } = r;
   const lines = [
-    `Preemption: ${o.videos} videos (tiny-shapes ${VIDEO.width}×${VIDEO.height}, ${VIDEO.numFrames} frames × ${VIDEO.numInferenceSteps} steps, priority 0) fill a one-slot DiT pool;`,
+    `Preemption: ${o.videos} videos (tiny-shapes ${VIDEO.width}×${VIDEO.height}, ${VIDEO.numFrames} frames × ${o.videoSteps} steps, priority 0) fill a one-slot DiT pool;`,
     `an image (${IMAGE.width}×${IMAGE.height}, ${IMAGE.numInferenceSteps} steps) every ${o.intervalMs} ms, ${o.images} in all: priority 10, or priority 0 with a deadline ${o.sloMs} ms after it is sent.`,
     `An image alone: ${r.imageAloneMs.toFixed(0)} ms. SLO = ${o.sloMs} ms from send. Video loss: videos/min × video step against preemption off (corrects for the machine's speed between cases).`,
     '',

@@ -65,11 +65,20 @@ export interface PreviewCostResult {
 export interface PreviewBenchResult {
   threads: number;
   reps: number;
+  /** Calls of each one-preview-alone case. */
+  costCalls: number;
   cases: PreviewCaseResult[];
   costs: PreviewCostResult[];
 }
 
-const STEPS = 20;
+/** Sizes of {@link runPreviewBench} other than its repetitions. */
+export interface PreviewBenchOptions {
+  /** Denoising steps of each request. Default 20. */
+  steps?: number;
+  /** Calls of each one-preview-alone case. Default 200. */
+  costCalls?: number;
+}
+
 const MODES = [0, 4, 1] as const;
 
 export const PREVIEW_CASES: PreviewCase[] = [
@@ -114,7 +123,13 @@ export function runPreviewCosts(calls = 200): PreviewCostResult[] {
   });
 }
 
-export async function runPreviewBench(reps = 7, cases: PreviewCase[] = PREVIEW_CASES): Promise<PreviewBenchResult> {
+export async function runPreviewBench(
+  reps = 7,
+  cases: PreviewCase[] = PREVIEW_CASES,
+  opts: PreviewBenchOptions = {},
+): Promise<PreviewBenchResult> {
+  const steps = opts.steps ?? 20;
+  const costCalls = opts.costCalls ?? 200;
   const threads = Math.max(1, Math.min(8, availableParallelism()));
   const mesh = await startEmbedded({ modelRoots: [defaultModelsRoot()], intraOpThreads: threads, maxBatch: 8, log: silentLogger() });
   const out: PreviewCaseResult[] = [];
@@ -128,7 +143,7 @@ export async function runPreviewBench(reps = 7, cases: PreviewCase[] = PREVIEW_C
         // The order rotates from round to round, so no setting always follows the same one.
         for (let k = 0; k < MODES.length; k += 1) {
           const every = MODES[(k + r) % MODES.length];
-          const { runMs, cpuMs, previews } = await runOnce(mesh, c, every, r);
+          const { runMs, cpuMs, previews } = await runOnce(mesh, c, every, r, steps);
           if (r === 0) continue;
           times.get(every)!.push(runMs);
           cpu.get(every)!.push(cpuMs);
@@ -162,12 +177,12 @@ export async function runPreviewBench(reps = 7, cases: PreviewCase[] = PREVIEW_C
           height: s.height,
         };
       });
-      out.push({ label: c.label, steps: STEPS, modes, msPerPreview: (median(1) - off) / STEPS });
+      out.push({ label: c.label, steps, modes, msPerPreview: (median(1) - off) / steps });
     }
   } finally {
     await mesh.close();
   }
-  return { threads, reps, cases: out, costs: runPreviewCosts() };
+  return { threads, reps, costCalls, cases: out, costs: runPreviewCosts(costCalls) };
 }
 
 async function runOnce(
@@ -175,13 +190,14 @@ async function runOnce(
   c: PreviewCase,
   every: number,
   rep: number,
+  steps: number,
 ): Promise<{ runMs: number; cpuMs: number; previews: Array<Extract<RequestEvent, { type: 'preview' }>> }> {
   const cpu0 = process.cpuUsage();
   const { context } = await mesh.scheduler.submit({
     model: c.model,
     params: {
       prompt: 'a cat on a sofa',
-      numInferenceSteps: STEPS,
+      numInferenceSteps: steps,
       seed: String(rep),
       ...c.params,
       ...(every > 0 ? { preview: { everySteps: every, maxSide: 256 } } : {}),
@@ -202,7 +218,7 @@ async function runOnce(
 
 export function formatPreviewBench(r: PreviewBenchResult): string {
   const lines = [
-    `Live previews: the denoising loop's time (median and fastest of ${r.reps} requests, ${STEPS} steps, ${r.threads} intra-op threads, CFG batch 2) and the process's CPU time per request (all threads, median), previews off vs every 4 steps vs every step, interleaved`,
+    `Live previews: the denoising loop's time (median and fastest of ${r.reps} requests, ${r.cases[0]?.steps ?? 0} steps, ${r.threads} intra-op threads, CFG batch 2) and the process's CPU time per request (all threads, median), previews off vs every 4 steps vs every step, interleaved`,
     '',
     '| model | previews | loop ms (median) | overhead | loop ms (fastest) | overhead | CPU ms | overhead | previews/request | size | PNG bytes |',
     '|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|',
@@ -229,7 +245,7 @@ export function formatPreviewBench(r: PreviewBenchResult): string {
   const step = r.cases[0] ? r.cases[0].modes[0].medianMs / r.cases[0].steps : undefined;
   lines.push('');
   lines.push(
-    `One preview made alone (latent → RGB, sampled down to max_side, PNG), median of 200 calls${
+    `One preview made alone (latent → RGB, sampled down to max_side, PNG), median of ${r.costCalls} calls${
       step !== undefined ? `; "every step" overhead = preview ms / ${r.cases[0].label}'s step (${step.toFixed(1)} ms)` : ''
     }:`,
   );

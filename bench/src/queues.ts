@@ -10,7 +10,7 @@ import { SchedulerSession, schedulerStub } from '@diffmesh/client';
 import { silentLogger } from '@diffmesh/core';
 import { createDiscovery } from '@diffmesh/discovery';
 import { Supervisor, startNatsServer, startRedisServer, type RunningRedisServer } from '@diffmesh/testing';
-import { cpuSnapshot, NOOP_TASKS_PER_REQUEST, pct, startNoopPlan, timedSessionRequest } from './mesh.js';
+import { cpuSnapshot, NOOP_TASKS_PER_REQUEST, pct, startNoopPlan, timedSessionRequest, type WarmupOptions } from './mesh.js';
 
 export const QUEUE_BACKENDS = ['memory', 'sqlite', 'redis', 'jetstream'] as const;
 export type QueueBackend = (typeof QUEUE_BACKENDS)[number];
@@ -31,16 +31,20 @@ export interface QueueRow {
 }
 
 /** Runs the no-op plan through a scheduler on each backend in turn. */
-export async function runQueueBackends(requests = 300, backends: readonly QueueBackend[] = QUEUE_BACKENDS): Promise<QueueRow[]> {
+export async function runQueueBackends(
+  requests = 300,
+  backends: readonly QueueBackend[] = QUEUE_BACKENDS,
+  opts: WarmupOptions = {},
+): Promise<QueueRow[]> {
   const rows: QueueRow[] = [];
   for (const backend of backends) {
     process.stderr.write(`queues: ${backend}…\n`);
-    rows.push(await runOne(backend, requests));
+    rows.push(await runOne(backend, requests, opts.warmupPerClient ?? 100));
   }
   return rows;
 }
 
-async function runOne(backend: QueueBackend, requests: number): Promise<QueueRow> {
+async function runOne(backend: QueueBackend, requests: number, warmup: number): Promise<QueueRow> {
   const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-bench-queue-'));
   const log = silentLogger();
   const nats = await startNatsServer({ log, jetstream: backend === 'jetstream' });
@@ -67,7 +71,7 @@ async function runOne(backend: QueueBackend, requests: number): Promise<QueueRow
     // The scheduler attaches the stages just after they register: the first requests may wait.
     await Promise.all(
       Array.from({ length: 8 }, async () => {
-        for (let i = 0; i < 100; i += 1) await run();
+        for (let i = 0; i < warmup; i += 1) await run();
       }),
     );
     const one: number[] = [];

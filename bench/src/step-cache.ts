@@ -64,8 +64,11 @@ const BUILT_IN: Target[] = [
   },
 ];
 
-/** Runs every target at every setting, `steps` steps each. */
-export async function runStepCacheBench(steps = 20): Promise<StepCacheRow[]> {
+/** Runs every target at every setting (the first, the reference, must be off), `steps` steps each. */
+export async function runStepCacheBench(
+  steps = 20,
+  settings: ReadonlyArray<Required<StepCacheParams>> = STEP_CACHE_SETTINGS,
+): Promise<StepCacheRow[]> {
   const root = await mkdtemp(path.join(tmpdir(), 'diffmesh-bench-step-cache-'));
   // Broken directories do not load; sd1-slow is only slower.
   const names = Object.keys(TEST_MODEL_DIRS).filter((n) => TEST_MODEL_DIRS[n].layout !== 'broken' && n !== 'sd1-slow');
@@ -96,7 +99,7 @@ export async function runStepCacheBench(steps = 20): Promise<StepCacheRow[]> {
       for (const t of targets) {
         let reference: { pixels: Uint8Array; calls: number } | undefined;
         // A first uncached run loads the sessions (left out of the table).
-        for (const [k, setting] of [STEP_CACHE_SETTINGS[0], ...STEP_CACHE_SETTINGS].entries()) {
+        for (const [k, setting] of [settings[0], ...settings].entries()) {
           const { context } = await mesh.scheduler.submit({
             model: t.model,
             params: { ...t.params, prompt: t.params.prompt ?? '', numInferenceSteps: steps, seed: '7', stepCache: setting },

@@ -337,7 +337,7 @@ export async function runTensorBench(opts: TensorBenchOptions = {}): Promise<Ten
         let t2 = performance.now();
         if (got.data.byteLength !== size || got.ref.checksum !== ref.checksum) throw new Error('gRPC round trip returned other bytes');
         const t3 = performance.now();
-        await transport.get(ref.objectId, { into: reused });
+        await transport.get(ref.objectId, { into: reused, ...(ref.capability ? { capability: ref.capability } : {}) });
         const getReused = mbps(size, performance.now() - t3);
         await remote.delete(ref);
         const put = mbps(size, t1 - t0);

@@ -286,14 +286,41 @@ describe('a mesh that cannot be reached', () => {
     ['cancel', ['cancel', 'some-id']],
     ['models', ['models']],
   ])('%s says in one line which address it tried and exits 3', async (_name, args) => {
-    // Port 1 on loopback: nothing listens there, the connection is refused at once.
-    const run = await diffmesh([...args, '--remote', '127.0.0.1:1'], dir);
+    // Port 1 on loopback: nothing listens there, the connection is refused at once. Without
+    // waiting for a restarting scheduler (DIFFMESH_SCHEDULER_WAIT_MS=0) the first refusal is the answer.
+    const run = await runDiffmesh([...args, '--remote', '127.0.0.1:1'], { cwd: dir, env: { DIFFMESH_SCHEDULER_WAIT_MS: '0' } });
     expect(run.code).toBe(3);
     const lines = run.stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(/^diffmesh: cannot reach the scheduler at 127\.0\.0\.1:1: connection refused/);
     expect(run.stderr).not.toMatch(/Resolution note|No connection established/);
     expect(await readdir(dir)).toEqual([]);
+  });
+
+  it.each([
+    ['watch', ['watch', 'some-id', '--no-progress']],
+    ['submit', ['submit', 'a red circle']],
+  ])(
+    '%s waits for an unreachable scheduler for DIFFMESH_SCHEDULER_WAIT_MS, saying what it waits for, then exits 3',
+    async (_name, args) => {
+      const run = await runDiffmesh([...args, '--remote', '127.0.0.1:1'], { cwd: dir, env: { DIFFMESH_SCHEDULER_WAIT_MS: '1500' } });
+      expect(run.code).toBe(3);
+      const lines = run.stderr.trim().split('\n');
+      expect(lines[0]).toMatch(
+        /^diffmesh: waiting for the scheduler at 127\.0\.0\.1:1 \(connection refused\); retrying for up to 2 s more$/,
+      );
+      expect(lines.at(-1)).toMatch(/^diffmesh: cannot reach the scheduler at 127\.0\.0\.1:1: connection refused/);
+      expect(run.stdout).toBe('');
+    },
+  );
+
+  it('refuses a DIFFMESH_SCHEDULER_WAIT_MS that is no number of ms, naming it (exit 2)', async () => {
+    const run = await runDiffmesh(['watch', 'some-id', '--remote', '127.0.0.1:1'], {
+      cwd: dir,
+      env: { DIFFMESH_SCHEDULER_WAIT_MS: 'soon' },
+    });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/DIFFMESH_SCHEDULER_WAIT_MS: must be a whole number of ms ≥ 0, got "soon"/);
   });
 });
 

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { arch, platform } from 'node:os';
-import { asDiffmeshError } from '@diffmesh/core';
+import { asDiffmeshError, Code } from '@diffmesh/core';
 import {
   installProvider,
   ldLibraryPathFor,
@@ -237,7 +237,7 @@ export async function runGpuInstall(provider: string, flags: { from?: string }):
   } catch (err) {
     const e = asDiffmeshError(err);
     process.stderr.write(`diffmesh: ${e.message}\n`);
-    return e.code === 3 ? 2 : 1;
+    return e.code === Code.INVALID_ARGUMENT ? 2 : 1;
   }
   const status = providerStatuses().find((s) => s.provider === (provider as ExecutionProvider));
   if (status && status.missingLibraries.length > 0) {

@@ -1,7 +1,8 @@
-import { SchedulerClient, eventFromWire } from '@diffmesh/client';
+import { SchedulerClient, describeWait, eventFromWire, type WaitNotice } from '@diffmesh/client';
 import type { InlineTensorStore } from '@diffmesh/tensor-client';
 import {
   DEFAULT_STRENGTH,
+  invalidParameter,
   paramsToWire,
   timestampToWire,
   randomSeed,
@@ -15,18 +16,52 @@ import type { RequestEvent__Output } from '@diffmesh/protos';
 import { follow, planOutput, writeResult, type GenerateArgs, type GenerateOutcome } from './generate.js';
 import type { Progress } from './progress.js';
 
+/** How long a command waits for a scheduler it cannot reach (restarting) unless `DIFFMESH_SCHEDULER_WAIT_MS` says otherwise. */
+export const DEFAULT_SCHEDULER_WAIT_MS = 30_000;
+
+/** `DIFFMESH_SCHEDULER_WAIT_MS`: ms to wait for an unreachable scheduler (0 = fail at once). */
+export function schedulerWaitMs(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.DIFFMESH_SCHEDULER_WAIT_MS;
+  if (raw === undefined || raw.trim() === '') return DEFAULT_SCHEDULER_WAIT_MS;
+  const ms = Number(raw);
+  if (!Number.isSafeInteger(ms) || ms < 0)
+    throw invalidParameter('DIFFMESH_SCHEDULER_WAIT_MS', `must be a whole number of ms ≥ 0, got "${raw}"`);
+  return ms;
+}
+
+/**
+ * What a command prints while it waits for a scheduler: the first wait, then one line each
+ * `everyMs` of waiting, so a restart of some seconds shows as one or two lines.
+ */
+export function waitNotices(write: (line: string) => void, everyMs = 10_000): (n: WaitNotice) => void {
+  let shownAt = -Infinity;
+  return (n) => {
+    if (n.attempt > 1 && n.waitedMs - shownAt < everyMs) return;
+    shownAt = n.waitedMs;
+    write(`diffmesh: ${describeWait(n)}\n`);
+  };
+}
+
 /**
  * A scheduler client over the given addresses (any of them may serve any call), on mutual TLS
  * with `tls`. With `DIFFMESH_API_KEY` set, every call carries it: a mesh with tenants scopes
- * the CLI's requests to that key's tenant.
+ * the CLI's requests to that key's tenant. While no scheduler answers (one restarting), calls
+ * wait for it for `DIFFMESH_SCHEDULER_WAIT_MS` (default 30 s), saying so on stderr.
  */
 export function connectScheduler(
   addresses: readonly string[],
   log: Logger,
   tls?: TlsFiles,
   env: NodeJS.ProcessEnv = process.env,
+  stderr: (line: string) => void = (line) => process.stderr.write(line),
 ): SchedulerClient {
-  const client = new SchedulerClient({ addresses, log, ...(tls ? { tls } : {}) });
+  const client = new SchedulerClient({
+    addresses,
+    log,
+    ...(tls ? { tls } : {}),
+    waitForRestartMs: schedulerWaitMs(env),
+    onWait: waitNotices(stderr),
+  });
   return env.DIFFMESH_API_KEY ? client.withApiKey(env.DIFFMESH_API_KEY) : client;
 }
 

@@ -13,4 +13,6 @@ export type { SchedulerSessionOptions, SessionRequestHandle, SessionRequestHandl
 export { schedulerStub } from './scheduler-stub.js';
 export type { SchedulerStub } from './scheduler-stub.js';
 export { UpstreamPool } from './upstream-pool.js';
+export { backoffDelay, describeWait, isServiceUnreachable, Waiting } from './wait-policy.js';
+export type { WaitNotice, WaitPolicy } from './wait-policy.js';
 export type { UpstreamCallOptions, UpstreamPoolOptions } from './upstream-pool.js';

@@ -24,6 +24,7 @@ import type { Discovery } from '@diffmesh/discovery';
 import { describeUnreachable, isUnreachable } from './connection-errors.js';
 import { SchedulerSession } from './session.js';
 import { UpstreamPool } from './upstream-pool.js';
+import { Waiting, type WaitNotice, type WaitPolicy } from './wait-policy.js';
 
 const pkg = 'diffmesh.scheduler.v1';
 const path = (method: string): string => `/${SERVICE_NAMES.scheduler}/${method}`;
@@ -63,6 +64,15 @@ export interface SchedulerClientOptions {
    * (re-attaching by its id) before its events fail with the last error. Default 60 s.
    */
   reattachTimeoutMs?: number;
+  /**
+   * How long a call waits for a scheduler while none can be reached (one restarting), trying
+   * again with back-off; 0 = fail at once. Every call of this client is safe to repeat: reads
+   * and Cancel are, and Submit and Generate always carry a request id (the caller's or a fresh
+   * one), which a scheduler that already has the request attaches to. Default 30 s.
+   */
+  waitForRestartMs?: number;
+  /** Told before each sleep of such a wait (what is waited for, and why); default a warning in the log. */
+  onWait?: (notice: WaitNotice) => void;
   /** Metadata sent with every call (e.g. authorization). */
   metadata?: () => grpc.Metadata;
   log?: Logger;
@@ -141,6 +151,8 @@ export class SchedulerClient {
   private readonly log: Logger;
   /** Views of this client calling with an API key (see {@link withApiKey}), by key. */
   private readonly views = new Map<string, SchedulerClient>();
+  /** How calls wait for a restarting scheduler. */
+  private readonly wait: WaitPolicy;
 
   constructor(private readonly opts: SchedulerClientOptions = {}) {
     this.log = opts.log ?? silentLogger();
@@ -154,8 +166,10 @@ export class SchedulerClient {
         ...(opts.discovery ? { discovery: opts.discovery, stage: 'scheduler' as const } : {}),
         notFoundReasons: ['REQUEST_NOT_FOUND'],
         timeoutMs: opts.timeoutMs ?? 30_000,
+        ...(opts.onWait ? { onWait: opts.onWait } : {}),
         log: this.log,
       });
+    this.wait = { maxWaitMs: opts.waitForRestartMs ?? 30_000 };
   }
 
   /** Closes the sessions (each ends once its requests have) and, unless shared, the pool. */
@@ -230,6 +244,7 @@ export class SchedulerClient {
   ): Promise<Buffer> {
     try {
       return await this.pool.unary(path(method), request, {
+        wait: this.wait,
         ...this.metadata(),
         ...(opts.signal ? { signal: opts.signal } : {}),
         ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
@@ -287,6 +302,7 @@ export class SchedulerClient {
     try {
       for await (const bytes of this.pool.stream(path('GetResult'), request, {
         affinityKey: reqId,
+        wait: this.wait,
         ...this.metadata(),
         ...(opts.signal ? { signal: opts.signal } : {}),
       })) {
@@ -311,12 +327,34 @@ export class SchedulerClient {
    * early) cancels the request.
    */
   async *generate(req: GenerateRequest, opts: CallOptions = {}): AsyncGenerator<RequestEvent__Output> {
+    // The id makes sending it again (to another scheduler, or after waiting) attach, not start a second one.
     const request = { ...req, requestId: req.requestId || randomUUID() };
+    const waiting = new Waiting(this.wait);
+    for (;;) {
+      const round = { accepted: false };
+      try {
+        yield* this.generateRound(request, opts, round);
+        return;
+      } catch (err) {
+        if (round.accepted || !(await this.pool.waitBeforeRetry(waiting, err, opts))) throw round.accepted ? err : this.unreachable(err);
+      }
+    }
+  }
+
+  /**
+   * One try of a generation on each scheduler in turn; once one accepted it, its events to
+   * the end (re-attaching when its stream breaks). Before acceptance, throws the last
+   * scheduler's error as it came.
+   */
+  private async *generateRound(
+    request: GenerateRequest & { requestId: string },
+    opts: CallOptions,
+    round: { accepted: boolean },
+  ): AsyncGenerator<RequestEvent__Output> {
     const signal = opts.signal;
     const order = this.pool.candidates(request.requestId);
-    if (order.length === 0) throw this.unreachable(this.pool.noInstance());
+    if (order.length === 0) throw this.pool.noInstance();
     let lastErr: unknown;
-    let accepted = false;
     let last = 0;
     for (const [i, address] of order.entries()) {
       if (signal?.aborted) throw new DiffmeshError(Code.CANCELLED, 'CANCELLED', 'cancelled by the client');
@@ -325,8 +363,8 @@ export class SchedulerClient {
           ...(signal ? { signal } : {}),
           traceContext: injectTraceContext(),
         })) {
-          if (!accepted) {
-            accepted = true;
+          if (!round.accepted) {
+            round.accepted = true;
             this.pool.remember(event.reqId, address);
           }
           last = Math.max(last, event.sequence);
@@ -336,7 +374,7 @@ export class SchedulerClient {
       } catch (err) {
         lastErr = err;
         const e = fromWire(err);
-        if (accepted) {
+        if (round.accepted) {
           if (!isBreak(e) || signal?.aborted) throw e;
           this.log.warn({ reqId: request.requestId, address, reason: e.reason }, 'scheduler stream broke; re-attaching');
           // Re-attached by Watch, which never cancels: a caller that stops following (its signal,
@@ -353,10 +391,10 @@ export class SchedulerClient {
           }
           return;
         }
-        if (!this.pool.shouldMoveOn(address, err, { affinityKey: request.requestId }, i === order.length - 1)) throw this.unreachable(err);
+        if (!this.pool.shouldMoveOn(address, err, { affinityKey: request.requestId }, i === order.length - 1)) throw err;
       }
     }
-    throw this.unreachable(lastErr);
+    throw lastErr;
   }
 
   /**
@@ -379,11 +417,20 @@ export class SchedulerClient {
     }
   }
 
-  /** One Watch call (with failover before its first message); yields the events after `after`. */
-  private async *watchOnce(reqId: string, after: number, signal: AbortSignal | undefined): AsyncGenerator<RequestEvent__Output> {
+  /**
+   * One Watch call (with failover, and waiting for a restarting scheduler, before its first
+   * message); yields the events after `after`.
+   */
+  private async *watchOnce(
+    reqId: string,
+    after: number,
+    signal: AbortSignal | undefined,
+    wait: WaitPolicy = this.wait,
+  ): AsyncGenerator<RequestEvent__Output> {
     // The scheduler skips what was seen (after_sequence); the filter below covers older ones.
     const stream = this.pool.stream(path('Watch'), buf(codecs.watchReq.encode({ reqId, afterSequence: after })), {
       affinityKey: reqId,
+      wait,
       ...this.metadata(),
       ...(signal ? { signal } : {}),
     });
@@ -415,7 +462,8 @@ export class SchedulerClient {
     let delay = 100;
     while (Date.now() < deadline && !opts.signal?.aborted) {
       try {
-        for await (const e of this.watchOnce(reqId, last, opts.signal)) {
+        // Waiting for a restarting scheduler, within this re-attach's own time.
+        for await (const e of this.watchOnce(reqId, last, opts.signal, { ...this.wait, maxWaitMs: Math.max(0, deadline - Date.now()) })) {
           last = Math.max(last, e.sequence);
           yield e;
           if (isEnd(e)) return;

@@ -18,6 +18,14 @@ import {
 } from '@diffmesh/core';
 import { type Discovery, type InstanceStage } from '@diffmesh/discovery';
 import { NO_UPSTREAM } from './connection-errors.js';
+import { describeWait, sleepUnlessAborted, Waiting, type WaitNotice, type WaitPolicy } from './wait-policy.js';
+
+/**
+ * Reconnection back-off of the pool's channels. grpc-js fails calls at once while a channel
+ * backs off (1 s growing to 120 s by default), so a service back after a restart would be
+ * seen only at the channel's next try; with these it is seen within a second.
+ */
+const RECONNECT_OPTIONS = { 'grpc.initial_reconnect_backoff_ms': 250, 'grpc.max_reconnect_backoff_ms': 1000 };
 
 /** Per-call options of an {@link UpstreamPool}. */
 export interface UpstreamCallOptions {
@@ -32,6 +40,12 @@ export interface UpstreamCallOptions {
   metadata?: grpc.Metadata;
   /** Called with the address that answered (its first message, for a stream). */
   onServed?: (address: string) => void;
+  /**
+   * Wait for the service while none of its instances can be reached (a restart): try again
+   * with back-off for up to `wait.maxWaitMs`. Only for calls that are safe to send twice.
+   * A stream waits only before its first message.
+   */
+  wait?: WaitPolicy;
 }
 
 /** Options of {@link UpstreamPool}. */
@@ -57,6 +71,8 @@ export interface UpstreamPoolOptions {
   onChange?: (addresses: string[]) => void;
   /** Called each time a call moves on to another instance after UNAVAILABLE. */
   onFailover?: () => void;
+  /** Called before each sleep of a call that waits for the service (see {@link UpstreamCallOptions.wait}); default a warning in the log. */
+  onWait?: (notice: WaitNotice) => void;
   log: Logger;
 }
 
@@ -139,7 +155,7 @@ export class UpstreamPool {
   client(address: string): grpc.Client {
     let c = this.clients.get(address);
     if (!c) {
-      c = new grpc.Client(address, clientCredentials(this.opts.tls), channelOptions());
+      c = new grpc.Client(address, clientCredentials(this.opts.tls), channelOptions(RECONNECT_OPTIONS));
       this.clients.set(address, c);
     }
     return c;
@@ -177,8 +193,38 @@ export class UpstreamPool {
     return e.code === Code.NOT_FOUND && opts.affinityKey !== undefined && (this.opts.notFoundReasons ?? []).includes(e.reason);
   }
 
-  /** A unary call with failover. Resolves with the response bytes; rejects with the gRPC error. */
+  /**
+   * After a failed round of a call that waits (`waiting` made from its {@link WaitPolicy}):
+   * sleeps before the next round and returns true, or returns false when the call should
+   * fail (not a service out of reach, no wait asked for, its time spent, or the pool closed).
+   */
+  async waitBeforeRetry(waiting: Waiting | undefined, err: unknown, opts: UpstreamCallOptions): Promise<boolean> {
+    if (!waiting || this.closed || opts.signal?.aborted) return false;
+    const notice = waiting.next(err, this.opts.name, this.addresses());
+    if (!notice) return false;
+    if (this.opts.onWait) this.opts.onWait(notice);
+    else this.opts.log.warn({ pool: this.opts.name, addresses: notice.addresses, waitedMs: notice.waitedMs }, describeWait(notice));
+    await sleepUnlessAborted(notice.delayMs, opts.signal);
+    return true;
+  }
+
+  /**
+   * A unary call with failover (and, with `opts.wait`, waiting for a restarting service).
+   * Resolves with the response bytes; rejects with the gRPC error.
+   */
   async unary(path: string, request: Buffer, opts: UpstreamCallOptions = {}): Promise<Buffer> {
+    const waiting = opts.wait ? new Waiting(opts.wait) : undefined;
+    for (;;) {
+      try {
+        return await this.unaryRound(path, request, opts);
+      } catch (err) {
+        if (!(await this.waitBeforeRetry(waiting, err, opts))) throw err;
+      }
+    }
+  }
+
+  /** One try of a unary call on each instance in turn. */
+  private async unaryRound(path: string, request: Buffer, opts: UpstreamCallOptions): Promise<Buffer> {
     this.checkOpen();
     const order = this.candidates(opts.affinityKey);
     if (order.length === 0) throw this.noInstance();
@@ -219,10 +265,28 @@ export class UpstreamPool {
   }
 
   /**
-   * A server-streaming call with failover before the first message. The returned iterable
-   * yields response bytes; leaving the loop early (or `signal`) cancels the call.
+   * A server-streaming call with failover (and, with `opts.wait`, waiting for a restarting
+   * service) before the first message. The returned iterable yields response bytes; leaving
+   * the loop early (or `signal`) cancels the call.
    */
   async *stream(path: string, request: Buffer, opts: UpstreamCallOptions = {}): AsyncGenerator<Buffer> {
+    const waiting = opts.wait ? new Waiting(opts.wait) : undefined;
+    for (;;) {
+      let received = false;
+      try {
+        for await (const msg of this.streamRound(path, request, opts)) {
+          received = true;
+          yield msg;
+        }
+        return;
+      } catch (err) {
+        if (received || !(await this.waitBeforeRetry(waiting, err, opts))) throw err;
+      }
+    }
+  }
+
+  /** One try of a server-streaming call on each instance in turn, until one sends a message. */
+  private async *streamRound(path: string, request: Buffer, opts: UpstreamCallOptions): AsyncGenerator<Buffer> {
     this.checkOpen();
     const order = this.candidates(opts.affinityKey);
     if (order.length === 0) throw this.noInstance();

@@ -11,9 +11,13 @@
 //  2. Container defaults for what a service would otherwise bind to loopback or a random port
 //     (see CONTAINER_DEFAULTS), each applied only when neither a flag, the service's env
 //     variable nor a config file sets it.
-//  3. It writes what healthcheck.mjs probes (gRPC health at the service's address, or the
+//  3. Compose's security switches (see deploy/compose/compose.yaml): the gateway's API keys read
+//     from DIFFMESH_GATEWAY_API_KEYS_FILE (a file in the credentials volume, not an environment
+//     value in `docker inspect`), and DIFFMESH_AUTH=off, which drops every TLS, NATS
+//     credentials and API key setting, for a stack on a machine of one's own.
+//  4. It writes what healthcheck.mjs probes (gRPC health at the service's address, or the
 //     gateway's /healthz) to $DIFFMESH_HEALTH_FILE (default /tmp/diffmesh-health.json).
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { networkInterfaces, hostname } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -60,6 +64,7 @@ export const COMMANDS = {
   },
   operator: { main: 'deploy/operator/dist/main.js', health: { kind: 'http', flag: 'health-listen', path: '/healthz' } },
   diffmesh: { main: 'cli/bin/diffmesh.js' },
+  credentials: { main: 'deploy/docker/credentials.mjs' },
   'build-models': { main: 'models/dist/cli.js' },
 };
 
@@ -147,9 +152,43 @@ export function healthTarget(cmd, args, env) {
   return { grpc: address, ...(Object.keys(tls).length ? { tls } : {}) };
 }
 
-const USAGE = `usage: entrypoint.mjs <command> [flags…]
+/** Settings DIFFMESH_AUTH=off removes: TLS files, NATS credentials, API keys. */
+const AUTH_SETTING = /^DIFFMESH_[A-Z]+_(TLS_[A-Z_]+|NATS_CREDENTIALS|API_KEYS(_FILE)?)$/;
+
+/**
+ * The environment a service runs with after compose's security switches: with
+ * `DIFFMESH_AUTH=off` no TLS, NATS credentials or API keys; otherwise the gateway's keys read
+ * from DIFFMESH_GATEWAY_API_KEYS_FILE when that is set. Returns the variables removed or set.
+ * @param {NodeJS.ProcessEnv} env @param {(file: string) => string} read
+ */
+export function applyAuthSwitches(env, read = (f) => readFileSync(f, 'utf8')) {
+  const mode = (env.DIFFMESH_AUTH ?? 'on').toLowerCase();
+  if (mode !== 'on' && mode !== 'off') throw new Error(`DIFFMESH_AUTH must be on or off, not ${JSON.stringify(env.DIFFMESH_AUTH)}`);
+  if (mode === 'off') {
+    const removed = Object.keys(env).filter((k) => AUTH_SETTING.test(k));
+    for (const k of removed) delete env[k];
+    return { off: true, removed };
+  }
+  const file = env.DIFFMESH_GATEWAY_API_KEYS_FILE;
+  if (file) {
+    env.DIFFMESH_GATEWAY_API_KEYS = read(file)
+      .split(/[\s,]+/)
+      .filter(Boolean)
+      .join(',');
+    delete env.DIFFMESH_GATEWAY_API_KEYS_FILE;
+  }
+  return { off: false, removed: [] };
+}
+
+const USAGE = `usage: entrypoint.mjs <command> [flags…] | --version
 commands: ${Object.keys(COMMANDS).join(', ')}
 Each service takes its own flags (see its README); --help is passed through.`;
+
+/** `diffmesh <version> (node <version>)`: the version of the image's diffmesh, from /app/package.json. */
+export function versionLine(app = APP) {
+  const { version } = JSON.parse(readFileSync(path.join(app, 'package.json'), 'utf8'));
+  return `diffmesh ${version} (node ${process.versions.node})`;
+}
 
 async function main() {
   const [name, ...rest] = process.argv.slice(2);
@@ -157,9 +196,21 @@ async function main() {
     process.stdout.write(`${USAGE}\n`);
     process.exit(name ? 0 : 2);
   }
+  if (name === '--version' || name === 'version') {
+    process.stdout.write(`${versionLine()}\n`);
+    process.exit(0);
+  }
   const cmd = COMMANDS[name];
   if (!cmd) {
     process.stderr.write(`entrypoint: unknown command "${name}"\n${USAGE}\n`);
+    process.exit(2);
+  }
+  try {
+    const auth = applyAuthSwitches(process.env);
+    if (auth.off && name !== 'credentials')
+      process.stderr.write('entrypoint: DIFFMESH_AUTH=off: no TLS, no NATS credentials, no API keys (local use only)\n');
+  } catch (e) {
+    process.stderr.write(`entrypoint: ${/** @type {Error} */ (e).message}\n`);
     process.exit(2);
   }
   const v = { ip: podIp(), host: hostname() };

@@ -97,6 +97,14 @@ export const GatewayConfigSchema = z.object({
     .default(3_600_000)
     .describe('how long image results (url format) and video jobs stay fetchable'),
   upstreamTimeoutMs: z.number().int().positive().default(30_000).describe('deadline of unary calls to schedulers and tensor services'),
+  schedulerWaitMs: z
+    .number()
+    .int()
+    .nonnegative()
+    .default(10_000)
+    .describe(
+      'how long a call that is safe to repeat (reads, cancel, a submit with its request_id) waits for a scheduler that cannot be reached (restarting), retrying with back-off; 0 = answer 503 at once',
+    ),
   maxVideoJobs: z.number().int().positive().default(1000).describe('most video jobs kept at once (oldest finished ones are dropped first)'),
   maxImageResults: z
     .number()
@@ -144,6 +152,7 @@ export const gatewayConfig = defineConfig({
     FFMPEG_PATH: 'ffmpegPath',
     RESULT_TTL_MS: 'resultTtlMs',
     UPSTREAM_TIMEOUT_MS: 'upstreamTimeoutMs',
+    SCHEDULER_WAIT_MS: 'schedulerWaitMs',
     MAX_VIDEO_JOBS: 'maxVideoJobs',
     MAX_IMAGE_RESULTS: 'maxImageResults',
     DRAIN_GRACE_MS: 'drainGraceMs',
@@ -171,6 +180,7 @@ export const gatewayConfig = defineConfig({
     ffmpeg: 'ffmpegPath',
     'result-ttl-ms': 'resultTtlMs',
     'upstream-timeout-ms': 'upstreamTimeoutMs',
+    'scheduler-wait-ms': 'schedulerWaitMs',
     'max-video-jobs': 'maxVideoJobs',
     'max-image-results': 'maxImageResults',
     'drain-grace-ms': 'drainGraceMs',

@@ -23,7 +23,8 @@ import {
   stringFields,
 } from './proto-json.js';
 import type { ProtoRoute } from './routes.js';
-import type { UpstreamPool } from '@diffmesh/client';
+import type { UpstreamPool, WaitPolicy } from '@diffmesh/client';
+import { schedulerWaitFor } from './scheduler-wait.js';
 
 /** What a proto route needs from the gateway. */
 export interface ProtoRouteDeps {
@@ -40,6 +41,8 @@ export interface ProtoRouteDeps {
   streamHeaderWaitMs?: number;
   /** Interval of SSE keep-alive comments. */
   sseKeepAliveMs?: number;
+  /** How scheduler calls that are safe to repeat wait for a restarting scheduler (none when absent). */
+  schedulerWait?: WaitPolicy;
 }
 
 /** Request fields whose value names what the call is about, for instance affinity. */
@@ -202,8 +205,10 @@ export async function handleProtoRoute(
   const request = encodeObject(route.requestType, obj);
   const affinity = AFFINITY_FIELDS.map((f) => obj[f]).find((v): v is string => typeof v === 'string' && v !== '');
   let served = '';
+  const wait = schedulerWaitFor(route.binding.grpcPath, obj, deps.schedulerWait);
   const callOpts = {
     ...(affinity ? { affinityKey: affinity } : {}),
+    ...(wait ? { wait } : {}),
     signal,
     metadata,
     onServed: (address: string) => (served = address),

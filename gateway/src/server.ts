@@ -78,6 +78,7 @@ export async function startGateway(config: GatewayConfig, log: Logger, opts: Sta
       maxBodyBytes: config.maxBodyBytes,
       maxImageBytes: config.maxImageBytes,
       maxPromptChars: config.maxPromptChars,
+      schedulerWait: { maxWaitMs: config.schedulerWaitMs },
     },
     cors: new Cors(config.corsOrigins),
     gatekeeper,
@@ -215,7 +216,7 @@ interface Services {
 }
 
 function createServices(config: GatewayConfig, log: Logger, { schedulers, tensors, store, metrics }: Upstreams): Services {
-  const api = new SchedulerClient({ pool: schedulers, log });
+  const api = new SchedulerClient({ pool: schedulers, waitForRestartMs: config.schedulerWaitMs, log });
   const results = new ResultStore(store, config.resultTtlMs, log, config.maxImageResults);
   const videos = new VideoJobs({ api, store, ttlMs: config.resultTtlMs, maxJobs: config.maxVideoJobs, ffmpegPath: config.ffmpegPath, log });
   return {

@@ -3,10 +3,11 @@
  * `diffmesh submit`, processes killed with SIGKILL mid-run, requests followed with
  * `diffmesh watch ID` (no flags beyond `--remote local`).
  */
+import { spawn } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { clientTls } from '@diffmesh/cli';
 import { SchedulerClient } from '@diffmesh/client';
-import { runCli, startUp, type UpProcess } from './up-process.js';
+import { BIN, runCli, startUp, type UpProcess } from './up-process.js';
 
 /** Runs `fn` over `items`, `n` at a time. */
 async function pool<T, R>(items: T[], n: number, fn: (t: T) => Promise<R>): Promise<R[]> {
@@ -128,6 +129,34 @@ describe('diffmesh up with a durable queue', () => {
     await waitFor(() => /scheduler exited \(SIGKILL\); restarting in \d+ ms/.test(u.lines.join('\n')));
     await waitForScheduler(u);
     await watchAll(u, ids);
+    expect((await u.state()).processes.find((p) => p.name === 'scheduler')?.restarts).toBe(1);
+  }, 300_000);
+
+  it('sqlite, one scheduler: diffmesh watch started while the scheduler is down waits for it, saying so, and completes once it is back', async () => {
+    const u = await up(['--queue', 'sqlite']);
+    const [id] = await submitAll(u, 1);
+    const state = await u.state();
+    const address = state.schedulerAddresses[0];
+    // The supervisor (diffmesh up) is paused while the scheduler is killed, so the scheduler
+    // stays down until the watch has said it is waiting: no race with a fast restart.
+    process.kill(u.proc.pid!, 'SIGSTOP');
+    let stdout = '';
+    let stderr = '';
+    let exited: Promise<number | null> = Promise.resolve(null);
+    try {
+      process.kill(state.processes.find((p) => p.name === 'scheduler')!.pid, 'SIGKILL');
+      const watch = spawn(process.execPath, [BIN, 'watch', id, '--remote', 'local', '--no-progress'], { env: u.env });
+      watch.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      watch.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      exited = new Promise((resolve) => watch.once('exit', resolve));
+      await waitFor(() => stderr.includes('waiting for the scheduler'), 60_000);
+    } finally {
+      process.kill(u.proc.pid!, 'SIGCONT');
+    }
+    const code = await exited;
+    expect(stderr).toContain(`diffmesh: waiting for the scheduler at ${address} (connection refused)`);
+    expect(stdout.trim(), stderr).toBe('completed');
+    expect(code).toBe(0);
     expect((await u.state()).processes.find((p) => p.name === 'scheduler')?.restarts).toBe(1);
   }, 300_000);
 });

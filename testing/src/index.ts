@@ -5,7 +5,7 @@
  * error paths, and onnxruntime GPU provider files in the layouts of the packages that carry them.
  */
 export { rejection, thrown } from './errors.js';
-export { findNatsServer, NatsServerNotFoundError, startNatsServer } from './nats-server.js';
+export { findNatsServer, natsAuthorizationConfig, NatsServerNotFoundError, startNatsServer } from './nats-server.js';
 export type { RunningNatsServer, StartNatsServerOptions } from './nats-server.js';
 export { findRedisServer, RedisServerNotFoundError, startRedisServer } from './redis-server.js';
 export type { RunningRedisServer, StartRedisServerOptions } from './redis-server.js';

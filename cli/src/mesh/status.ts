@@ -70,13 +70,5 @@ function formatTable(instances: Instance[]): string {
       .sort((a, b) => a.name.localeCompare(b.name) || a.pool.localeCompare(b.pool) || a.id.localeCompare(b.id))
       .map((i) => [i.name, i.version, i.pool, i.stage, i.nodeId, i.grpcAddress, `${i.load?.inFlight ?? '?'}/${i.capacity}`, i.id]),
   ];
-  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
-  return `${rows
-    .map((r) =>
-      r
-        .map((v, c) => v.padEnd(widths[c]))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n')}\n`;
+  return columns(rows);
 }

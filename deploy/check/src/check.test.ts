@@ -148,6 +148,20 @@ describe('the Dockerfile check', () => {
     expect(text).toMatch(/base image node is not pinned/);
     expect(text).toMatch(/ENTRYPOINT should be in exec \(JSON\) form/);
   });
+
+  it('fails when the dependency layer is not cached or the builders would see different contexts', () => {
+    const dir = path.join(tmp, 'docker-layers');
+    cpSync(path.join(DEPLOY_DIR, 'docker'), dir, { recursive: true });
+    const file = path.join(dir, 'Dockerfile');
+    const original = readFileSync(file, 'utf8');
+    writeFileSync(file, original.replace('COPY cli/package.json cli/\n', ''));
+    writeFileSync(`${file}.dockerignore`, 'node_modules\n');
+    const text = checkDockerfile(file, path.join(DEPLOY_DIR, '..')).problems.join('\n');
+    expect(text).toMatch(/cli\/package\.json is not copied before npm ci/);
+    expect(text).toMatch(/Dockerfile\.dockerignore: the classic builder ignores it/);
+    writeFileSync(file, original.replace('COPY package.json package-lock.json ./', 'COPY . .'));
+    expect(checkDockerfile(file, path.join(DEPLOY_DIR, '..')).problems.join('\n')).toMatch(/whole context is copied before npm ci/);
+  });
 });
 
 describe('the compose check', () => {
@@ -167,5 +181,23 @@ describe('the compose check', () => {
     expect(text).toMatch(/service dit-svc: dit-svc has no flag --turbo/);
     expect(text).toMatch(/bind mount \.\/prometheus\.yaml does not exist/);
     expect(text).toMatch(/depends_on loki, which is not a service/);
+  });
+
+  it('fails on a stack Compose v1 refuses or that is open: no client certificates, NATS without the mesh config', () => {
+    const dir = path.join(tmp, 'deploy-open');
+    for (const d of ['compose', 'grafana', 'check']) cpSync(path.join(DEPLOY_DIR, d), path.join(dir, d), { recursive: true });
+    const file = path.join(dir, 'compose', 'compose.yaml');
+    writeFileSync(
+      file,
+      `name: diffmesh\n${readFileSync(file, 'utf8')
+        .replace("DIFFMESH_DIT_TLS_REQUIRE_CLIENT_CERT: 'true'", "DIFFMESH_DIT_TLS_REQUIRE_CLIENT_CERT: 'false'")
+        .replace("command: ['-c', '/credentials/nats/nats-server.conf']", "command: ['--jetstream']")
+        .replace('      DIFFMESH_GATEWAY_API_KEYS_FILE: /credentials/api-key\n', '')}`,
+    );
+    const text = checkCompose(dir).problems.join('\n');
+    expect(text).toMatch(/top-level `name:`/);
+    expect(text).toMatch(/service dit-svc: does not require client certificates/);
+    expect(text).toMatch(/service nats: not started with the credentials service's config/);
+    expect(text).toMatch(/service gateway: no API keys/);
   });
 });

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { DCLinter } from 'dclint';
@@ -12,6 +13,12 @@ const STYLE_RULES = [
   'top-level-properties-order',
   'service-dependencies-alphabetical-order',
 ];
+
+/** dclint rules the stack breaks on purpose: Compose v1 (docker-compose 1.29) refuses a top-level `name:`. */
+const REFUSED_RULES = ['require-project-name-field'];
+
+/** Variables the image's entrypoint reads itself (deploy/docker/entrypoint.mjs), not a service's config. */
+const ENTRYPOINT_ENV = new Set(['DIFFMESH_AUTH', 'DIFFMESH_GATEWAY_API_KEYS_FILE']);
 
 /** `${VAR:-default}` → default, `${VAR}` → "" (what compose uses with an empty environment). */
 export function interpolate(s: string): string {
@@ -28,7 +35,12 @@ export function checkCompose(deployDir: string): Section {
   const section: Section = { name: 'compose stack (deploy/compose)', problems: [], notes: [], passed: [] };
   const dir = path.join(deployDir, 'compose');
   const file = path.join(dir, 'compose.yaml');
-  const linter = new DCLinter({ rules: Object.fromEntries(STYLE_RULES.map((r) => [r, 0])), quiet: false, debug: false, exclude: [] });
+  const linter = new DCLinter({
+    rules: Object.fromEntries([...STYLE_RULES, ...REFUSED_RULES].map((r) => [r, 0])),
+    quiet: false,
+    debug: false,
+    exclude: [],
+  });
   const [result] = linter.lintFiles([file], false);
   const lint = (result?.messages ?? []).map(
     (m: { line: number; rule: string; message: string }) => `compose.yaml:${m.line}: ${m.rule}: ${m.message}`,
@@ -37,10 +49,14 @@ export function checkCompose(deployDir: string): Section {
   if (!lint.length) section.passed.push('Compose Specification schema and dclint rules');
 
   const compose = parse(readFileSync(file, 'utf8'), { merge: true }) as {
+    name?: string;
     services: Record<string, any>;
     volumes?: Record<string, unknown>;
   };
   const services = compose.services;
+  if (compose.name !== undefined)
+    section.problems.push('compose.yaml: top-level `name:` (Compose v1, docker-compose 1.29, refuses the file)');
+  section.problems.push(...authProblems(services));
   const pending = loadPending(deployDir);
   const before = section.problems.length;
   for (const [name, s] of Object.entries(services)) {
@@ -63,13 +79,13 @@ export function checkCompose(deployDir: string): Section {
         section.problems.push(`service ${name}: build file ${s.build.dockerfile} not found in ${s.build.context}`);
     }
     const cmd: string[] = Array.isArray(s.command) ? s.command.map((c: string) => interpolate(String(c))) : [];
-    const env = Object.keys(s.environment ?? {});
+    const env = Object.keys(s.environment ?? {}).filter((k) => !ENTRYPOINT_ENV.has(k));
     const r = checkServiceArgs(`service ${name}`, cmd, env, pending);
     section.problems.push(...r.problems);
     section.notes.push(...r.notes);
     for (const [k, v] of Object.entries(s.environment ?? {})) {
-      if (k === 'OTEL_EXPORTER_OTLP_ENDPOINT') {
-        const host = new URL(String(v)).hostname;
+      if (k === 'OTEL_EXPORTER_OTLP_ENDPOINT' && interpolate(String(v))) {
+        const host = new URL(interpolate(String(v))).hostname;
         if (!services[host]) section.problems.push(`service ${name}: traces go to ${host}, which is not a service`);
       }
     }
@@ -79,11 +95,12 @@ export function checkCompose(deployDir: string): Section {
     scrape_configs: Array<{ static_configs: Array<{ targets: string[] }> }>;
   };
   const diffmesh = Object.entries(services)
-    .filter(([, s]) => String(s.image ?? '').includes('DIFFMESH_IMAGE'))
+    .filter(([, s]) => String(s.image ?? '').includes('DIFFMESH_IMAGE') && s.restart !== 'no')
     .map(([n]) => n);
   const scraped = new Set(prom.scrape_configs.flatMap((c) => c.static_configs.flatMap((sc) => sc.targets.map((t) => t.split(':')[0]))));
   for (const t of scraped) if (!services[t]) section.problems.push(`prometheus.yml: target ${t} is not a service`);
   for (const n of diffmesh) if (!scraped.has(n)) section.problems.push(`prometheus.yml: diffmesh service ${n} is not scraped`);
+  section.problems.push(...promtool(path.join(dir, 'prometheus.yml'), section));
   const tempo = parse(readFileSync(path.join(dir, 'tempo.yaml'), 'utf8')) as { distributor?: { receivers?: { otlp?: unknown } } };
   if (!tempo.distributor?.receivers?.otlp) section.problems.push('tempo.yaml: no OTLP receiver');
   // Grafana gets the provisioning and dashboards where the provisioning files expect them.
@@ -103,6 +120,58 @@ export function checkCompose(deployDir: string): Section {
     );
   section.notes = [...new Set(section.notes)];
   return section;
+}
+
+/** The services whose command is `credentials` (the one-shot that writes the mesh's credentials). */
+const isCredentials = (s: any) => Array.isArray(s.command) && s.command[0] === 'credentials';
+
+/**
+ * Authentication on by default: a credentials service; nats reading its config; every
+ * diffmesh gRPC server with its certificate, client certificates required and NATS
+ * credentials; the gateway with NATS credentials and API keys; images that cannot be built
+ * here (Grafana, Tempo, Prometheus) only in a profile.
+ */
+function authProblems(services: Record<string, any>): string[] {
+  const out: string[] = [];
+  const creds = Object.entries(services).find(([, s]) => isCredentials(s));
+  if (!creds) return ['compose.yaml: no credentials service (command `credentials`): the stack would be open'];
+  for (const [name, s] of Object.entries(services)) {
+    if (isCredentials(s)) continue;
+    const env: Record<string, string> = s.environment ?? {};
+    const keys = Object.keys(env);
+    const diffmesh = String(s.image ?? '').includes('DIFFMESH_IMAGE');
+    if (!diffmesh) {
+      if (name === 'nats' && !JSON.stringify(s.command ?? []).includes('/credentials/'))
+        out.push("service nats: not started with the credentials service's config (it would admit anyone)");
+      if (!diffmesh && !s.profiles && !/nats/.test(String(s.image))) out.push(`service ${name}: image ${s.image} outside a profile`);
+      continue;
+    }
+    if (!(s.depends_on ?? {})[creds[0]]) out.push(`service ${name}: does not wait for ${creds[0]}`);
+    const has = (suffix: string) => keys.some((k) => k.endsWith(suffix) && String(env[k]) !== '');
+    if (!has('_NATS_CREDENTIALS')) out.push(`service ${name}: no NATS credentials`);
+    if (!has('_TLS_CERT') || !has('_TLS_CA')) out.push(`service ${name}: no TLS certificate`);
+    if (s.command?.[0] === 'gateway') {
+      if (!has('_API_KEYS') && !has('_API_KEYS_FILE')) out.push(`service ${name}: no API keys (its HTTP would be open)`);
+    } else if (!keys.some((k) => k.endsWith('_TLS_REQUIRE_CLIENT_CERT') && String(env[k]) === 'true'))
+      out.push(`service ${name}: does not require client certificates`);
+  }
+  return out;
+}
+
+/** `promtool check config` on the Prometheus file, when Debian's promtool is installed. */
+function promtool(file: string, section: Section): string[] {
+  try {
+    execFileSync('promtool', ['check', 'config', '--syntax-only', file], { stdio: 'pipe', timeout: 30_000 });
+    section.passed.push('prometheus.yml: promtool check config');
+    return [];
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException & { stderr?: Buffer; stdout?: Buffer };
+    if (err.code === 'ENOENT') {
+      section.notes.push('promtool not installed (apt-get install prometheus): prometheus.yml checked as YAML only');
+      return [];
+    }
+    return [`prometheus.yml: promtool: ${String(err.stdout ?? '')}${String(err.stderr ?? '')}`.trim()];
+  }
 }
 
 /** Grafana dashboards and provisioning: JSON/YAML parse, unique uids, data source uids agree. */

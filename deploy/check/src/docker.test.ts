@@ -102,3 +102,56 @@ describe('healthcheck.mjs', () => {
     expect(() => probe.parseArgs(['--bogus'])).toThrow(/unknown argument/);
   });
 });
+
+describe('entrypoint.mjs security switches and --version', () => {
+  type Switches = {
+    applyAuthSwitches(env: Record<string, string | undefined>, read?: (f: string) => string): { off: boolean; removed: string[] };
+    versionLine(app?: string): string;
+  };
+  it('reads the gateway keys from their file, and DIFFMESH_AUTH=off drops every credential setting', () => {
+    const sw = ep as unknown as Switches;
+    const on: Record<string, string | undefined> = { DIFFMESH_GATEWAY_API_KEYS_FILE: '/credentials/api-key' };
+    sw.applyAuthSwitches(on, () => 'dm-a\ndm-b\n');
+    expect(on).toEqual({ DIFFMESH_GATEWAY_API_KEYS: 'dm-a,dm-b' });
+    const off: Record<string, string | undefined> = {
+      DIFFMESH_AUTH: 'off',
+      DIFFMESH_DIT_TLS_CA: '/ca',
+      DIFFMESH_DIT_TLS_REQUIRE_CLIENT_CERT: 'true',
+      DIFFMESH_SCHEDULER_NATS_CREDENTIALS: '/s.nk',
+      DIFFMESH_GATEWAY_API_KEYS_FILE: '/k',
+      DIFFMESH_GATEWAY_TENANTS_FILE: '/t',
+    };
+    expect(sw.applyAuthSwitches(off).off).toBe(true);
+    expect(off).toEqual({ DIFFMESH_AUTH: 'off', DIFFMESH_GATEWAY_TENANTS_FILE: '/t' });
+    expect(() => sw.applyAuthSwitches({ DIFFMESH_AUTH: 'maybe' })).toThrow(/on or off/);
+  });
+
+  it('answers --version with the repository’s version', () => {
+    expect((ep as unknown as Switches).versionLine()).toMatch(/^diffmesh \d+\.\d+\.\d+ \(node \d+/);
+  });
+});
+
+describe('credentials.mjs', () => {
+  type Credentials = {
+    parseArgs(argv: string[], env?: Record<string, string>): { dir: string; hosts: string[]; pools: string[]; natsPort: number };
+    natsServerConfig(nkeys: string[], port: number): string;
+  };
+  let c: Credentials;
+  beforeAll(async () => {
+    c = (await import(path.join(DEPLOY_DIR, 'docker', 'credentials.mjs'))) as Credentials;
+  });
+  it('takes its folder, hosts and pools from flags or the environment', () => {
+    expect(c.parseArgs(['--pools=a,b', '--hosts', 'x'], { DIFFMESH_CREDENTIALS_DIR: '/c' })).toEqual({
+      dir: '/c',
+      hosts: ['x'],
+      pools: ['a', 'b'],
+      natsPort: 4222,
+    });
+    expect(() => c.parseArgs(['--bogus'])).toThrow(/unknown argument/);
+  });
+  it('writes a nats-server config admitting only the given nkeys, or anyone when auth is off', () => {
+    const key = `U${'A'.repeat(55)}`;
+    expect(c.natsServerConfig([key], 4222)).toMatch(new RegExp(`port: 4222[\\s\\S]*jetstream[\\s\\S]*nkey: "${key}"`));
+    expect(c.natsServerConfig([], 4222)).not.toMatch(/authorization/);
+  });
+});

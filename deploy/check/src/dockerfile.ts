@@ -76,19 +76,20 @@ export function checkDockerfile(file: string, contextDir: string): Section {
   for (const d of lintDockerfile(text)) {
     section.problems.push(`${rel}:${d.range.start.line + 1}: ${typeof d.message === 'string' ? d.message : d.message.value}`);
   }
-  const ignoreFile = `${file}.dockerignore`;
+  const ignoreFile = path.join(contextDir, '.dockerignore');
   const ignored = existsSync(ignoreFile) ? dockerignore(readFileSync(ignoreFile, 'utf8')) : () => false;
   if (!existsSync(ignoreFile))
-    section.problems.push(
-      `${rel}: no ${path.basename(ignoreFile)} beside it (the whole repository, node_modules included, would be the context)`,
-    );
+    section.problems.push(`no .dockerignore at the context root (the whole repository, node_modules included, would be the context)`);
   else
-    for (const must of ['node_modules', '.git'])
-      if (!ignored(must)) section.problems.push(`${path.basename(ignoreFile)}: ${must} is not excluded from the context`);
+    for (const must of ['node_modules', 'core/node_modules', 'core/dist', 'models/generated', '.git'])
+      if (!ignored(must)) section.problems.push(`.dockerignore: ${must} is not excluded from the context`);
+  // BuildKit prefers a Dockerfile-specific ignore file; the classic builder never reads it.
+  if (existsSync(`${file}.dockerignore`))
+    section.problems.push(`${rel}.dockerignore: the classic builder ignores it, so the two builders would send different contexts`);
 
   const ins = parseDockerfile(text);
   const args = new Map<string, string>();
-  const stages = new Map<string, { user?: string; healthcheck: boolean; parent?: string }>();
+  const stages = new Map<string, { user?: string; healthcheck: boolean; entrypoint: boolean; parent?: string }>();
   let current: string | undefined;
   let sawModels = false;
   for (const i of ins) {
@@ -111,7 +112,12 @@ export function checkDockerfile(file: string, contextDir: string): Section {
           section.problems.push(`${at}: base image ${image} is not pinned to a tag`);
         if (image.endsWith(':latest')) section.problems.push(`${at}: base image ${image} uses :latest`);
       }
-      stages.set(name, { user: parent?.user, healthcheck: parent?.healthcheck ?? false, parent: parent ? image.toLowerCase() : undefined });
+      stages.set(name, {
+        user: parent?.user,
+        healthcheck: parent?.healthcheck ?? false,
+        entrypoint: parent?.entrypoint ?? false,
+        parent: parent ? image.toLowerCase() : undefined,
+      });
       current = name;
       continue;
     }
@@ -122,6 +128,7 @@ export function checkDockerfile(file: string, contextDir: string): Section {
       stage.healthcheck = !/^NONE$/i.test(i.args);
       if (stage.healthcheck && !/CMD\s+\[/.test(i.args)) section.problems.push(`${at}: HEALTHCHECK CMD should be in exec (JSON) form`);
     }
+    if (i.keyword === 'ENTRYPOINT') stage.entrypoint = true;
     if ((i.keyword === 'ENTRYPOINT' || i.keyword === 'CMD') && !i.args.startsWith('['))
       section.problems.push(`${at}: ${i.keyword} should be in exec (JSON) form so signals reach the process`);
     if (i.keyword === 'ADD' && /https?:\/\//.test(i.args))
@@ -162,8 +169,12 @@ export function checkDockerfile(file: string, contextDir: string): Section {
         section.problems.push(`${at}: the image runs /app/${m[1]}, which is not in the repository`);
     }
   }
+  for (const p of missingManifests(ins, contextDir)) section.problems.push(`${rel}: ${p}`);
   if (!sawModels) section.problems.push(`${rel}: the built-in models are not built in the image (npm run build:models)`);
-  const runtime = [...stages.entries()].filter(([n]) => !['build', 'prune'].includes(n) && !n.startsWith('#'));
+  // Runtime stages: those that run a service (an ENTRYPOINT of their own or inherited); the
+  // build, prune and base stages only feed them.
+  const runtime = [...stages.entries()].filter(([, s]) => s.entrypoint);
+  if (!runtime.length) section.problems.push(`${rel}: no stage has an ENTRYPOINT`);
   for (const [name, s] of runtime) {
     if (!s.user || s.user === 'root' || s.user === '0') section.problems.push(`${rel}: stage ${name} runs as root (no USER, or USER root)`);
     if (!s.healthcheck) section.problems.push(`${rel}: stage ${name} has no HEALTHCHECK`);
@@ -174,4 +185,25 @@ export function checkDockerfile(file: string, contextDir: string): Section {
     );
   }
   return section;
+}
+
+/**
+ * What keeps the dependency layer cached: every workspace's package.json (and the lockfile)
+ * copied on its own before the first `npm ci`, so that a source change does not re-install.
+ */
+function missingManifests(ins: Instruction[], contextDir: string): string[] {
+  const workspaces =
+    (JSON.parse(readFileSync(path.join(contextDir, 'package.json'), 'utf8')) as { workspaces?: string[] }).workspaces ?? [];
+  const ci = ins.findIndex((i) => i.keyword === 'RUN' && /\bnpm ci\b/.test(i.args));
+  if (ci < 0) return ['no RUN npm ci'];
+  const copied = new Set(
+    ins
+      .slice(0, ci)
+      .filter((i) => i.keyword === 'COPY' && !/--from=/.test(i.args))
+      .flatMap((i) => i.args.split(/\s+/).slice(0, -1)),
+  );
+  if (copied.has('.')) return ['the whole context is copied before npm ci: any change re-installs the dependencies'];
+  return ['package.json', 'package-lock.json', ...workspaces.map((w) => `${w}/package.json`)]
+    .filter((m) => !copied.has(m))
+    .map((m) => `${m} is not copied before npm ci (the install would miss it, or be redone on every change)`);
 }
