@@ -184,7 +184,7 @@ export const SECTIONS: BenchSection[] = [
     name: 'adapters',
     description:
       "LoRA branches: ms per denoising step at batch 1 and 4 with 0, 1 and 4 distinct adapters, against no adapter and the adapter merged into the weights (synthetic-dit-image's denoiser)",
-    run: async (o) => formatAdapterBench(await runAdapterBench(o.reps ?? 7)),
+    run: async (o) => formatAdapterBench(await runAdapterBench(reps(o, 7, 1))),
   },
 ];
 

@@ -60,6 +60,14 @@ const SECTIONS: Record<string, RegExp[]> = {
     /^diffmesh\/tiny-shapes\s+built-in\s+off\s+–\s+\d+\/\d+\s+0%/m,
     /^diffmesh\/tiny-shapes\s+built-in\s+0\.4\s+2\s+\d+\/\d+\s+\d+%/m,
   ],
+  adapters: [
+    row('1', '0'),
+    row('1', '1 distinct'),
+    row('1', '4 (stacked on the item)'),
+    row('4', '0'),
+    row('4', '1 distinct'),
+    row('4', '4 distinct'),
+  ],
 };
 
 describe('npm run bench -- --list', () => {
