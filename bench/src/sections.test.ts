@@ -46,7 +46,10 @@ const SECTIONS: Record<string, RegExp[]> = {
   preemption: [row('priority', 'off'), row('priority', 'on'), row('deadline', 'off'), row('deadline', 'on')],
   'mesh-vs-embedded': [spaced('generate', 3), spaced('session', 3), spaced('embedded', 3)],
   'long-runs': [row('main thread (--runner-threads 0)'), row('runner thread (--runner-threads 1)')],
-  gpu: [row('cpu', 'fp32 (diffmesh builder)', '1'), row('cpu', 'fp32 (diffmesh builder)', '2'), row('embedded', 'cpu'), row('mesh', 'cpu')],
+  gpu: [
+    ...['plain', 'fused', 'int4'].flatMap((g) => ['1', '2'].map((b) => row('cpu', `fp32 ${g} (diffmesh builder)`, b))),
+    ...['plain', 'fused', 'int4'].flatMap((g) => [row('embedded', 'cpu', g), row('mesh', 'cpu', g)]),
+  ],
   previews: [
     row('synthetic-dit-image 64×64', 'off'),
     row('synthetic-dit-image 64×64', 'every 4'),
