@@ -351,12 +351,14 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
     ...(endpoint ? { metricsUrl: endpoint.url } : {}),
     stop(graceMs = config.drainGraceMs) {
       stopping ??= (async () => {
+        // The grace counts from the signal, as an orchestrator's termination grace does: leaving
+        // discovery (a round trip to NATS, slow on a loaded node) is spent from it, not added to it.
         const deadline = Date.now() + graceMs;
+        const graceOver = new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref());
         server.setServing(false);
-        await registration?.stop().catch((err: unknown) => log.warn({ err }, 'could not leave discovery'));
         const drained = service.drain();
-        const timer = new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref());
-        await Promise.race([drained, timer]);
+        const left = registration?.stop().catch((err: unknown) => log.warn({ err }, 'could not leave discovery'));
+        await Promise.race([drained, graceOver]);
         // The grace is over: what still runs goes back to its queue now (another instance
         // takes it, a denoiser from its last checkpoint) rather than being cut off later.
         const handedBack = service.handBack();
@@ -364,6 +366,7 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
           log.info({ tasks: handedBack, graceMs }, 'drain grace over; running tasks handed back');
           await Promise.race([drained, new Promise<void>((resolve) => setTimeout(resolve, 1000).unref())]);
         }
+        await left;
         // Results may still be on their way: the scheduler closes its dispatch stream once it
         // has them (it retires an instance that left discovery), which lets the server stop.
         await server.drain(Math.max(1000, deadline - Date.now()));
