@@ -70,6 +70,15 @@ export function pixelPsnr(a: Uint8Array, b: Uint8Array): number {
 }
 
 /** Speed of the fused and int4 graphs against the plain one (same provider, precision, batch), and their outputs' error and memory. */
+/**
+ * A ratio as the tables print it (`1.23×`): two decimals, or two significant digits below 0.1,
+ * so a small ratio on a loaded machine never reads as `0.00×`.
+ */
+export function times(v: number): string {
+  if (!Number.isFinite(v)) return 'n/a';
+  return `${v > 0 && v < 0.1 ? v.toPrecision(2) : v.toFixed(2)}×`;
+}
+
 export function graphLines(b: { dit: DitTiming[]; quality: DitQuality[] }, f: (v: number, d?: number) => string): string[] {
   const lines: string[] = [];
   const plain = (t: DitTiming) =>
@@ -84,7 +93,7 @@ export function graphLines(b: { dit: DitTiming[]; quality: DitQuality[] }, f: (v
       const p = plain(t);
       if (p)
         lines.push(
-          `| ${t.provider} | ${t.precision} ${t.graph} | ${t.batch} | ${f(t.msPerStep)} | ${f(p.msPerStep)} | ${f(p.msPerStep / t.msPerStep, 2)}× |`,
+          `| ${t.provider} | ${t.precision} ${t.graph} | ${t.batch} | ${f(t.msPerStep)} | ${f(p.msPerStep)} | ${times(p.msPerStep / t.msPerStep)} |`,
         );
     }
   }

@@ -15,6 +15,7 @@ import {
   graphLines,
   outputError,
   pixelPsnr,
+  times,
   type DitGraph,
   type DitQuality,
   type DitTiming,
@@ -501,7 +502,7 @@ export function formatGpuBench(b: GpuBench): string {
     const two = b.dit.find((t) => key(t) === p && t.batch === 2);
     if (one && two) {
       lines.push(
-        `${provider} ${precision} ${graph}: a CFG step as one batch-2 run ${f(two.msPerStep)} ms vs two batch-1 runs ${f(2 * one.msPerStep)} ms (${f((2 * one.msPerStep) / two.msPerStep, 2)}×)`,
+        `${provider} ${precision} ${graph}: a CFG step as one batch-2 run ${f(two.msPerStep)} ms vs two batch-1 runs ${f(2 * one.msPerStep)} ms (${times((2 * one.msPerStep) / two.msPerStep)})`,
       );
     }
   }
@@ -513,7 +514,7 @@ export function formatGpuBench(b: GpuBench): string {
     for (const [k, v] of Object.entries(t)) if (k.startsWith('torch_') && typeof v === 'number') lines.push(`  ${k}: ${v} ms/step`);
     const fp16b1 = b.dit.find((x) => x.source === 'torch export' && x.batch === 1 && x.provider !== 'cpu');
     if (fp16b1 && typeof t.torch_fp16_b1 === 'number')
-      lines.push(`  onnxruntime ${fp16b1.provider} / torch fp16 at batch 1: ${f(fp16b1.msPerStep / t.torch_fp16_b1, 2)}×`);
+      lines.push(`  onnxruntime ${fp16b1.provider} / torch fp16 at batch 1: ${times(fp16b1.msPerStep / t.torch_fp16_b1)}`);
   }
   lines.push(
     '',
