@@ -11,12 +11,15 @@ import { decodeModel, encodeModel, externalDataFiles, inlineExternalData } from 
  * file: the graph is written to a temporary folder beside hard links to the data (onnxruntime
  * refuses data outside the model's folder, symbolic links included); where the folder is on
  * another file system, weights that fit a protobuf are read into the graph instead.
- * `onWritten` hears of a copy written to a folder.
+ * A graph without linear layers is the file itself. `onWritten` hears of a copy written to a folder.
  */
 export async function branchedGraphSource(file: string, onWritten?: (copy: string) => void): Promise<string | Uint8Array> {
   const model = decodeModel(await readFile(file));
+  const linears = [...findGraphLinears(model).byModule.values()];
+  // A graph without linear layers (a T5 exported without names, say) has nothing to branch.
+  if (linears.length === 0) return file;
   const external = externalDataFiles(model);
-  const { model: rewritten } = addLoraBranches(model, [...findGraphLinears(model).byModule.values()]);
+  const { model: rewritten } = addLoraBranches(model, linears);
   if (external.length === 0) return encodeModel(rewritten);
   const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-lora-graph-'));
   try {
