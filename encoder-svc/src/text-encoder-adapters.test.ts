@@ -46,7 +46,14 @@ beforeAll(async () => {
   const te = { component: 'text_encoder' as const, hidden: 32 };
   const te2 = { component: 'text_encoder_2' as const, hidden: 48 };
   // PEFT, text encoder only, alpha in lora_adapter_metadata.
-  await writeTestLora(path.join(loraDir, 'te-peft.safetensors'), { format: 'peft', crossAttentionDim: 32, modules: [], textEncoders: [te], alpha: 2, seed: 41 });
+  await writeTestLora(path.join(loraDir, 'te-peft.safetensors'), {
+    format: 'peft',
+    crossAttentionDim: 32,
+    modules: [],
+    textEncoders: [te],
+    alpha: 2,
+    seed: 41,
+  });
   // kohya, UNet and text encoder in one file (the UNet part is the denoiser's), float16, alpha per layer.
   await writeTestLora(path.join(loraDir, 'te-kohya.safetensors'), {
     format: 'kohya',
@@ -67,7 +74,13 @@ beforeAll(async () => {
     alpha: 8,
     seed: 43,
   });
-  await writeTestLora(path.join(loraDir, 'xl-peft.safetensors'), { format: 'peft', crossAttentionDim: 80, modules: [], textEncoders: [te, te2], seed: 44 });
+  await writeTestLora(path.join(loraDir, 'xl-peft.safetensors'), {
+    format: 'peft',
+    crossAttentionDim: 80,
+    modules: [],
+    textEncoders: [te, te2],
+    seed: 44,
+  });
   adapters = new TextEncoderAdapters({ dir: loraDir, log: silentLogger() });
 });
 afterAll(async () => {
@@ -198,7 +211,10 @@ describe('LoRA adapters in the text-encoding stage', () => {
     const model = decodeModel(await readFile(file));
     const graphs = { family: 'sd' as const, linears: { text_encoder: findGraphLinears(model) }, skip: ['denoiser' as const] };
     const mapped = await Promise.all(
-      uses.map(async (u) => ({ adapter: loadLoraAdapter(await readFile(path.join(loraDir, `${u.name}.safetensors`)), u.name, graphs), scale: u.scale })),
+      uses.map(async (u) => ({
+        adapter: loadLoraAdapter(await readFile(path.join(loraDir, `${u.name}.safetensors`)), u.name, graphs),
+        scale: u.scale,
+      })),
     );
     await writeFile(file, encodeModel(mergeLora(model, 'text_encoder', mapped)));
     const branched = await encode(stage({ adapters }), task('test/sd', 'text_encoding', uses));

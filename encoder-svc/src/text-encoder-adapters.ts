@@ -71,7 +71,10 @@ export class TextEncoderAdapters {
       key: 'lora',
       source: (file) =>
         branchedGraphSource(file, (out) =>
-          this.opts.log?.info({ model: directory.id, component, file: out }, 'LoRA-branched text encoder graph written beside links to its external data'),
+          this.opts.log?.info(
+            { model: directory.id, component, file: out },
+            'LoRA-branched text encoder graph written beside links to its external data',
+          ),
         ),
     };
   }

@@ -87,7 +87,9 @@ export const StageServiceConfigSchema = z.object({
   loraDir: z
     .string()
     .default('')
-    .describe('denoiser and text encoders: folder of LoRA adapters (<name>.safetensors) that requests name in params.adapters, each stage applying its part of a file; empty = no adapters'),
+    .describe(
+      'denoiser and text encoders: folder of LoRA adapters (<name>.safetensors) that requests name in params.adapters, each stage applying its part of a file; empty = no adapters',
+    ),
   loraCacheBytes: z
     .number()
     .int()
