@@ -1,7 +1,11 @@
+export { AdapterCache } from './adapter-cache.js';
 export { adapterFileError } from './adapter-error.js';
 export { mapLoraToGraphs } from './adapter-mapping.js';
 export type { MappedAdapter, MappedTarget, ModelGraphs } from './adapter-mapping.js';
+export { AdapterStore } from './adapter-store.js';
+export type { AdapterStoreOptions } from './adapter-store.js';
 export { loraFamilies } from './base-model.js';
+export { branchedGraphSource } from './branched-graph.js';
 export type { BaseFamily } from './base-model.js';
 export { findGraphLinears, moduleOfNodeName } from './graph-targets.js';
 export type { GraphLinear, GraphLinears, ModelProto } from './graph-targets.js';

@@ -83,7 +83,9 @@ export function addLoraBranches(model: ModelProto, linears: GraphLinear[]): { mo
   const graph = model.graph;
   if (!graph) throw new Error('the model has no graph');
   const consts = { zero: '/lora/const/zero', one: '/lora/const/one', minusOne: '/lora/const/minus_one' };
-  const initializers = [...(graph.initializer ?? []), int64s(consts.zero, [0]), int64s(consts.one, [1]), int64s(consts.minusOne, [-1])];
+  // No constants for a graph without layers: onnxruntime warns of unused initializers.
+  const constants = linears.length > 0 ? [int64s(consts.zero, [0]), int64s(consts.one, [1]), int64s(consts.minusOne, [-1])] : [];
+  const initializers = [...(graph.initializer ?? []), ...constants];
   const inputs = [...(graph.input ?? [])];
   const byNode = new Map(linears.map((l) => [l.node, l]));
   const slots: LoraSlot[] = [];

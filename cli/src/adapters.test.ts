@@ -11,6 +11,7 @@ import { runDiffmesh } from './fixtures/run-cli.js';
 
 let root: string;
 let model: string;
+let teModel: string;
 let loras: string;
 const D = 32;
 const diffmesh = (args: string[]) => runDiffmesh(args, { cwd: root, env: { DIFFMESH_LORA_DIR: loras } });
@@ -20,6 +21,8 @@ beforeAll(async () => {
   model = path.join(root, 'sd');
   loras = path.join(root, 'loras');
   await buildSdDir(model, { attentionBlock: true, hiddenSize: D, scalingFactor: 0.5 });
+  teModel = path.join(root, 'sd-te');
+  await buildSdDir(teModel, { textEncoderLayer: true, hiddenSize: D, scalingFactor: 0.5 });
   await writeTestLora(path.join(root, 'ink-v2.safetensors'), { format: 'peft', crossAttentionDim: D, alpha: 2, seed: 41 });
   await writeTestLora(path.join(root, 'pencil.safetensors'), { format: 'kohya', crossAttentionDim: D, rank: 2, alpha: 1, seed: 42 });
 });
@@ -86,5 +89,25 @@ describe('diffmesh adapters and --lora', () => {
     expect(scale.stderr).toMatch(/adapters\[0\]\.scale: expected a number after "ink:"/);
     const far = await diffmesh([...common, '--lora', 'ink:20', '-o', 'x.png']);
     expect(far.stderr).toMatch(/adapters\[0\]\.scale: must be a finite number from -10 to 10, got 20/);
+  });
+
+  it('generate --lora applies the text-encoder part of a file (kohya lora_te_), scale 0 is the plain picture', async () => {
+    await mkdir(loras, { recursive: true });
+    await writeTestLora(path.join(loras, 'caption.safetensors'), {
+      format: 'kohya',
+      crossAttentionDim: D,
+      modules: [],
+      textEncoders: [{ component: 'text_encoder', hidden: D }],
+      magnitude: 0.5,
+      seed: 43,
+    });
+    const common = ['generate', 'a red cat', '-m', teModel, '--seed', '3', '--steps', '6', '--guidance', '2', '--no-progress'];
+    expect((await diffmesh([...common, '-o', 'te-plain.png'])).code).toBe(0);
+    const styled = await diffmesh([...common, '--lora', 'caption', '-o', 'te-caption.png']);
+    expect(styled.stderr).toBe('');
+    expect((await diffmesh([...common, '--lora', 'caption:0', '-o', 'te-zero.png'])).code).toBe(0);
+    const plain = await picture('te-plain.png');
+    expect(meanAbsoluteError(await picture('te-caption.png'), plain)).toBeGreaterThan(0.5);
+    expect(Buffer.from(await picture('te-zero.png')).equals(Buffer.from(plain))).toBe(true);
   });
 });

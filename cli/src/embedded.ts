@@ -1,5 +1,5 @@
 import { DenoiserAdapters, DenoisingStage } from '@diffmesh/dit-svc';
-import { TextEncodingStage } from '@diffmesh/encoder-svc';
+import { TextEncoderAdapters, TextEncodingStage } from '@diffmesh/encoder-svc';
 import { ModelCatalog, SessionCache, type ExecutionProvider, type GraphRewriteOptions } from '@diffmesh/stage-host';
 import { loadPlanRegistry, type PlanRegistry, LocalInstance, Scheduler, type SchedulerLimits } from '@diffmesh/scheduler';
 import { createTensorStore, type TensorStore } from '@diffmesh/tensor-client';
@@ -86,9 +86,11 @@ export async function startEmbedded(opts: EmbeddedOptions): Promise<Embedded> {
     limits: { ...EMBEDDED_LIMITS, ...opts.limits },
   });
   const deps = { catalog, sessions, store, models: [] };
+  // Both text-encoding stages apply the text-encoder part of the adapters (one store: keys name the stage).
+  const textAdapters = opts.loraDir ? { adapters: new TextEncoderAdapters({ dir: opts.loraDir, log: opts.log }) } : {};
   const handlers: Partial<Record<StageName, StageHandler>> = {
-    text_encoding: new TextEncodingStage(deps),
-    text_encoding_2: new TextEncodingStage({ ...deps, stage: 'text_encoding_2' }),
+    text_encoding: new TextEncodingStage({ ...deps, ...textAdapters }),
+    text_encoding_2: new TextEncodingStage({ ...deps, stage: 'text_encoding_2', ...textAdapters }),
     denoising: new DenoisingStage({
       ...deps,
       maxBatch: opts.maxBatch,

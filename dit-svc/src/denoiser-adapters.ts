@@ -1,41 +1,21 @@
-import { watch, type FSWatcher } from 'node:fs';
-import { link, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { readFile } from 'node:fs/promises';
 import {
   addLoraBranches,
+  AdapterStore,
+  branchedGraphSource,
   decodeModel,
-  DEFAULT_MAX_ADAPTER_FILE_BYTES,
-  encodeModel,
-  externalDataFiles,
   findGraphLinears,
-  inlineExternalData,
-  listAdapterFiles,
-  loadLoraAdapter,
   loraFeeds,
-  readAdapterBytes,
-  statAdapterFile,
-  type AdapterFileInfo,
+  type AdapterStoreOptions,
   type AdapterUse,
   type LoraSlot,
-  type MappedAdapter,
   type ModelGraphs,
 } from '@diffmesh/adapters';
-import { ADAPTER_NAME_PATTERN, DiffmeshError, invalidParameter, type GenerationParams, type Logger } from '@diffmesh/core';
+import type { GenerationParams } from '@diffmesh/core';
 import { ort, type LoadedModelDirectory, type SessionVariant } from '@diffmesh/stage-host';
-import { AdapterCache } from './adapter-cache.js';
 
-export interface DenoiserAdaptersOptions {
-  /** The directory of `<name>.safetensors` files requests name (watched: files added later are found). */
-  dir: string;
-  /** Bytes the loaded adapters may hold together (float32 matrices); default 1 GiB. */
-  cacheBytes?: number;
-  /** Largest adapter file read; default {@link DEFAULT_MAX_ADAPTER_FILE_BYTES}. */
-  maxFileBytes?: number;
-  log?: Logger;
-  /** Called for each adapter a task uses: found loaded (`hit`) or read from its file (`load`). */
-  onLookup?: (outcome: 'hit' | 'load') => void;
-}
+/** The adapter directory and its bounds (see `AdapterStore`). */
+export type DenoiserAdaptersOptions = AdapterStoreOptions;
 
 /** The LoRA side of one model directory's denoiser: its layers, and the inputs the branches take. */
 interface DirectoryLora {
@@ -53,58 +33,30 @@ const FEED_CACHE_ENTRIES = 8;
  * request — with adapters, with other adapters, or with none; a task's adapters are read from
  * the adapter directory once per instance, mapped to the graph and kept in a byte-bounded cache
  * (a file changed on disk is read again); each run gets the branch inputs of its batch items.
- * Only the denoiser's part of a file applies (text-encoder targets are counted, not applied).
+ * Only the denoiser's part of a file applies here (text-encoder targets are counted and left to
+ * the text-encoding stage, which applies them: encoder-svc's `TextEncoderAdapters`).
  */
 export class DenoiserAdapters {
   private readonly loras = new Map<string, Promise<DirectoryLora>>();
-  private readonly cache: AdapterCache<MappedAdapter>;
-  private readonly loading = new Map<string, Promise<MappedAdapter>>();
-  private readonly maxFileBytes: number;
-  /** Files found, by name; dropped when the folder changes (an unknown name is looked up every time). */
-  private readonly files = new Map<string, AdapterFileInfo>();
-  private watcher: FSWatcher | undefined;
+  private readonly store: AdapterStore;
 
   constructor(private readonly opts: DenoiserAdaptersOptions) {
-    this.cache = new AdapterCache(opts.cacheBytes ?? 1024 * 1024 * 1024);
-    this.maxFileBytes = opts.maxFileBytes ?? DEFAULT_MAX_ADAPTER_FILE_BYTES;
+    this.store = new AdapterStore(opts);
   }
 
   /** Stops watching the folder. */
   close(): void {
-    this.watcher?.close();
-    this.watcher = undefined;
-  }
-
-  /** The file of an adapter: from what the folder held when last looked at, while it has not changed since. */
-  private async file(name: string): Promise<AdapterFileInfo | undefined> {
-    const known = this.files.get(name);
-    if (known) return known;
-    const info = await statAdapterFile(this.opts.dir, name);
-    if (!info) return undefined;
-    if (!this.watcher) {
-      try {
-        this.watcher = watch(this.opts.dir, { persistent: false }, (_event, changed) => {
-          if (changed) this.files.delete(String(changed).replace(/\.safetensors$/, ''));
-          else this.files.clear();
-        });
-        this.watcher.on('error', () => this.close());
-      } catch {
-        // A folder that cannot be watched is looked at on every task.
-        return info;
-      }
-    }
-    this.files.set(name, info);
-    return info;
+    this.store.close();
   }
 
   /** Names of the adapters the directory holds now. */
-  async names(): Promise<string[]> {
-    return (await listAdapterFiles(this.opts.dir)).map((f) => f.name);
+  names(): Promise<string[]> {
+    return this.store.names();
   }
 
   /** Bytes the loaded adapters hold. */
   get cachedBytes(): number {
-    return this.cache.bytes;
+    return this.store.cachedBytes;
   }
 
   /** The session variant of a directory's denoiser: its graph with the LoRA branches. */
@@ -121,14 +73,16 @@ export class DenoiserAdapters {
     const list = params.adapters ?? [];
     if (list.length === 0) return [];
     const lora = await this.lora(directory);
-    return Promise.all(list.map(async (a, i) => ({ adapter: await this.adapter(a.name, i, directory.id, lora.graphs), scale: a.scale })));
+    return Promise.all(
+      list.map(async (a, i) => ({ adapter: await this.store.load(a.name, i, `${directory.id}#denoiser`, lora.graphs), scale: a.scale })),
+    );
   }
 
   /** The branch inputs of a run whose batch items use `rows[b]`. */
   async feeds(directory: LoadedModelDirectory, rows: AdapterUse[][]): Promise<Record<string, ort.Tensor>> {
     const lora = await this.lora(directory);
     // Who uses what at which scale: adapters by identity (a file read again is a new one).
-    const signature = rows.map((uses) => uses.map((u) => `${this.idOf(u.adapter)}:${u.scale}`).join(',')).join('|');
+    const signature = rows.map((uses) => uses.map((u) => `${this.store.idOf(u.adapter)}:${u.scale}`).join(',')).join('|');
     const hit = lora.feeds.get(signature);
     if (hit) return hit;
     const feeds: Record<string, ort.Tensor> = {};
@@ -136,17 +90,6 @@ export class DenoiserAdapters {
     lora.feeds.set(signature, feeds);
     if (lora.feeds.size > FEED_CACHE_ENTRIES) lora.feeds.delete(lora.feeds.keys().next().value as string);
     return feeds;
-  }
-
-  private nextId = 0;
-  private readonly ids = new WeakMap<MappedAdapter, number>();
-  private idOf(a: MappedAdapter): number {
-    let id = this.ids.get(a);
-    if (id === undefined) {
-      id = ++this.nextId;
-      this.ids.set(a, id);
-    }
-    return id;
   }
 
   private lora(directory: LoadedModelDirectory): Promise<DirectoryLora> {
@@ -173,66 +116,10 @@ export class DenoiserAdapters {
     return { graphs, slots, feeds: new Map() };
   }
 
-  /**
-   * The rewritten graph, as bytes. Weights in external data stay in their file: the graph is
-   * written to a temporary folder beside hard links to the data (onnxruntime refuses data
-   * outside the model's folder, symbolic links included); where the folder is on another file
-   * system, weights that fit a protobuf are read into the graph instead.
-   */
-  private async branchedGraph(directory: LoadedModelDirectory, file: string): Promise<string | Uint8Array> {
-    const model = decodeModel(await readFile(file));
-    const external = externalDataFiles(model);
-    const { model: rewritten } = addLoraBranches(model, [...findGraphLinears(model).byModule.values()]);
-    if (external.length === 0) return encodeModel(rewritten);
-    const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-lora-graph-'));
-    try {
-      for (const location of external) await link(path.resolve(path.dirname(file), location), path.join(dir, location));
-    } catch {
-      await rm(dir, { recursive: true, force: true });
-      await inlineExternalData(rewritten, path.dirname(file));
-      return encodeModel(rewritten);
-    }
-    const out = path.join(dir, 'model.onnx');
-    await writeFile(out, encodeModel(rewritten));
-    this.opts.log?.info({ model: directory.id, file: out }, 'LoRA-branched denoiser graph written beside links to its external data');
-    return out;
-  }
-
-  private async adapter(name: string, i: number, model: string, graphs: ModelGraphs): Promise<MappedAdapter> {
-    const field = `adapters[${i}].name`;
-    if (!ADAPTER_NAME_PATTERN.test(name))
-      throw invalidParameter(field, `${JSON.stringify(name)} is not an adapter name (no path characters)`);
-    const info = await this.file(name);
-    if (!info) {
-      const known = await this.names();
-      throw invalidParameter(
-        field,
-        `no adapter named ${name} here (${known.length ? `known: ${known.join(', ')}` : 'the adapter directory is empty'})`,
-      );
-    }
-    const key = `${model}|${name}|${info.sizeBytes}|${info.modifiedMs}`;
-    const hit = this.cache.get(key);
-    if (hit) {
-      this.opts.onLookup?.('hit');
-      return hit;
-    }
-    let p = this.loading.get(key);
-    if (!p) {
-      p = (async () => {
-        const adapter = loadLoraAdapter(await readAdapterBytes(info, this.maxFileBytes), `${name}.safetensors`, graphs);
-        for (const k of this.cache.keys()) if (k.startsWith(`${model}|${name}|`)) this.cache.delete(k);
-        this.cache.set(key, adapter);
-        this.opts.log?.info({ adapter: name, model, bytes: adapter.bytes, skippedTargets: adapter.skipped }, 'adapter loaded');
-        this.opts.onLookup?.('load');
-        return adapter;
-      })().finally(() => this.loading.delete(key));
-      this.loading.set(key, p);
-    }
-    try {
-      return await p;
-    } catch (err) {
-      if (err instanceof DiffmeshError && err.reason === 'INVALID_PARAMETER') throw invalidParameter(field, err.message);
-      throw err;
-    }
+  /** The rewritten graph (see `branchedGraphSource`). */
+  private branchedGraph(directory: LoadedModelDirectory, file: string): Promise<string | Uint8Array> {
+    return branchedGraphSource(file, (out) =>
+      this.opts.log?.info({ model: directory.id, file: out }, 'LoRA-branched denoiser graph written beside links to its external data'),
+    );
   }
 }

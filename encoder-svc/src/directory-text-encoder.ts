@@ -1,7 +1,9 @@
 import { ATTR, Code, DiffmeshError, type ObjectRef, type StageResult, type StageTask } from '@diffmesh/core';
 import { sequenceOutputName, type TextEncoderSpec } from '@diffmesh/model-layout';
-import { feedTensor, floatOutput, type LoadedModelDirectory, type ModelOutputs, type SessionCache } from '@diffmesh/stage-host';
+import { feedTensor, floatOutput, type LoadedModelDirectory, type ModelOutputs, type ort, type SessionCache } from '@diffmesh/stage-host';
 import { toBytes, type TensorStore } from '@diffmesh/tensor-client';
+import type { AdapterUse } from '@diffmesh/adapters';
+import { isLoraEncoder, type TextEncoderAdapters } from './text-encoder-adapters.js';
 import type { PromptTokenizer, TokenizedPrompt } from './tokenizers/index.js';
 
 /** What the directory text encoder needs from its stage. */
@@ -10,6 +12,14 @@ export interface DirectoryTextEncoderDeps {
   store: TensorStore;
   tokenizer(dir: string): Promise<PromptTokenizer>;
   runModel<T>(attributes: Record<string, string | number>, run: () => Promise<T>): Promise<T>;
+  /** The text-encoder part of the request's LoRA adapters (`--lora-dir`); without, adapters are left to the denoiser. */
+  adapters?: TextEncoderAdapters;
+}
+
+/** What the encoders of one task run with: the request's adapters, when the stage applies them. */
+interface EncoderLora {
+  adapters: TextEncoderAdapters;
+  uses: AdapterUse[];
 }
 
 /**
@@ -19,7 +29,9 @@ export interface DirectoryTextEncoderDeps {
  * when classifier-free guidance is on (never when SDXL zeroes an empty one), the sequence output
  * (`last_hidden_state` or the penultimate hidden states) and the pooled output the denoiser
  * takes. Outputs are float32 objects named `[negative_][pooled_]prompt_embeds{suffix}`; a prompt
- * cut by the tokenizer is reported in the result's warnings.
+ * cut by the tokenizer is reported in the result's warnings. With adapters, the text-encoder part
+ * of the request's LoRA files is applied to the prompt and the negative prompt alike (as
+ * diffusers' pipelines do once the weights are loaded).
  */
 export async function encodeWithDirectory(
   deps: DirectoryTextEncoderDeps,
@@ -43,6 +55,13 @@ export async function encodeWithDirectory(
   const texts = cfg && !zeroNegative ? [p.prompt, p.negativePrompt] : [p.prompt];
   const outputs: Record<string, ObjectRef> = {};
   const warnings: string[] = [];
+  let lora: EncoderLora | undefined;
+  if (deps.adapters) lora = { adapters: deps.adapters, uses: await deps.adapters.resolve(p, directory, task.stage) };
+  else if (p.adapters?.length && specs.some((s) => isLoraEncoder(s.component))) {
+    warnings.push(
+      `adapters: this ${task.stage} stage serves no adapters (start it with --lora-dir); text-encoder weights of ${p.adapters.map((a) => a.name).join(', ')}, if any, are not applied`,
+    );
+  }
   for (const spec of specs) {
     const tokenizerDir = layout.tokenizers[spec.tokenizer] as string;
     const tok = await deps.tokenizer(tokenizerDir);
@@ -55,7 +74,7 @@ export async function encodeWithDirectory(
       if (e.truncated) warnings.push(truncationWarning(spec, i === 0 ? 'prompt' : 'negative_prompt', e));
     });
     signal.throwIfAborted();
-    const results = await runEncoder(deps, directory, spec, encoded, task.model, signal);
+    const results = await runEncoder(deps, directory, { spec, stage: task.stage, lora }, encoded, task.model, signal);
     const io = directory.io(spec.component);
     const seqName = sequenceOutputName(spec, io);
     const put = async (name: string, data: Float32Array, shape: number[]) => {
@@ -86,12 +105,15 @@ type EncoderOutputs = Record<string, { data: Float32Array; dims: number[] }>;
 async function runEncoder(
   deps: DirectoryTextEncoderDeps,
   directory: LoadedModelDirectory,
-  spec: TextEncoderSpec,
+  run: { spec: TextEncoderSpec; stage: string; lora: EncoderLora | undefined },
   encoded: TokenizedPrompt[],
   model: string,
   signal: AbortSignal,
 ): Promise<EncoderOutputs[]> {
-  const session = await directory.session(deps.sessions, spec.component);
+  const { spec, lora } = run;
+  const component = spec.component;
+  const branched = lora !== undefined && isLoraEncoder(component);
+  const session = await directory.session(deps.sessions, component, lora?.adapters.variant(directory, component));
   const idsInput = directory.input(spec.component, 'input_ids');
   const idsType = idsInput?.type ?? 'int64';
   const batched = typeof idsInput?.shape?.[0] !== 'number';
@@ -100,13 +122,17 @@ async function runEncoder(
   const out: EncoderOutputs[] = [];
   for (const group of groups) {
     const L = group[0].ids.length;
-    const feeds = {
+    const feeds: Record<string, ort.Tensor> = {
       input_ids: feedTensor(
         idsType,
         group.flatMap((e) => e.ids),
         [group.length, L],
       ),
     };
+    // The LoRA branches' inputs: every text of the group with the request's adapters (zeros for none).
+    if (branched) {
+      Object.assign(feeds, await lora.adapters.feeds(directory, run.stage, component, lora.uses, group.length));
+    }
     const result: ModelOutputs = await deps.runModel(
       { [ATTR.model]: model, [ATTR.batchSize]: group.length, component: spec.component },
       () => session.run(feeds, { signal }),

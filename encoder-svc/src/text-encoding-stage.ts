@@ -1,9 +1,19 @@
 import { readFile } from 'node:fs/promises';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ATTR, Code, DiffmeshError, type StageContext, type StageResult, type StageTask } from '@diffmesh/core';
-import { OnnxStage, ort, type LoadedManifest, type OnnxStageDeps, type ResolvedModel } from '@diffmesh/stage-host';
+import type { OnnxComponentName } from '@diffmesh/model-layout';
+import {
+  OnnxStage,
+  ort,
+  type LoadedManifest,
+  type LoadedModelDirectory,
+  type OnnxStageDeps,
+  type ResolvedModel,
+  type SessionVariant,
+} from '@diffmesh/stage-host';
 import { toBytes } from '@diffmesh/tensor-client';
 import { encodeWithDirectory } from './directory-text-encoder.js';
+import type { TextEncoderAdapters } from './text-encoder-adapters.js';
 import { loadTokenizer, type PromptTokenizer } from './tokenizers/index.js';
 
 export interface TextEncodingStageOptions extends OnnxStageDeps {
@@ -13,6 +23,12 @@ export interface TextEncodingStageOptions extends OnnxStageDeps {
    * SDXL's CLIP-G, FLUX's and SD3's T5).
    */
   stage?: 'text_encoding' | 'text_encoding_2';
+  /**
+   * LoRA adapters of model directories' text encoders (`--lora-dir`): the text-encoder part of
+   * the files requests name. Without, a request's adapters reach the denoiser only, and the
+   * result says so in a warning.
+   */
+  adapters?: TextEncoderAdapters;
 }
 
 /**
@@ -27,10 +43,17 @@ export class TextEncodingStage extends OnnxStage {
   protected readonly modelFile = 'textEncoder' as const;
   private readonly tokenizers = new Map<string, Promise<Tokenizer>>();
   private readonly dirTokenizers = new Map<string, Promise<PromptTokenizer>>();
+  private readonly adapters: TextEncoderAdapters | undefined;
 
   constructor(opts: TextEncodingStageOptions) {
     super(opts);
     this.stage = opts.stage ?? 'text_encoding';
+    this.adapters = opts.adapters;
+  }
+
+  /** With adapters, the text encoders' sessions are their LoRA-branched graphs. */
+  protected override sessionVariant(directory: LoadedModelDirectory, component: OnnxComponentName): SessionVariant | undefined {
+    return this.adapters?.variant(directory, component);
   }
 
   override async warm(model: string, opts: { run?: boolean } = {}): Promise<void> {
@@ -49,7 +72,11 @@ export class TextEncodingStage extends OnnxStage {
   protected override warmDims(m: ResolvedModel): Record<string, number> {
     if (m.kind === 'manifest') return { batch: 2, length: m.manifest.manifest.text.maxLength };
     const spec = m.directory.layout.textEncoders.find((t) => t.stage === this.stage);
-    return { batch: 2, sequence_length: spec?.maxLength ?? 77 };
+    // LoRA branches (with --lora-dir) warm at rank 1, as a request without adapters runs them,
+    // for the batch the ids take (a graph with a fixed batch runs one text at a time).
+    const ids = spec ? m.directory.input(spec.component, 'input_ids') : undefined;
+    const batch = typeof ids?.shape?.[0] === 'number' ? ids.shape[0] : 2;
+    return { batch: 2, sequence_length: spec?.maxLength ?? 77, lora_batch: batch, lora_rank: 1 };
   }
 
   /** Token ids of `text`, padded with the model's pad id or cut to its text length. */
@@ -72,6 +99,7 @@ export class TextEncodingStage extends OnnxStage {
           store: this.deps.store,
           tokenizer: (dir) => this.dirTokenizer(dir),
           runModel: (attributes, run) => this.runModel(attributes, run),
+          ...(this.adapters ? { adapters: this.adapters } : {}),
         },
         resolved.directory,
         task,

@@ -35,6 +35,7 @@ export {
   buildSd3Dir,
   buildSdDir,
   attentionBlockLinears,
+  clipEncoderLayerLinears,
   testLoraTensors,
   writeTestLora,
   buildSdxlDir,

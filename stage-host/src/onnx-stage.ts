@@ -13,9 +13,10 @@ import {
 import type { ModelRunObserver } from './stage-metrics.js';
 import type { ModelCatalog, ResolvedModel } from './model-catalog.js';
 import type { ModelManifest } from './model-manifest.js';
-import type { ModelSession, SessionCache } from './onnx-sessions.js';
+import type { LoadedModelDirectory } from './loaded-model-directory.js';
+import type { ModelSession, SessionCache, SessionVariant } from './onnx-sessions.js';
 import { runOnZeros } from './warm-up.js';
-import { stageComponents } from '@diffmesh/model-layout';
+import { stageComponents, type OnnxComponentName } from '@diffmesh/model-layout';
 import type { TensorStore } from '@diffmesh/tensor-client';
 
 /** What every ONNX-backed stage needs. */
@@ -57,7 +58,9 @@ export abstract class OnnxStage implements StageHandler {
       // A denoiser's graph gets the pool's rewrites (fused kernels, 4-bit weights).
       sessions.push(await this.deps.sessions.get(m.manifest.file(this.modelFile), { rewrite: this.modelFile === 'denoiser' }));
     } else {
-      for (const c of stageComponents(m.directory.layout, this.stage)) sessions.push(await m.directory.session(this.deps.sessions, c));
+      for (const c of stageComponents(m.directory.layout, this.stage)) {
+        sessions.push(await m.directory.session(this.deps.sessions, c, this.sessionVariant(m.directory, c)));
+      }
     }
     if (!opts.run) return;
     const dims = this.warmDims(m);
@@ -72,6 +75,14 @@ export abstract class OnnxStage implements StageHandler {
           'warm-up run done',
         );
     }
+  }
+
+  /**
+   * The variant of a directory component's graph that this stage runs (a LoRA-branched text
+   * encoder, say), so that warming loads the session tasks use. Default none: the file's own.
+   */
+  protected sessionVariant(_directory: LoadedModelDirectory, _component: OnnxComponentName): SessionVariant | undefined {
+    return undefined;
   }
 
   /**

@@ -87,19 +87,21 @@ export const StageServiceConfigSchema = z.object({
   loraDir: z
     .string()
     .default('')
-    .describe('denoiser only: folder of LoRA adapters (<name>.safetensors) that requests name in params.adapters; empty = no adapters'),
+    .describe(
+      'denoiser and text encoders: folder of LoRA adapters (<name>.safetensors) that requests name in params.adapters, each stage applying its part of a file; empty = no adapters',
+    ),
   loraCacheBytes: z
     .number()
     .int()
     .positive()
     .default(1024 * 1024 * 1024)
-    .describe('denoiser only: bytes the loaded adapters may hold together (least recently used dropped first)'),
+    .describe('denoiser and text encoders: bytes the loaded adapters may hold together (least recently used dropped first)'),
   loraMaxFileBytes: z
     .number()
     .int()
     .positive()
     .default(256 * 1024 * 1024)
-    .describe('denoiser only: largest adapter file read (larger ones are refused)'),
+    .describe('denoiser and text encoders: largest adapter file read (larger ones are refused)'),
   modelsDirs: z.array(z.string()).min(1).describe('folders holding <org>/<name>/model.json'),
   threads: z.number().int().nonnegative().default(0).describe('onnxruntime intra-op threads (0 = default)'),
   interOpThreads: z.number().int().nonnegative().default(1).describe('onnxruntime inter-op threads (0 = default)'),

@@ -40,5 +40,6 @@ export { alphasCumprod, logSigmas, sigmaAtTimestep, trainingBetas } from './trai
 export type { TrainingScheduleConfig } from './training-schedule.js';
 export { NEUTRAL_WORDS, VOCABULARY_WORDS, WORD_MEANINGS } from './vocabulary.js';
 export { testLoraTensors, writeTestLora } from './lora-files.js';
-export type { TestLoraOptions } from './lora-files.js';
+export type { TestLoraOptions, TestLoraTextEncoder } from './lora-files.js';
+export { clipEncoderLayerLinears } from './clip-encoder-layer.js';
 export { attentionBlockLinears, BLOCK_DIM } from './unet-attention-block.js';

@@ -1,7 +1,17 @@
 import { writeFile } from 'node:fs/promises';
 import { encodeSafetensors, kohyaFlatName, type SafetensorsDtype, type TensorToWrite } from '@diffmesh/adapters';
 import { WeightRng } from '../onnx/graph.js';
+import { clipEncoderLayerLinears } from './clip-encoder-layer.js';
 import { attentionBlockLinears } from './unet-attention-block.js';
+
+/** Text-encoder targets of a test LoRA file: the test encoders' CLIP encoder layer. */
+export interface TestLoraTextEncoder {
+  component: 'text_encoder' | 'text_encoder_2';
+  /** The encoder's hidden size. */
+  hidden: number;
+  /** Layers to update (default every layer of the encoder layer: `text_model.encoder.layers.0.…`). */
+  modules?: string[];
+}
 
 /** A LoRA file for the test UNets' attention block, in either published layout. */
 export interface TestLoraOptions {
@@ -12,8 +22,12 @@ export interface TestLoraOptions {
   /** Stored alpha (PEFT: `lora_alpha` in `lora_adapter_metadata`; kohya: `<name>.alpha`); none → alpha = rank. */
   alpha?: number;
   dtype?: SafetensorsDtype;
-  /** Layers to update (default every layer of the block). */
+  /** UNet layers to update (default every layer of the block; [] for a file with text-encoder targets only). */
   modules?: string[];
+  /** Text-encoder targets (default none): PEFT `text_encoder[_2].<module>`, kohya `lora_te[12]_<flat>`. */
+  textEncoders?: TestLoraTextEncoder[];
+  /** kohya's prefix of the first text encoder: `lora_te` (SD 1.x/2.x, default) or `lora_te1` (SDXL). */
+  kohyaTe1Prefix?: 'lora_te' | 'lora_te1';
   /** Standard deviation of the up matrices' values (default 0.1: the picture changes visibly, without saturating). */
   magnitude?: number;
   /** Extra `__metadata__` entries (e.g. `ss_base_model_version`). */
@@ -28,19 +42,24 @@ export function testLoraTensors(o: TestLoraOptions): { tensors: Record<string, T
   const rng = new WeightRng(o.seed ?? 77);
   const dims = attentionBlockLinears(o.crossAttentionDim);
   const tensors: Record<string, TensorToWrite> = {};
-  for (const module of o.modules ?? Object.keys(dims)) {
-    const [i, out] = dims[module];
+  const add = (component: 'unet' | 'text_encoder' | 'text_encoder_2', module: string, [i, out]: [number, number]) => {
     const down = { dtype, shape: [rank, i], data: rng.normals(rank * i, 1 / Math.sqrt(i)) };
     const up = { dtype, shape: [out, rank], data: rng.normals(out * rank, o.magnitude ?? 0.1) };
     if (o.format === 'peft') {
-      tensors[`unet.${module}.lora_A.weight`] = down;
-      tensors[`unet.${module}.lora_B.weight`] = up;
+      tensors[`${component}.${module}.lora_A.weight`] = down;
+      tensors[`${component}.${module}.lora_B.weight`] = up;
     } else {
-      const name = `lora_unet_${kohyaFlatName(module)}`;
+      const prefix = component === 'unet' ? 'lora_unet' : component === 'text_encoder' ? (o.kohyaTe1Prefix ?? 'lora_te') : 'lora_te2';
+      const name = `${prefix}_${kohyaFlatName(module)}`;
       tensors[`${name}.lora_down.weight`] = down;
       tensors[`${name}.lora_up.weight`] = up;
       if (o.alpha !== undefined) tensors[`${name}.alpha`] = { dtype, shape: [], data: [o.alpha] };
     }
+  };
+  for (const module of o.modules ?? Object.keys(dims)) add('unet', module, dims[module]);
+  for (const te of o.textEncoders ?? []) {
+    const teDims = clipEncoderLayerLinears(te.hidden);
+    for (const module of te.modules ?? Object.keys(teDims)) add(te.component, module, teDims[module]);
   }
   const metadata: Record<string, string> = { ...(o.metadata ?? {}) };
   if (o.format === 'peft' && o.alpha !== undefined)

@@ -74,6 +74,8 @@ export interface SdDirOptions {
   extraWork?: { size: number; products: number };
   /** The UNet gets a transformer block with optimum's layer names for LoRA files (base picture unchanged). Default false. */
   attentionBlock?: boolean;
+  /** The text encoder gets a CLIP encoder layer with optimum's layer names for LoRA files (embeddings unchanged). Default false. */
+  textEncoderLayer?: boolean;
   seed?: number;
 }
 
@@ -104,6 +106,7 @@ export function resolveSdOptions(o: SdDirOptions = {}): ResolvedSdOptions {
     externalData: o.externalData ?? false,
     extraWork: o.extraWork ?? { size: 0, products: 0 },
     attentionBlock: o.attentionBlock ?? false,
+    textEncoderLayer: o.textEncoderLayer ?? false,
     seed: o.seed ?? 1234,
   };
 }
@@ -148,6 +151,7 @@ export class SdTestModel {
         idsType: o.idsType,
         precision: o.precision,
         outputHiddenStates: false,
+        loraLayers: o.textEncoderLayer,
         seed: o.seed,
       },
       v.size,

@@ -44,6 +44,8 @@ export interface SdxlDirOptions {
   idsType?: 'int32' | 'int64';
   /** model_index.json force_zeros_for_empty_prompt (default true, as SDXL base). */
   forceZerosForEmptyPrompt?: boolean;
+  /** Both text encoders get a CLIP encoder layer with optimum's layer names for LoRA files (embeddings unchanged). Default false. */
+  textEncoderLayer?: boolean;
   seed?: number;
 }
 
@@ -64,6 +66,7 @@ export function resolveSdxlOptions(o: SdxlDirOptions = {}): ResolvedSdxlOptions 
     sampleSize: o.sampleSize ?? 8,
     idsType: o.idsType ?? 'int32',
     forceZerosForEmptyPrompt: o.forceZerosForEmptyPrompt ?? true,
+    textEncoderLayer: o.textEncoderLayer ?? false,
     seed: o.seed ?? 4321,
   };
 }
@@ -98,6 +101,7 @@ export class SdxlTestModel {
       idsType: o.idsType,
       precision: o.precision,
       outputHiddenStates: true,
+      loraLayers: o.textEncoderLayer,
     };
     this.text1 = new ClipTextWeights({ ...common, hidden: o.hiddenSize1, seed: o.seed }, v.size, v.meanings);
     this.text2 = new ClipTextWeights(

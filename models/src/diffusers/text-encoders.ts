@@ -1,4 +1,5 @@
 import { GraphBuilder, WeightRng, type ElemType } from '../onnx/graph.js';
+import { addClipEncoderLayer } from './clip-encoder-layer.js';
 import { SEMANTIC_DIMS } from './vocabulary.js';
 
 /**
@@ -43,6 +44,11 @@ export interface ClipTextEncoderOptions {
   precision: Precision;
   /** Export `hidden_states.*` outputs (optimum does so for SDXL's encoders). */
   outputHiddenStates: boolean;
+  /**
+   * A CLIP encoder layer with optimum's layer names before the analytic layers, for
+   * text-encoder LoRA files (zero-weighted residual branches: outputs unchanged). Default false.
+   */
+  loraLayers?: boolean;
   seed: number;
 }
 
@@ -182,7 +188,8 @@ export function buildClipTextEncoderOnnx(w: ClipTextWeights): Uint8Array {
     Array.from(mask, (m) => 1 - m),
     [D],
   );
-  const h0 = g.op('Add', [g.op('Mul', [mean, semMask]), g.op('Mul', [g.op('Add', [tok, pos]), restMask])]);
+  const embedded = g.op('Add', [g.op('Mul', [mean, semMask]), g.op('Mul', [g.op('Add', [tok, pos]), restMask])]);
+  const h0 = w.opts.loraLayers ? addClipEncoderLayer(g, embedded, D, w.opts.seed) : embedded;
   const hidden: string[] = [h0];
   for (let k = 1; k <= N; k += 1) {
     const a = g.weight(`encoder.layers.${k - 1}.scale`, w.layerA[k], [D]);

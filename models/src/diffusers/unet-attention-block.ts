@@ -44,17 +44,19 @@ export function attentionBlockLinears(crossAttentionDim: number): Record<string,
 /** Layers whose base weights are zero (each closes a residual branch). */
 const ZERO = new Set([`${TB}.attn1.to_out.0`, `${TB}.attn2.to_out.0`, `${TB}.ff.net.2`]);
 
-class BlockWriter {
+/** Writes linear layers as the exporters leave them; layers in `zero` get zero weights. */
+export class BlockWriter {
   private exportIds = 900;
   constructor(
     private readonly g: GraphBuilder,
     private readonly rng: WeightRng,
     private readonly dims: Record<string, [number, number]>,
+    private readonly zero: ReadonlySet<string> = ZERO,
   ) {}
 
   private values(module: string): Float32Array {
     const [i, o] = this.dims[module];
-    return ZERO.has(module) ? new Float32Array(i * o) : this.rng.normals(i * o, 1 / Math.sqrt(i));
+    return this.zero.has(module) ? new Float32Array(i * o) : this.rng.normals(i * o, 1 / Math.sqrt(i));
   }
 
   /** y = x·W (+ b) as optimum leaves it: node `/a/b/MatMul`, weight `onnx::MatMul_N` [in, out]. */
