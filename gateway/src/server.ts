@@ -11,7 +11,7 @@ import type { Server } from 'node:http';
 import { httpBindings } from '@diffmesh/protos';
 import { DurableStores, InlineTensorStore, RemoteTensorStore, RoutedTensorStore, durableSettingsFromEnv } from '@diffmesh/tensor-client';
 import { loadTlsFiles, packageVersion, TenantDirectory, type Logger } from '@diffmesh/core';
-import { createDiscovery, type Discovery, type Registration } from '@diffmesh/discovery';
+import { createDiscovery, natsDiscoveryConfigOf, type Discovery, type Registration } from '@diffmesh/discovery';
 import { createAdminListener } from './admin-listener.js';
 import { Gatekeeper } from './auth.js';
 import type { GatewayConfig } from './config.js';
@@ -150,7 +150,7 @@ async function connectUpstreams(
   const ownDiscovery =
     !given && config.natsUrl
       ? await createDiscovery(
-          { backend: 'nats', url: config.natsUrl, ...(config.natsCredentials ? { credentialsFile: config.natsCredentials } : {}) },
+          natsDiscoveryConfigOf(config),
           log,
         )
       : undefined;

@@ -11,7 +11,7 @@ import {
   type LoadConfigOptions,
   type Logger,
 } from '@diffmesh/core';
-import { createDiscovery } from '@diffmesh/discovery';
+import { createDiscovery, natsDiscoveryConfigOf } from '@diffmesh/discovery';
 import { loadTensorSvcConfig, tensorSvcEnv, type TensorSvcConfig } from './config.js';
 import { startTensorService, type RunningTensorService, type TensorServiceInfo } from './server.js';
 
@@ -95,7 +95,7 @@ async function registerInNats(
   log: Logger,
 ): Promise<() => Promise<void>> {
   const discovery = await createDiscovery(
-    { backend: 'nats', url: config.natsUrl, ...(config.natsCredentials ? { credentialsFile: config.natsCredentials } : {}) },
+    natsDiscoveryConfigOf(config),
     log,
   );
   try {
