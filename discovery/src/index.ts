@@ -11,13 +11,7 @@ export { DEFAULT_DISCOVERY_SUBJECT_PREFIX, LOAD_ENDPOINT, NatsDiscovery } from '
 export type { NatsDiscoveryConnectOptions, NatsDiscoveryOptions } from './nats.js';
 export { createNkeyUser, natsAuthenticatorFromFile, natsCredentialsKind, nkeyPublicKey } from './nats-credentials.js';
 export type { NatsCredentialsKind, NkeyUser } from './nats-credentials.js';
-export {
-  natsConnectionOptions,
-  natsInboxPrefixOf,
-  natsTlsConfigFields,
-  natsTlsConfigMappings,
-  natsTlsOf,
-} from './nats-connection.js';
+export { natsConnectionOptions, natsInboxPrefix, natsTlsConfigFields, natsTlsConfigMappings, natsTlsOf } from './nats-connection.js';
 export type { NatsTlsFiles } from './nats-connection.js';
 export { INSTANCE_STAGES } from './types.js';
 export type {

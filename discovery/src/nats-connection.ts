@@ -24,11 +24,10 @@ export const natsTlsConfigFields = {
   natsTlsCa: z
     .string()
     .default('')
-    .describe("PEM CA that signed the NATS server's certificate; set, NATS is spoken over TLS only (empty = plain NATS, unless a client certificate is set)"),
-  natsTlsCert: z
-    .string()
-    .default('')
-    .describe('PEM client certificate presented to a NATS server that verifies clients (with natsTlsKey)'),
+    .describe(
+      "PEM CA that signed the NATS server's certificate; set, NATS is spoken over TLS only (empty = plain NATS, unless a client certificate is set)",
+    ),
+  natsTlsCert: z.string().default('').describe('PEM client certificate presented to a NATS server that verifies clients (with natsTlsKey)'),
   natsTlsKey: z.string().default('').describe('PEM private key of natsTlsCert'),
 };
 
@@ -54,13 +53,13 @@ export function natsTlsOf(cfg: { natsTlsCa: string; natsTlsCert: string; natsTls
 }
 
 /**
- * The reply-subject prefix of a client that holds an nkey seed: `_INBOX.<its public key>`.
- * A server can then let each nkey user subscribe to its own replies only
- * (`_INBOX.<public key>.>`), so one process cannot read the answers another asked for (a
- * JetStream pull's messages are such answers). Undefined for other kinds of credentials.
+ * The reply-subject prefix of the nkey user `publicKey`: `_INBOX.<public key>`. A client
+ * connecting with that user's seed asks with reply subjects under it, so a server can let
+ * each nkey user subscribe to its own replies only (`_INBOX.<public key>.>`) and one process
+ * cannot read the answers another asked for (a JetStream pull's messages are such answers).
  */
-export function natsInboxPrefixOf(seedText: string): string | undefined {
-  return natsCredentialsKind(seedText) === 'nkey' ? `_INBOX.${nkeyPublicKey(seedText)}` : undefined;
+export function natsInboxPrefix(publicKey: string): string {
+  return `_INBOX.${publicKey}`;
 }
 
 /**
@@ -76,8 +75,8 @@ export function natsConnectionOptions(
   const out: Partial<ConnectionOptions> = {};
   if (opts.credentialsFile) {
     out.authenticator = natsAuthenticatorFromFile(opts.credentialsFile, field);
-    const prefix = natsInboxPrefixOf(readFileSync(opts.credentialsFile, 'utf8').trim());
-    if (prefix) out.inboxPrefix = prefix;
+    const text = readFileSync(opts.credentialsFile, 'utf8').trim();
+    if (natsCredentialsKind(text) === 'nkey') out.inboxPrefix = natsInboxPrefix(nkeyPublicKey(text));
   }
   const tls = opts.tls;
   if (tls && (tls.ca || tls.cert || tls.key)) {
@@ -88,7 +87,9 @@ export function natsConnectionOptions(
       try {
         return readFileSync(file, 'utf8');
       } catch (err) {
-        throw new ConfigError([{ path, source: 'file', message: `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}` }]);
+        throw new ConfigError([
+          { path, source: 'file', message: `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? 'error'}` },
+        ]);
       }
     };
     out.tls = {

@@ -147,13 +147,7 @@ async function connectUpstreams(
   given: Discovery | undefined,
   env: Record<string, string | undefined>,
 ): Promise<Upstreams> {
-  const ownDiscovery =
-    !given && config.natsUrl
-      ? await createDiscovery(
-          natsDiscoveryConfigOf(config),
-          log,
-        )
-      : undefined;
+  const ownDiscovery = !given && config.natsUrl ? await createDiscovery(natsDiscoveryConfigOf(config), log) : undefined;
   const discovery = given ?? ownDiscovery;
   // The first poll: schedulers already running are in the pools before the first request.
   if (discovery) await discovery.instances();

@@ -71,12 +71,7 @@ export async function startSchedulerService(
     ? await startMetricsEndpoint(metrics.registry, config.metricsListen, log, config.advertiseAddress && hostOf(config.advertiseAddress))
     : undefined;
   if (endpoint) log.info({ url: endpoint.url }, 'metrics endpoint listening');
-  const discovery: Discovery = await createDiscovery(
-    config.natsUrl
-      ? natsDiscoveryConfigOf(config)
-      : { backend: 'memory' },
-    log,
-  );
+  const discovery: Discovery = await createDiscovery(config.natsUrl ? natsDiscoveryConfigOf(config) : { backend: 'memory' }, log);
   const unfollow = followDiscovery(scheduler, discovery, { log, ...(tls ? { tls } : {}) });
   const unwatchTenants = tenants.watch(log);
   if (tenants.enabled)

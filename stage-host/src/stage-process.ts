@@ -321,10 +321,7 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
   let discovery: Discovery | undefined;
   let registration: Registration | undefined;
   if (config.natsUrl) {
-    discovery = await createDiscovery(
-      natsDiscoveryConfigOf(config),
-      log,
-    );
+    discovery = await createDiscovery(natsDiscoveryConfigOf(config), log);
     registration = await discovery.register(
       {
         id: instanceId,

@@ -94,10 +94,7 @@ async function registerInNats(
   version: string,
   log: Logger,
 ): Promise<() => Promise<void>> {
-  const discovery = await createDiscovery(
-    natsDiscoveryConfigOf(config),
-    log,
-  );
+  const discovery = await createDiscovery(natsDiscoveryConfigOf(config), log);
   try {
     const registration = await discovery.register(
       {
