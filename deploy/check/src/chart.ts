@@ -60,14 +60,14 @@ export function scenarios(chartDir: string): Scenario[] {
       ],
     },
     {
-      name: 'mutual TLS from cert-manager (a Certificate per component), NATS nkey credentials, the tenants file and the capability key from Secrets',
+      name: 'mutual TLS from cert-manager (a Certificate per component), NATS nkey credentials and NATS over mutual TLS, the tenants file and the capability key from Secrets',
       values: {
         tls: {
           enabled: true,
           requireClientCert: true,
           certManager: { enabled: true, issuerRef: { name: 'diffmesh-ca', kind: 'ClusterIssuer' } },
         },
-        nats: { auth: { existingSecret: 'diffmesh-nats' } },
+        nats: { auth: { existingSecret: 'diffmesh-nats' }, tls: { enabled: true, existingSecret: 'diffmesh-nats-tls' } },
         tenants: { existingSecret: 'diffmesh-tenants' },
         tensor: { capabilities: { existingSecret: 'diffmesh-capability-key' } },
       },

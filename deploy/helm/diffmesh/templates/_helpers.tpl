@@ -151,7 +151,7 @@ app.kubernetes.io/part-of: diffmesh
 {{- end -}}
 
 {{/*
-TLS and NATS credential flags (paths of mounted files, never secrets);
+TLS, NATS credential and NATS TLS flags (paths of mounted files, never secrets);
 arg: (list $root $server) — $server adds --tls-require-client-cert.
 */}}
 {{- define "diffmesh.tlsArgs" -}}
@@ -169,6 +169,14 @@ arg: (list $root $server) — $server adds --tls-require-client-cert.
 {{- end }}
 {{- if $root.Values.nats.auth.existingSecret }}
 - --nats-credentials=/etc/diffmesh/nats/credentials
+{{- end }}
+{{- if $root.Values.nats.tls.enabled }}
+{{- if not $root.Values.tls.enabled }}
+{{- fail "nats.tls.enabled needs tls.enabled: the services trust the mesh's CA and present their certificates to NATS" }}
+{{- end }}
+- --nats-tls-ca=/etc/diffmesh/tls/ca.crt
+- --nats-tls-cert=/etc/diffmesh/tls/tls.crt
+- --nats-tls-key=/etc/diffmesh/tls/tls.key
 {{- end }}
 {{- end -}}
 
