@@ -97,6 +97,11 @@ const REFUSED: Array<{ name: string; values: Record<string, unknown>; message: R
     values: { scheduler: { replicas: 2, queue: { backend: 'memory' } } },
     message: /needs redis or jetstream/,
   },
+  {
+    name: 'NATS over TLS without the mesh TLS the services present to it',
+    values: { nats: { tls: { enabled: true, existingSecret: 'diffmesh-nats-tls' } } },
+    message: /nats.tls.enabled needs tls.enabled/,
+  },
   { name: 'a misspelt top-level key', values: { schedular: { replicas: 1 } }, message: /additional properties 'schedular' not allowed/ },
   { name: 'an unknown stage', values: { pools: { x: { stage: 'upscaling' } } }, message: /stage/ },
   { name: 'HPA at zero without the feature gate', values: { autoscaling: { engine: 'hpa', minReplicas: 0 } }, message: /HPAScaleToZero/ },
