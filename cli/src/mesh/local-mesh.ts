@@ -18,7 +18,7 @@ import {
 } from '@diffmesh/testing';
 import { configArgs, type ConfigValues, type StageName } from '@diffmesh/core';
 import { EXECUTION_PROVIDERS, stageServiceConfig, type StageServiceConfigSchema } from '@diffmesh/stage-host';
-import type { MeshCredentials, NatsRole } from './mesh-credentials.js';
+import type { NatsRole } from './mesh-credentials.js';
 import { meshNatsServerSecurity } from './nats-permissions.js';
 import {
   REPLICA_SERVICES,

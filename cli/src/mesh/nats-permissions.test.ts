@@ -115,7 +115,7 @@ function record(reqId: string, now = Date.now()): RequestRecord {
     producers: {},
     reruns: 0,
     expiresAt: 0,
-  } as unknown as RequestRecord;
+  };
 }
 function item(reqId: string): QueueItem {
   return {
@@ -130,7 +130,7 @@ function item(reqId: string): QueueItem {
     priority: 0,
     enqueuedAt: Date.now(),
     tenant: 'default',
-  } as QueueItem;
+  };
 }
 
 describe("the mesh's nats-server", () => {

@@ -36,7 +36,7 @@ export async function natsPermissionProblems(chartDir: string, helm: string): Pr
   for (const [field, key] of Object.entries(NATS_ROLE_KEYS) as Array<[keyof typeof NATS_ROLE_KEYS, string]>) {
     const role = ROLE_OF[field];
     const line = natsAuthorizationConfig([key], { [key]: natsRolePermissions(role, key) })
-      .split('\n')[2]!
+      .split('\n')[2]
       .trim();
     if (!conf.split('\n').some((l) => l.trim() === line))
       problems.push(`nats.conf: the ${role} user's permissions differ from diffmesh up's (expected ${line})`);

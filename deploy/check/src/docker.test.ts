@@ -168,6 +168,6 @@ describe('credentials.mjs', () => {
     });
     expect(conf).toMatch(new RegExp(`nkey: "${key}", permissions: \\{ publish: \\{ allow: \\["diffmesh\\.discovery\\.>"\\] \\}`));
     expect(conf).toMatch(/allow_responses: true/);
-    expect(conf).toMatch(/tls \{\n  cert_file: "\/credentials\/nats.pem"[\s\S]*ca_file: "\/credentials\/ca.pem"\n  verify: true/);
+    expect(conf).toMatch(/tls \{\n {2}cert_file: "\/credentials\/nats.pem"[\s\S]*ca_file: "\/credentials\/ca.pem"\n {2}verify: true/);
   });
 });
