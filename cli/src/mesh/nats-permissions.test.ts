@@ -46,8 +46,8 @@ async function connectAs(role: NatsRole, identity: string): Promise<NatsConnecti
 async function subscribeError(nc: NatsConnection, subject: string): Promise<NatsError | undefined> {
   return new Promise((resolve) => {
     nc.subscribe(subject, { callback: (err) => err && resolve(err) });
-    // A flush round trip: the server has judged the SUB once it answers the PING after it.
-    void nc.flush().then(() => setTimeout(() => resolve(undefined), 200));
+    // A flush round trip: the server answers the SUB (an -ERR) before the PING that follows it.
+    void nc.flush().then(() => setImmediate(() => resolve(undefined)));
   });
 }
 
