@@ -8,6 +8,8 @@ export { parseProviderSpec, REPLICA_SERVICES, serviceEntry, startLocalMesh, wait
 export type { LocalMesh, LocalMeshOptions, ReplicaService, SchedulerProcessSpec, StageProcessSpec } from './mesh/local-mesh.js';
 export { ensureMeshCredentials, identityFileName, NATS_ROLES } from './mesh/mesh-credentials.js';
 export type { IdentityTls, MeshCredentials, MeshCredentialsOptions, NatsRole } from './mesh/mesh-credentials.js';
+export { meshNatsPermissions, natsRolePermissions } from './mesh/nats-permissions.js';
+export type { MeshSubjects } from './mesh/nats-permissions.js';
 export { clientTls, readState, stateFile } from './mesh/state.js';
 export type { MeshState } from './mesh/state.js';
 export { generateRemote } from './remote.js';

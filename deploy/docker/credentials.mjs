@@ -2,9 +2,11 @@
 // @ts-check
 // The compose stack's one-shot credentials service: `entrypoint.mjs credentials`. It makes (or
 // reuses, when still valid) the same material as `diffmesh up`: a CA, a certificate per
-// identity (scheduler, tensor-svc, gateway, client and `stage:<pool>` for each pool), an nkey
+// identity (scheduler, tensor-svc, gateway, client, nats and `stage:<pool>` for each pool), an nkey
 // seed per NATS role, plus what compose needs besides:
-//   <dir>/nats/nats-server.conf  the nats-server config admitting only the mesh's nkeys
+//   <dir>/nats/nats-server.conf  the nats-server config: TLS only (its certificate `nats.pem`, the
+//                                mesh's CA, client certificates verified), and only the mesh's
+//                                nkeys, each with its role's permissions
 //   <dir>/api-key                the gateway's API key (DIFFMESH_API_KEY, else generated)
 // With DIFFMESH_AUTH=off it writes only a nats-server config that admits anyone (and the
 // services drop their credentials settings, see entrypoint.mjs). A generated API key is printed once, when it is made (`docker compose logs credentials`);
@@ -16,8 +18,8 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { ensureMeshCredentials } from '@diffmesh/cli';
-import { natsAuthorizationConfig } from '@diffmesh/testing';
+import { ensureMeshCredentials, meshNatsPermissions } from '@diffmesh/cli';
+import { natsAuthorizationConfig, natsTlsConfig } from '@diffmesh/testing';
 
 /** @param {string[]} argv @param {NodeJS.ProcessEnv} env */
 export function parseArgs(argv, env = process.env) {
@@ -51,12 +53,15 @@ export function parseArgs(argv, env = process.env) {
 
 /**
  * The config of the mesh's nats-server: JetStream, the monitoring port for health checks,
- * and only the mesh's nkey users admitted (anyone when `nkeys` is empty: DIFFMESH_AUTH=off).
+ * and only the mesh's nkey users admitted (anyone when `nkeys` is empty: DIFFMESH_AUTH=off),
+ * with `security`'s per-user permissions and its TLS block (clients over TLS only).
  * @param {string[]} nkeys @param {number} port
+ * @param {{ permissions?: Record<string, import('@diffmesh/testing').NatsPermissions>, tls?: import('@diffmesh/testing').NatsServerTls }} [security]
  */
-export function natsServerConfig(nkeys, port) {
+export function natsServerConfig(nkeys, port, security = {}) {
   const head = `# Written by the diffmesh credentials service; made again on each start.\nport: ${port}\nhttp_port: 8222\nserver_name: diffmesh-compose\njetstream {\n  store_dir: /data\n}\n`;
-  return nkeys.length ? `${head}${natsAuthorizationConfig(nkeys)}` : head;
+  if (!nkeys.length) return head;
+  return `${head}${natsAuthorizationConfig(nkeys, security.permissions)}${security.tls ? natsTlsConfig(security.tls) : ''}`;
 }
 
 /** The gateway's API key: the one in `file`, else DIFFMESH_API_KEY, else a new one. @param {string} file */
@@ -89,10 +94,15 @@ async function main() {
   }
   const creds = await ensureMeshCredentials(o.dir, { hosts: o.hosts });
   for (const pool of o.pools) await creds.tls(`stage:${pool}`);
-  await writeFile(natsConf, natsServerConfig(creds.natsPublicKeys, o.natsPort), { mode: 0o600 });
+  const server = await creds.tls('nats');
+  const security = {
+    permissions: meshNatsPermissions(creds),
+    tls: { cert: server.cert, key: server.key, ca: creds.ca, verify: true },
+  };
+  await writeFile(natsConf, natsServerConfig(creds.natsPublicKeys, o.natsPort, security), { mode: 0o600 });
   const api = await ensureApiKey(path.join(o.dir, 'api-key'));
   process.stdout.write(
-    `credentials ready in ${o.dir}: CA, ${4 + o.pools.length} certificates, ${creds.natsPublicKeys.length} NATS users\n`,
+    `credentials ready in ${o.dir}: CA, ${5 + o.pools.length} certificates, ${creds.natsPublicKeys.length} NATS users\n`,
   );
   if (api.made) process.stdout.write(`gateway API key (shown once; kept in the credentials volume): ${api.key}\n`);
 }

@@ -153,7 +153,7 @@ export function healthTarget(cmd, args, env) {
 }
 
 /** Settings DIFFMESH_AUTH=off removes: TLS files, NATS credentials, API keys. */
-const AUTH_SETTING = /^DIFFMESH_[A-Z]+_(TLS_[A-Z_]+|NATS_CREDENTIALS|API_KEYS(_FILE)?)$/;
+const AUTH_SETTING = /^DIFFMESH_[A-Z]+_((NATS_)?TLS_[A-Z_]+|NATS_CREDENTIALS|API_KEYS(_FILE)?)$/;
 
 /**
  * The environment a service runs with after compose's security switches: with

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ConfigError, type Logger } from '@diffmesh/core';
 import { MemoryDiscovery } from './memory.js';
 import { DEFAULT_DISCOVERY_SUBJECT_PREFIX, NatsDiscovery } from './nats.js';
+import { natsTlsOf } from './nats-connection.js';
 import type { Discovery } from './types.js';
 
 /** Discovery backends available in this build. */
@@ -48,6 +49,14 @@ export const DiscoveryConfigSchema = z
       .string()
       .optional()
       .describe('File with the NATS credentials: an nkey user seed (SU…), a .creds file or user:password (never the secret itself)'),
+    tls: z
+      .object({
+        ca: z.string().optional().describe("PEM CA that signed the NATS server's certificate"),
+        cert: z.string().optional().describe('PEM client certificate, for a server that verifies clients'),
+        key: z.string().optional().describe('PEM private key of cert'),
+      })
+      .optional()
+      .describe('TLS of the NATS connection (set: TLS only)'),
   })
   .superRefine((cfg, ctx) => {
     if (cfg.backend === 'nats' && !cfg.url) {
@@ -56,6 +65,26 @@ export const DiscoveryConfigSchema = z
   });
 export type DiscoveryConfig = z.output<typeof DiscoveryConfigSchema>;
 export type DiscoveryConfigInput = z.input<typeof DiscoveryConfigSchema>;
+
+/**
+ * The nats discovery of a service config's NATS fields (`natsUrl`, `natsCredentials` and
+ * `natsTlsConfigFields`): its credentials file and TLS files when they are set.
+ */
+export function natsDiscoveryConfigOf(cfg: {
+  natsUrl: string;
+  natsCredentials: string;
+  natsTlsCa: string;
+  natsTlsCert: string;
+  natsTlsKey: string;
+}): DiscoveryConfigInput {
+  const tls = natsTlsOf(cfg);
+  return {
+    backend: 'nats',
+    url: cfg.natsUrl,
+    ...(cfg.natsCredentials ? { credentialsFile: cfg.natsCredentials } : {}),
+    ...(tls ? { tls } : {}),
+  };
+}
 
 /**
  * Creates a discovery from configuration: `{ backend: 'memory' }` (the default) or
@@ -86,6 +115,7 @@ export async function createDiscovery(config: DiscoveryConfigInput = {}, log?: L
           connectTimeoutMs: cfg.connectTimeoutMs,
           ...(cfg.connectionName !== undefined ? { connectionName: cfg.connectionName } : {}),
           ...(cfg.credentialsFile ? { credentialsFile: cfg.credentialsFile } : {}),
+          ...(cfg.tls ? { tls: cfg.tls } : {}),
         },
       );
   }

@@ -24,7 +24,7 @@ import {
   validateRegistration,
   type ServiceIdentityLike,
 } from './instance.js';
-import { natsAuthenticatorFromFile } from './nats-credentials.js';
+import { natsConnectionOptions, type NatsTlsFiles } from './nats-connection.js';
 import type {
   Discovery,
   DiscoveryListener,
@@ -73,6 +73,11 @@ export interface NatsDiscoveryConnectOptions extends NatsDiscoveryOptions {
    * `user:password`; see {@link natsAuthenticatorFromFile}). Absent: connect without any.
    */
   credentialsFile?: string;
+  /**
+   * TLS of the connection (PEM files: the CA that signed the server's certificate, and this
+   * process's certificate and key for a server that verifies clients). Set: TLS only.
+   */
+  tls?: NatsTlsFiles;
 }
 
 /** Payload of the `<prefix>.up` and `<prefix>.down` notices. */
@@ -178,7 +183,7 @@ export class NatsDiscovery implements Discovery {
         // request up front, in case it times out, and an Error per poll: a cost per call
         // that failures never repay here (a failed poll is logged without its stack).
         noAsyncTraces: true,
-        ...(opts.credentialsFile ? { authenticator: natsAuthenticatorFromFile(opts.credentialsFile) } : {}),
+        ...natsConnectionOptions(opts),
       });
     } catch (err) {
       if (err instanceof ConfigError) throw err;

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { natsTlsConfigFields, natsTlsConfigMappings } from '@diffmesh/discovery';
 import { LogConfigSchema, MAX_PROMPT_LENGTH, TlsConfigSchema, defineConfig, logConfigMappings, tlsConfigMappings } from '@diffmesh/core';
 import { MAX_INPUT_IMAGE_BYTES } from '@diffmesh/media';
 
@@ -30,6 +31,7 @@ export const GatewayConfigSchema = z.object({
     .describe(
       "file with this process's NATS credentials: an nkey user seed (SU…), a .creds file or user:password (the file, never the secret, so it stays out of argv)",
     ),
+  ...natsTlsConfigFields,
   schedulerAddresses: z
     .array(hostPort('a scheduler'))
     .default([])
@@ -138,6 +140,7 @@ export const gatewayConfig = defineConfig({
     NODE_ID: 'nodeId',
     NATS_URL: 'natsUrl',
     NATS_CREDENTIALS: 'natsCredentials',
+    ...natsTlsConfigMappings().env,
     SCHEDULER_ADDRESSES: 'schedulerAddresses',
     TENSOR_ADDRESSES: 'tensorAddresses',
     API_KEYS: 'apiKeys',
@@ -166,6 +169,7 @@ export const gatewayConfig = defineConfig({
     'node-id': 'nodeId',
     nats: 'natsUrl',
     'nats-credentials': 'natsCredentials',
+    ...natsTlsConfigMappings().flags,
     schedulers: 'schedulerAddresses',
     tensors: 'tensorAddresses',
     'api-keys': 'apiKeys',

@@ -11,7 +11,7 @@ import type { Server } from 'node:http';
 import { httpBindings } from '@diffmesh/protos';
 import { DurableStores, InlineTensorStore, RemoteTensorStore, RoutedTensorStore, durableSettingsFromEnv } from '@diffmesh/tensor-client';
 import { loadTlsFiles, packageVersion, TenantDirectory, type Logger } from '@diffmesh/core';
-import { createDiscovery, type Discovery, type Registration } from '@diffmesh/discovery';
+import { createDiscovery, natsDiscoveryConfigOf, type Discovery, type Registration } from '@diffmesh/discovery';
 import { createAdminListener } from './admin-listener.js';
 import { Gatekeeper } from './auth.js';
 import type { GatewayConfig } from './config.js';
@@ -147,13 +147,7 @@ async function connectUpstreams(
   given: Discovery | undefined,
   env: Record<string, string | undefined>,
 ): Promise<Upstreams> {
-  const ownDiscovery =
-    !given && config.natsUrl
-      ? await createDiscovery(
-          { backend: 'nats', url: config.natsUrl, ...(config.natsCredentials ? { credentialsFile: config.natsCredentials } : {}) },
-          log,
-        )
-      : undefined;
+  const ownDiscovery = !given && config.natsUrl ? await createDiscovery(natsDiscoveryConfigOf(config), log) : undefined;
   const discovery = given ?? ownDiscovery;
   // The first poll: schedulers already running are in the pools before the first request.
   if (discovery) await discovery.instances();

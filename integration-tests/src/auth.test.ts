@@ -98,7 +98,13 @@ describe('diffmesh up, authenticated by default', () => {
   });
 
   it("refuses a NATS connection without the mesh's credentials, and a stage started by hand cannot register", async () => {
-    await expect(createDiscovery({ backend: 'nats', url: state.natsUrl })).rejects.toThrow(/authorization violation/);
+    // TLS only, with a certificate from the mesh's CA: a client that does not trust that CA gets nowhere.
+    await expect(createDiscovery({ backend: 'nats', url: state.natsUrl })).rejects.toThrow(/cannot connect to NATS.*certificate/);
+    // The mesh's TLS files without its nkey: the server still refuses the connection.
+    const { ca, cert, key } = state.credentials!;
+    await expect(createDiscovery({ backend: 'nats', url: state.natsUrl, tls: { ca, cert, key } })).rejects.toThrow(
+      /authorization violation/,
+    );
 
     // A DiT process started by hand, pointed at the mesh's NATS and tensor-svc, without credentials.
     const intruder = spawn(
@@ -125,7 +131,7 @@ describe('diffmesh up, authenticated by default', () => {
     intruder.stderr.on('data', (b: Buffer) => (output += b.toString()));
     const code = await new Promise<number | null>((resolve) => intruder.once('exit', resolve));
     expect(code).not.toBe(0);
-    expect(output).toMatch(/authorization violation/);
+    expect(output).toMatch(/cannot connect to NATS/);
 
     const status = await runCli(['status', '--json'], up.env);
     expect(status.code).toBe(0);

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { LogConfigSchema, TlsConfigSchema, defineConfig, logConfigMappings, tlsConfigMappings } from '@diffmesh/core';
+import { natsTlsConfigFields, natsTlsConfigMappings } from '@diffmesh/discovery';
 import { STORE_BACKENDS } from './storage/types.js';
 import { MAX_TIMEOUT_MS } from './types.js';
 import { DEADLINE_POLICIES } from './limits.js';
@@ -27,6 +28,7 @@ export const SchedulerConfigSchema = z.object({
     .describe(
       "file with this process's NATS credentials: an nkey user seed (SU…), a .creds file or user:password (the file, never the secret, so it stays out of argv); also used by the jetstream queue on the same server",
     ),
+  ...natsTlsConfigFields,
   plansFile: z.string().default('').describe('ExecutionPlan registry file (empty = the shipped plans.yaml)'),
   modelDirectories: z
     .array(z.string())
@@ -174,6 +176,7 @@ export const schedulerConfig = defineConfig({
     METRICS_LISTEN: 'metricsListen',
     ...logConfigMappings().env,
     ...tlsConfigMappings().env,
+    ...natsTlsConfigMappings().env,
   },
   flags: {
     listen: 'listen',
@@ -211,5 +214,6 @@ export const schedulerConfig = defineConfig({
     'metrics-listen': 'metricsListen',
     ...logConfigMappings().flags,
     ...tlsConfigMappings().flags,
+    ...natsTlsConfigMappings().flags,
   },
 });

@@ -11,7 +11,7 @@ import {
   type Logger,
 } from '@diffmesh/core';
 import { DurableStores, InlineTensorStore, RemoteTensorStore, RoutedTensorStore, durableSettingsFromEnv } from '@diffmesh/tensor-client';
-import { createDiscovery, type Discovery, type Registration } from '@diffmesh/discovery';
+import { createDiscovery, natsDiscoveryConfigOf, natsTlsOf, type Discovery, type Registration } from '@diffmesh/discovery';
 import { loadPlanRegistry } from './plans/registry.js';
 import type { SchedulerConfig } from './config.js';
 import { followDiscovery } from './membership.js';
@@ -71,12 +71,7 @@ export async function startSchedulerService(
     ? await startMetricsEndpoint(metrics.registry, config.metricsListen, log, config.advertiseAddress && hostOf(config.advertiseAddress))
     : undefined;
   if (endpoint) log.info({ url: endpoint.url }, 'metrics endpoint listening');
-  const discovery: Discovery = await createDiscovery(
-    config.natsUrl
-      ? { backend: 'nats', url: config.natsUrl, ...(config.natsCredentials ? { credentialsFile: config.natsCredentials } : {}) }
-      : { backend: 'memory' },
-    log,
-  );
+  const discovery: Discovery = await createDiscovery(config.natsUrl ? natsDiscoveryConfigOf(config) : { backend: 'memory' }, log);
   const unfollow = followDiscovery(scheduler, discovery, { log, ...(tls ? { tls } : {}) });
   const unwatchTenants = tenants.watch(log);
   if (tenants.enabled)
@@ -188,6 +183,7 @@ async function requestStoreOf(config: SchedulerConfig, log: Logger, env: Record<
       sqlitePath: config.sqlitePath,
       namespace: config.queueNamespace,
       ...(config.natsCredentials ? { natsCredentials: config.natsCredentials } : {}),
+      ...(natsTlsOf(config) ? { natsTls: natsTlsOf(config)! } : {}),
     },
     { retentionMs: config.retentionMs, maxRetained: config.maxRetained, leaseMs: config.leaseMs },
   );

@@ -30,7 +30,7 @@ import {
   runProcess,
   redactUri,
 } from '@diffmesh/core';
-import { createDiscovery, type Discovery, type Registration } from '@diffmesh/discovery';
+import { createDiscovery, natsDiscoveryConfigOf, natsTlsConfigFields, type Discovery, type Registration } from '@diffmesh/discovery';
 import { StageMetrics } from './stage-metrics.js';
 import { ModelCatalog } from './model-catalog.js';
 import { EXECUTION_PROVIDERS } from './execution-providers.js';
@@ -155,6 +155,7 @@ export const StageServiceConfigSchema = z.object({
     .describe(
       "file with this process's NATS credentials: an nkey user seed (SU…), a .creds file or user:password (the file, never the secret, so it stays out of argv)",
     ),
+  ...natsTlsConfigFields,
   tensorAddress: z.string().default('').describe("this node's tensor-svc host:port (empty = in-process store)"),
   tensorStore: z
     .string()
@@ -322,10 +323,7 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
   let discovery: Discovery | undefined;
   let registration: Registration | undefined;
   if (config.natsUrl) {
-    discovery = await createDiscovery(
-      { backend: 'nats', url: config.natsUrl, ...(config.natsCredentials ? { credentialsFile: config.natsCredentials } : {}) },
-      log,
-    );
+    discovery = await createDiscovery(natsDiscoveryConfigOf(config), log);
     registration = await discovery.register(
       {
         id: instanceId,

@@ -1,6 +1,7 @@
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import { natsTlsConfigFields, natsTlsConfigMappings } from '@diffmesh/discovery';
 import { WRITE_THROUGH_MODES } from './write-through.js';
 import {
   LogConfigSchema,
@@ -158,6 +159,7 @@ export const TensorSvcConfigSchema = z
       .describe(
         "file with this process's NATS credentials: an nkey user seed (SU…), a .creds file or user:password (the file, never the secret, so it stays out of argv)",
       ),
+    ...natsTlsConfigFields,
     instanceId: z.string().default('').describe('instance id in discovery (empty = tensor-svc-<nodeId>)'),
     capabilities: z
       .boolean()
@@ -254,6 +256,7 @@ export const tensorSvcConfig = defineConfig({
     CAPABILITY_KEY_FILE: 'capabilityKeyFile',
     NATS_URL: 'natsUrl',
     NATS_CREDENTIALS: 'natsCredentials',
+    ...natsTlsConfigMappings().env,
     INSTANCE_ID: 'instanceId',
     ...tlsConfigMappings().env,
     ...logConfigMappings().env,
@@ -287,6 +290,7 @@ export const tensorSvcConfig = defineConfig({
     'capability-key-file': 'capabilityKeyFile',
     nats: 'natsUrl',
     'nats-credentials': 'natsCredentials',
+    ...natsTlsConfigMappings().flags,
     'instance-id': 'instanceId',
     ...tlsConfigMappings().flags,
     ...logConfigMappings().flags,

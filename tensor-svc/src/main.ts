@@ -11,7 +11,7 @@ import {
   type LoadConfigOptions,
   type Logger,
 } from '@diffmesh/core';
-import { createDiscovery } from '@diffmesh/discovery';
+import { createDiscovery, natsDiscoveryConfigOf } from '@diffmesh/discovery';
 import { loadTensorSvcConfig, tensorSvcEnv, type TensorSvcConfig } from './config.js';
 import { startTensorService, type RunningTensorService, type TensorServiceInfo } from './server.js';
 
@@ -94,10 +94,7 @@ async function registerInNats(
   version: string,
   log: Logger,
 ): Promise<() => Promise<void>> {
-  const discovery = await createDiscovery(
-    { backend: 'nats', url: config.natsUrl, ...(config.natsCredentials ? { credentialsFile: config.natsCredentials } : {}) },
-    log,
-  );
+  const discovery = await createDiscovery(natsDiscoveryConfigOf(config), log);
   try {
     const registration = await discovery.register(
       {

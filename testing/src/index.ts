@@ -5,8 +5,8 @@
  * error paths, and onnxruntime GPU provider files in the layouts of the packages that carry them.
  */
 export { rejection, thrown } from './errors.js';
-export { findNatsServer, natsAuthorizationConfig, NatsServerNotFoundError, startNatsServer } from './nats-server.js';
-export type { RunningNatsServer, StartNatsServerOptions } from './nats-server.js';
+export { findNatsServer, natsAuthorizationConfig, NatsServerNotFoundError, natsTlsConfig, startNatsServer } from './nats-server.js';
+export type { NatsPermissions, NatsServerTls, NatsSubjectRule, RunningNatsServer, StartNatsServerOptions } from './nats-server.js';
 export { findRedisServer, RedisServerNotFoundError, startRedisServer } from './redis-server.js';
 export type { RunningRedisServer, StartRedisServerOptions } from './redis-server.js';
 export { startS3Server } from './s3-server.js';

@@ -2,10 +2,41 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { connect, nkeyAuthenticator, type Authenticator } from 'nats';
+import { connect, nkeyAuthenticator, type Authenticator, type TlsOptions } from 'nats';
 import { silentLogger, type Logger } from '@diffmesh/core';
 import { findBinary } from './find-binary.js';
 import { spawnServer, type ServerProcess } from './server-process.js';
+
+/** Subjects one side of a NATS permission allows and denies (deny wins; `*` and `>` wildcards). */
+export interface NatsSubjectRule {
+  allow?: string[];
+  deny?: string[];
+}
+
+/**
+ * What one NATS user may do (nats-server `permissions`): the subjects it may publish to and
+ * subscribe to, and whether it may answer requests it received (`allow_responses`: a reply
+ * to the request's reply subject, once).
+ */
+export interface NatsPermissions {
+  publish?: NatsSubjectRule;
+  subscribe?: NatsSubjectRule;
+  allowResponses?: boolean;
+}
+
+/** TLS of a nats-server's client port (PEM files); see {@link StartNatsServerOptions.tls}. */
+export interface NatsServerTls {
+  /** Server certificate (its SANs must name the addresses clients dial, e.g. `127.0.0.1`). */
+  cert: string;
+  key: string;
+  /** CA that clients' certificates must be signed by (with `verify`), and that the readiness probe trusts. */
+  ca: string;
+  /** Clients must present a certificate signed by `ca` (mutual TLS). */
+  verify?: boolean;
+  /** Certificate and key the readiness probe presents when `verify` is on. */
+  probeCert?: string;
+  probeKey?: string;
+}
 
 /** Options of {@link startNatsServer}. */
 export interface StartNatsServerOptions {
@@ -38,9 +69,15 @@ export interface StartNatsServerOptions {
    * (`authorization { users = [{ nkey: … }] }`, mode 0600, removed on stop) that the server
    * reads with `-c`; a client without a matching seed is refused with an authorization
    * violation. `clientSeed` is the seed (`SU…`) of one of them, for the readiness probe.
-   * Without it, anyone on the network may connect.
+   * Without it, anyone on the network may connect. `permissions` (by public key) limits
+   * what a user may publish and subscribe to; a user without an entry may use any subject.
    */
-  authorization?: { nkeys: string[]; clientSeed: string };
+  authorization?: { nkeys: string[]; clientSeed: string; permissions?: Record<string, NatsPermissions> };
+  /**
+   * Serve clients over TLS only (a `tls {}` block in the config file): a client that does
+   * not speak TLS is refused, so nothing crosses the network in plain text.
+   */
+  tls?: NatsServerTls;
 }
 
 /** A running nats-server started by {@link startNatsServer}. */
@@ -95,17 +132,22 @@ export async function startNatsServer(opts: StartNatsServerOptions = {}): Promis
 
   let tempDir: string | undefined;
   let storeDir = opts.storeDir;
-  if ((opts.jetstream && !storeDir) || opts.authorization) tempDir = await mkdtemp(path.join(tmpdir(), 'diffmesh-nats-'));
+  if ((opts.jetstream && !storeDir) || opts.authorization || opts.tls) tempDir = await mkdtemp(path.join(tmpdir(), 'diffmesh-nats-'));
   if (opts.jetstream && !storeDir) storeDir = tempDir;
   const args = ['-a', host, '-p', port === 0 ? '-1' : String(port)];
   let authenticator: Authenticator | undefined;
-  if (opts.authorization) {
-    if (opts.authorization.nkeys.length === 0) throw new Error('startNatsServer: authorization needs at least one nkey');
-    const conf = path.join(tempDir!, 'auth.conf');
-    await writeFile(conf, natsAuthorizationConfig(opts.authorization.nkeys), { mode: 0o600 });
+  if (opts.authorization || opts.tls) {
+    const conf = path.join(tempDir!, 'server.conf');
+    await writeFile(conf, natsServerConfig(opts), { mode: 0o600 });
     args.push('-c', conf);
-    authenticator = nkeyAuthenticator(new TextEncoder().encode(opts.authorization.clientSeed));
   }
+  if (opts.authorization) authenticator = nkeyAuthenticator(new TextEncoder().encode(opts.authorization.clientSeed));
+  const probeTls: TlsOptions | undefined = opts.tls
+    ? {
+        caFile: opts.tls.ca,
+        ...(opts.tls.probeCert && opts.tls.probeKey ? { certFile: opts.tls.probeCert, keyFile: opts.tls.probeKey } : {}),
+      }
+    : undefined;
   if (opts.jetstream) args.push('-js', '-sd', storeDir!);
   args.push(...(opts.args ?? []));
 
@@ -130,9 +172,15 @@ export async function startNatsServer(opts: StartNatsServerOptions = {}): Promis
     const listenPort = await waitForPort(server, binary);
     const connectHost = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '::1' : host;
     const url = `nats://${connectHost.includes(':') ? `[${connectHost}]` : connectHost}:${listenPort}`;
-    await waitForClient(url, child, tail, opts.readyTimeoutMs ?? 10_000, authenticator);
+    await waitForClient(url, child, tail, opts.readyTimeoutMs ?? 10_000, { authenticator, tls: probeTls });
     log.info(
-      { url, pid: child.pid, jetstream: Boolean(opts.jetstream), authorization: opts.authorization ? 'nkeys' : 'none' },
+      {
+        url,
+        pid: child.pid,
+        jetstream: Boolean(opts.jetstream),
+        authorization: opts.authorization ? 'nkeys' : 'none',
+        tls: opts.tls ? (opts.tls.verify ? 'mutual' : 'server') : 'none',
+      },
       'nats-server started',
     );
     return { url, port: listenPort, pid: child.pid!, ...(storeDir && opts.jetstream ? { storeDir } : {}), stop };
@@ -173,7 +221,7 @@ async function waitForClient(
   child: ChildProcess,
   tail: string[],
   timeoutMs: number,
-  authenticator: Authenticator | undefined,
+  secured: { authenticator: Authenticator | undefined; tls: TlsOptions | undefined },
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
@@ -187,7 +235,8 @@ async function waitForClient(
         timeout: Math.max(100, Math.min(1000, deadline - Date.now())),
         reconnect: false,
         maxReconnectAttempts: 0,
-        ...(authenticator ? { authenticator } : {}),
+        ...(secured.authenticator ? { authenticator: secured.authenticator } : {}),
+        ...(secured.tls ? { tls: secured.tls } : {}),
       });
       await nc.close();
       return;
@@ -202,12 +251,51 @@ async function waitForClient(
   );
 }
 
+const SUBJECT = /^[^\s"\\]+$/;
+const FILE = /^[^"\\\n]+$/;
+
 /**
  * A nats-server config that admits only the given nkey users (public keys `U…`): the
  * server keeps no secret, and each client proves it holds its seed by signing a nonce.
+ * A user with `permissions` may use only the subjects they allow.
  */
-export function natsAuthorizationConfig(nkeys: readonly string[]): string {
+export function natsAuthorizationConfig(nkeys: readonly string[], permissions: Record<string, NatsPermissions> = {}): string {
+  if (nkeys.length === 0) throw new Error('startNatsServer: authorization needs at least one nkey');
   for (const k of nkeys)
     if (!/^U[A-Z2-7]{55}$/.test(k)) throw new Error('startNatsServer: an authorization nkey is not a user public key (U…)');
-  return `authorization {\n  users = [\n${nkeys.map((k) => `    { nkey: "${k}" }`).join('\n')}\n  ]\n}\n`;
+  const user = (k: string): string => {
+    const p = permissions[k];
+    return p ? `    { nkey: "${k}", permissions: ${permissionsText(p)} }` : `    { nkey: "${k}" }`;
+  };
+  return `authorization {\n  users = [\n${nkeys.map(user).join('\n')}\n  ]\n}\n`;
+}
+
+function permissionsText(p: NatsPermissions): string {
+  const list = (subjects: string[]): string => {
+    for (const s of subjects) if (!SUBJECT.test(s)) throw new Error(`startNatsServer: ${JSON.stringify(s)} is not a NATS subject`);
+    return `[${subjects.map((s) => `"${s}"`).join(', ')}]`;
+  };
+  const rule = (r: NatsSubjectRule): string =>
+    `{ ${[r.allow ? `allow: ${list(r.allow)}` : '', r.deny ? `deny: ${list(r.deny)}` : ''].filter(Boolean).join(', ')} }`;
+  const parts = [
+    p.publish ? `publish: ${rule(p.publish)}` : '',
+    p.subscribe ? `subscribe: ${rule(p.subscribe)}` : '',
+    p.allowResponses ? 'allow_responses: true' : '',
+  ].filter(Boolean);
+  return `{ ${parts.join(', ')} }`;
+}
+
+/** The `tls {}` block of a server that speaks TLS only to its clients. */
+export function natsTlsConfig(tls: NatsServerTls): string {
+  for (const f of [tls.cert, tls.key, tls.ca])
+    if (!FILE.test(f)) throw new Error('startNatsServer: a TLS file path holds a quote, a backslash or a line break');
+  return `tls {\n  cert_file: "${tls.cert}"\n  key_file: "${tls.key}"\n  ca_file: "${tls.ca}"\n  verify: ${tls.verify ? 'true' : 'false'}\n  timeout: 2\n}\n`;
+}
+
+/** The config file of a server with authorization and/or TLS. */
+function natsServerConfig(opts: StartNatsServerOptions): string {
+  return [
+    opts.authorization ? natsAuthorizationConfig(opts.authorization.nkeys, opts.authorization.permissions) : '',
+    opts.tls ? natsTlsConfig(opts.tls) : '',
+  ].join('');
 }

@@ -18,7 +18,8 @@ import {
 } from '@diffmesh/testing';
 import { configArgs, type ConfigValues, type StageName } from '@diffmesh/core';
 import { EXECUTION_PROVIDERS, stageServiceConfig, type StageServiceConfigSchema } from '@diffmesh/stage-host';
-import type { MeshCredentials, NatsRole } from './mesh-credentials.js';
+import type { NatsRole } from './mesh-credentials.js';
+import { meshNatsServerSecurity } from './nats-permissions.js';
 import {
   REPLICA_SERVICES,
   type LocalMesh,
@@ -48,13 +49,11 @@ const ENV_PREFIX: Record<'scheduler' | 'tensor-svc' | 'gateway' | StageProcessSp
 
 /**
  * The environment that points `service` at its credentials: its identity's certificate and
- * key, the CA, client certificates required, and its NATS role's seed file. Paths only.
+ * key, the CA, client certificates required, and its NATS role's seed file; for the mesh's
+ * own nats-server (TLS only), the same CA, certificate and key for NATS. Paths only.
  */
-async function credentialEnv(
-  credentials: MeshCredentials | undefined,
-  service: keyof typeof ENV_PREFIX,
-  identity: string,
-): Promise<Record<string, string>> {
+async function credentialEnv(ctx: MeshContext, service: keyof typeof ENV_PREFIX, identity: string): Promise<Record<string, string>> {
+  const credentials = ctx.opts.credentials;
   if (!credentials) return {};
   const tls = await credentials.tls(identity);
   const role: NatsRole = service === 'scheduler' || service === 'tensor-svc' || service === 'gateway' ? service : 'stage';
@@ -65,6 +64,7 @@ async function credentialEnv(
     [`${p}TLS_KEY`]: tls.key,
     [`${p}TLS_REQUIRE_CLIENT_CERT`]: 'true',
     [`${p}NATS_CREDENTIALS`]: credentials.natsSeedFile(role),
+    ...(ctx.natsTls ? { [`${p}NATS_TLS_CA`]: tls.ca, [`${p}NATS_TLS_CERT`]: tls.cert, [`${p}NATS_TLS_KEY`]: tls.key } : {}),
   };
 }
 
@@ -106,6 +106,8 @@ interface MeshContext {
   env: Record<string, string>;
   /** Flags every service takes: node id, log, advertised address, TLS. */
   common: string[];
+  /** The mesh's own nats-server (started here, with credentials) speaks TLS only, with mutual TLS. */
+  natsTls: boolean;
 }
 
 /** The servers a mesh runs on, started for it unless given: NATS, redis, an S3-protocol server. */
@@ -143,11 +145,13 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
         : Array.from({ length: ctx.replicas('scheduler') }, (_, i) => `${ctx.prefix}scheduler-${i + 1}`);
     const schedulerProcs: ManagedProcess[] = [];
     for (const name of schedulerNames) schedulerProcs.push(await startScheduler(name));
+    const client = opts.credentials ? await opts.credentials.tls('client') : undefined;
     discovery = await createDiscovery(
       {
         backend: 'nats',
         url: servers.natsUrl,
         ...(opts.credentials ? { credentialsFile: opts.credentials.natsSeedFile('client') } : {}),
+        ...(ctx.natsTls && client ? { tls: client } : {}),
       },
       opts.log,
     );
@@ -217,6 +221,7 @@ function meshContext(opts: LocalMeshOptions, logDir: string): MeshContext {
     // Services stop when the supervisor dies without stopping them (their process group is their own).
     env: { ...opts.env, ...(opts.ownProcessGroup ? { DIFFMESH_EXIT_WITH_PARENT: '1' } : {}) },
     common: ['--node-id', nodeId, ...logArgs, ...advertise, ...tlsArgs],
+    natsTls: Boolean(opts.credentials) && !opts.natsUrl,
   };
 }
 
@@ -236,9 +241,7 @@ async function startBackingServers(ctx: MeshContext, logDir: string): Promise<Ba
         log: opts.log,
         jetstream: queue === 'jetstream' && !opts.queueUrl,
         ...own,
-        ...(opts.credentials
-          ? { authorization: { nkeys: opts.credentials.natsPublicKeys, clientSeed: opts.credentials.natsClientSeed } }
-          : {}),
+        ...(opts.credentials ? await meshNatsServerSecurity(opts.credentials) : {}),
       });
     }
     const natsUrl = opts.natsUrl ?? out.nats!.url;
@@ -275,7 +278,7 @@ function startTensorSvc(ctx: MeshContext, servers: BackingServers): Promise<Mana
     ...(store ? { backend: store.backend, durable: store.location } : {}),
     ...(store?.endpoint ? { s3Endpoint: store.endpoint } : {}),
   });
-  return credentialEnv(ctx.opts.credentials, 'tensor-svc', 'tensor-svc').then((credentials) =>
+  return credentialEnv(ctx, 'tensor-svc', 'tensor-svc').then((credentials) =>
     ctx.supervisor.start({
       name: `${ctx.prefix}tensor-svc`,
       entry: serviceEntry('tensor-svc'),
@@ -321,7 +324,7 @@ function schedulerStarter(
         ...(opts.schedulerArgs ?? []),
         ...(spec.args ?? []),
       ],
-      env: { ...ctx.env, ...(await credentialEnv(opts.credentials, 'scheduler', 'scheduler')), ...spec.env },
+      env: { ...ctx.env, ...(await credentialEnv(ctx, 'scheduler', 'scheduler')), ...spec.env },
       ...ctx.launcher,
       readyPrefix: 'scheduler listening on ',
       listenFlag: '--listen',
@@ -364,7 +367,7 @@ function stageStarter(
         ...(opts.stageArgs ?? []),
         ...(spec.args ?? []),
       ],
-      env: { ...ctx.env, ...(await credentialEnv(opts.credentials, spec.service, `stage:${spec.pool}`)), ...spec.env },
+      env: { ...ctx.env, ...(await credentialEnv(ctx, spec.service, `stage:${spec.pool}`)), ...spec.env },
       ...ctx.launcher,
       readyPrefix: `${spec.service} listening on `,
       listenFlag: '--listen',
@@ -425,7 +428,7 @@ async function startGateways(ctx: MeshContext, natsUrl: string): Promise<string[
       // Keys go in the environment, not argv (argv is visible to every user in ps).
       env: {
         ...ctx.env,
-        ...(await credentialEnv(opts.credentials, 'gateway', 'gateway')),
+        ...(await credentialEnv(ctx, 'gateway', 'gateway')),
         DIFFMESH_GATEWAY_API_KEYS: opts.gateway.apiKeys.join(','),
       },
       ...ctx.launcher,

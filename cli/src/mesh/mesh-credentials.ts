@@ -16,8 +16,11 @@ export interface IdentityTls {
 export const NATS_ROLES = ['scheduler', 'tensor-svc', 'gateway', 'stage', 'client'] as const;
 export type NatsRole = (typeof NATS_ROLES)[number];
 
-/** Identities every mesh has a certificate for; stage pools (`stage:<pool>`) get theirs on demand. */
-const FIXED_IDENTITIES = ['scheduler', 'tensor-svc', 'gateway', 'client'] as const;
+/**
+ * Identities every mesh has a certificate for (`nats` is the nats-server's); stage pools
+ * (`stage:<pool>`) get theirs on demand.
+ */
+const FIXED_IDENTITIES = ['scheduler', 'tensor-svc', 'gateway', 'client', 'nats'] as const;
 
 /**
  * The security material of a local mesh, kept in one folder (mode 0700): a CA, a leaf
@@ -37,6 +40,8 @@ export interface MeshCredentials {
   natsSeedFile(role: NatsRole): string;
   /** Public keys of every NATS role: the users the mesh's nats-server admits. */
   natsPublicKeys: string[];
+  /** The public key of each NATS role (what `meshNatsPermissions` gives permissions to). */
+  natsRoleKeys: Record<NatsRole, string>;
   /** The seed of the `client` role (for the nats-server readiness probe; never print it). */
   natsClientSeed: string;
 }
@@ -91,6 +96,7 @@ export async function ensureMeshCredentials(dir: string, opts: MeshCredentialsOp
 
   const seedFile = (role: NatsRole): string => path.join(dir, 'nats', `${role}.nk`);
   const publicKeys: string[] = [];
+  const roleKeys = {} as Record<NatsRole, string>;
   let clientSeed = '';
   for (const role of NATS_ROLES) {
     const file = seedFile(role);
@@ -105,9 +111,18 @@ export async function ensureMeshCredentials(dir: string, opts: MeshCredentialsOp
       await chmod(file, 0o600);
     }
     publicKeys.push(nkeyPublicKey(seed));
+    roleKeys[role] = nkeyPublicKey(seed);
     if (role === 'client') clientSeed = seed;
   }
-  return { dir, ca: ca.certFile, tls, natsSeedFile: seedFile, natsPublicKeys: publicKeys, natsClientSeed: clientSeed };
+  return {
+    dir,
+    ca: ca.certFile,
+    tls,
+    natsSeedFile: seedFile,
+    natsPublicKeys: publicKeys,
+    natsRoleKeys: roleKeys,
+    natsClientSeed: clientSeed,
+  };
 }
 
 interface Ca {

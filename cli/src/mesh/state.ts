@@ -21,9 +21,10 @@ export interface MeshState {
   /**
    * The client credentials of an authenticated mesh (paths, never the secrets): the CA, the
    * `client` identity's certificate and key, and the NATS seed file of the `client` role.
-   * Absent for `up --insecure`.
+   * Absent for `up --insecure`. `natsTls`: the mesh's own nats-server, which speaks mutual
+   * TLS only (with the same CA, certificate and key).
    */
-  credentials?: { ca: string; cert: string; key: string; nats: string };
+  credentials?: { ca: string; cert: string; key: string; nats: string; natsTls?: boolean };
   /** Every process `up` supervises, with its restarts so far (updated as they happen). */
   processes?: Array<{ name: string; pid: number; address: string; restarts: number; state: string }>;
 }

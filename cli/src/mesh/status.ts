@@ -1,4 +1,4 @@
-import { createDiscovery, type Instance } from '@diffmesh/discovery';
+import { createDiscovery, type Instance, type NatsTlsFiles } from '@diffmesh/discovery';
 import { createLogger } from '@diffmesh/core';
 import { readState, type MeshState } from './state.js';
 
@@ -21,10 +21,14 @@ export async function runStatus(flags: { nats?: string; json?: boolean }): Promi
   const processes = ours ? (state.processes ?? []) : [];
   // Another mesh's NATS: its credentials file from DIFFMESH_NATS_CREDENTIALS (a path, never the secret).
   const credentialsFile = ours ? state.credentials?.nats : process.env.DIFFMESH_NATS_CREDENTIALS || undefined;
+  const tls = ours ? ownNatsTls(state) : envNatsTls(process.env);
   const log = createLogger({ name: 'diffmesh-status', level: 'silent' });
   let discovery;
   try {
-    discovery = await createDiscovery({ backend: 'nats', url, ...(credentialsFile ? { credentialsFile } : {}) }, log);
+    discovery = await createDiscovery(
+      { backend: 'nats', url, ...(credentialsFile ? { credentialsFile } : {}), ...(tls ? { tls } : {}) },
+      log,
+    );
     await discovery.refresh();
     const instances = await discovery.instances();
     if (flags.json) {
@@ -71,4 +75,18 @@ function formatTable(instances: Instance[]): string {
       .map((i) => [i.name, i.version, i.pool, i.stage, i.nodeId, i.grpcAddress, `${i.load?.inFlight ?? '?'}/${i.capacity}`, i.id]),
   ];
   return columns(rows);
+}
+
+/** The TLS files of this machine's mesh's own nats-server (its client identity's), when it speaks TLS. */
+function ownNatsTls(state: MeshState): NatsTlsFiles | undefined {
+  const c = state.credentials;
+  return c?.natsTls ? { ca: c.ca, cert: c.cert, key: c.key } : undefined;
+}
+
+/** Another mesh's NATS TLS: DIFFMESH_NATS_TLS_CA, _CERT and _KEY (paths). */
+function envNatsTls(env: NodeJS.ProcessEnv): NatsTlsFiles | undefined {
+  const ca = env.DIFFMESH_NATS_TLS_CA || undefined;
+  const cert = env.DIFFMESH_NATS_TLS_CERT || undefined;
+  const key = env.DIFFMESH_NATS_TLS_KEY || undefined;
+  return ca || cert || key ? { ca, cert, key } : undefined;
 }

@@ -126,7 +126,7 @@ export async function runUp(flags: UpFlags): Promise<number> {
   }
   const client = credentials ? await credentials.tls('client') : undefined;
   await printMesh(mesh, flags, plan, apiKey, credentials);
-  state = meshState(mesh, plan.queue, credentials, client);
+  state = meshState(mesh, plan.queue, credentials, client, !flags.nats);
   await writeProcesses();
   process.stdout.write(`mesh ready: serving ${plan.models.join(', ')} (logs in ${mesh.logDir}; Ctrl-C stops it)\n`);
   await signals.stopWanted;
@@ -275,7 +275,9 @@ async function printMesh(
   credentials: MeshCredentials | undefined,
 ): Promise<void> {
   const out = (line: string): boolean => process.stdout.write(`${line}\n`);
-  out(`nats ${mesh.natsUrl}${credentials ? ' (nkey users only)' : ' (no credentials)'}`);
+  out(
+    `nats ${mesh.natsUrl}${credentials ? (flags.nats ? ' (nkey users only)' : ' (TLS only, nkey users with per-role permissions)') : ' (no credentials)'}`,
+  );
   out(credentials ? `security mutual TLS and NATS nkeys; credentials in ${credentials.dir}` : 'security none (--insecure)');
   out(`queue ${plan.queue}${mesh.queue.url ? ` ${mesh.queue.url}` : mesh.queue.sqlitePath ? ` ${mesh.queue.sqlitePath}` : ''}`);
   out(`tensor-svc ${mesh.tensorAddress}`);
@@ -306,6 +308,7 @@ function meshState(
   queue: string,
   credentials: MeshCredentials | undefined,
   client: Awaited<ReturnType<MeshCredentials['tls']>> | undefined,
+  ownNats: boolean,
 ): MeshState {
   return {
     pid: process.pid,
@@ -318,7 +321,15 @@ function meshState(
     startedAt: new Date().toISOString(),
     queue,
     ...(credentials && client
-      ? { credentials: { ca: client.ca, cert: client.cert, key: client.key, nats: credentials.natsSeedFile('client') } }
+      ? {
+          credentials: {
+            ca: client.ca,
+            cert: client.cert,
+            key: client.key,
+            nats: credentials.natsSeedFile('client'),
+            ...(ownNats ? { natsTls: true } : {}),
+          },
+        }
       : {}),
   };
 }

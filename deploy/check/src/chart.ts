@@ -3,6 +3,7 @@ import path from 'node:path';
 import { helmTemplate, parseManifests, runHelm, type K8sObject } from '@diffmesh/operator';
 import { DEFAULT_PLANS_FILE, parsePlanRegistry } from '@diffmesh/scheduler';
 import { parse } from 'yaml';
+import { natsPermissionProblems } from './chart-nats.js';
 import { checkServiceArgs, loadPending } from './flags.js';
 import { validateObject } from './k8s.js';
 import type { Section } from './report.js';
@@ -60,14 +61,14 @@ export function scenarios(chartDir: string): Scenario[] {
       ],
     },
     {
-      name: 'mutual TLS from cert-manager (a Certificate per component), NATS nkey credentials, the tenants file and the capability key from Secrets',
+      name: 'mutual TLS from cert-manager (a Certificate per component), NATS nkey credentials and NATS over mutual TLS, the tenants file and the capability key from Secrets',
       values: {
         tls: {
           enabled: true,
           requireClientCert: true,
           certManager: { enabled: true, issuerRef: { name: 'diffmesh-ca', kind: 'ClusterIssuer' } },
         },
-        nats: { auth: { existingSecret: 'diffmesh-nats' } },
+        nats: { auth: { existingSecret: 'diffmesh-nats' }, tls: { enabled: true, existingSecret: 'diffmesh-nats-tls' } },
         tenants: { existingSecret: 'diffmesh-tenants' },
         tensor: { capabilities: { existingSecret: 'diffmesh-capability-key' } },
       },
@@ -96,6 +97,16 @@ const REFUSED: Array<{ name: string; values: Record<string, unknown>; message: R
     name: 'two schedulers on an in-memory queue',
     values: { scheduler: { replicas: 2, queue: { backend: 'memory' } } },
     message: /needs redis or jetstream/,
+  },
+  {
+    name: 'NATS over TLS without the mesh TLS the services present to it',
+    values: { nats: { tls: { enabled: true, existingSecret: 'diffmesh-nats-tls' } } },
+    message: /nats.tls.enabled needs tls.enabled/,
+  },
+  {
+    name: 'per-role NATS nkeys with a role missing',
+    values: { nats: { auth: { existingSecret: 'diffmesh-nats', roles: { scheduler: `U${'A'.repeat(55)}` } } } },
+    message: /needs the public keys of all four roles/,
   },
   { name: 'a misspelt top-level key', values: { schedular: { replicas: 1 } }, message: /additional properties 'schedular' not allowed/ },
   { name: 'an unknown stage', values: { pools: { x: { stage: 'upscaling' } } }, message: /stage/ },
@@ -321,6 +332,9 @@ export async function checkChart(chartDir: string, deployDir: string, helm: stri
     }
   }
   section.problems.push(...registryDrift(chartDir));
+  const nats = await natsPermissionProblems(chartDir, helm);
+  section.problems.push(...nats.problems);
+  section.passed.push(...nats.passed);
   section.notes = [...new Set(section.notes)];
   return section;
 }

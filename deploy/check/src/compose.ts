@@ -128,7 +128,7 @@ const isCredentials = (s: any) => Array.isArray(s.command) && s.command[0] === '
 /**
  * Authentication on by default: a credentials service; nats reading its config; every
  * diffmesh gRPC server with its certificate, client certificates required and NATS
- * credentials; the gateway with NATS credentials and API keys; images that cannot be built
+ * credentials and NATS TLS files; the gateway with NATS credentials, NATS TLS and API keys; images that cannot be built
  * here (Grafana, Tempo, Prometheus) only in a profile.
  */
 function authProblems(services: Record<string, any>): string[] {
@@ -150,6 +150,8 @@ function authProblems(services: Record<string, any>): string[] {
     const has = (suffix: string) => keys.some((k) => k.endsWith(suffix) && String(env[k]) !== '');
     if (!has('_NATS_CREDENTIALS')) out.push(`service ${name}: no NATS credentials`);
     if (!has('_TLS_CERT') || !has('_TLS_CA')) out.push(`service ${name}: no TLS certificate`);
+    if (!has('_NATS_TLS_CA') || !has('_NATS_TLS_CERT') || !has('_NATS_TLS_KEY'))
+      out.push(`service ${name}: NATS without TLS (its queued prompts and registrations would cross the network in plain text)`);
     if (s.command?.[0] === 'gateway') {
       if (!has('_API_KEYS') && !has('_API_KEYS_FILE')) out.push(`service ${name}: no API keys (its HTTP would be open)`);
     } else if (!keys.some((k) => k.endsWith('_TLS_REQUIRE_CLIENT_CERT') && String(env[k]) === 'true'))

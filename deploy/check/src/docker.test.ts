@@ -134,7 +134,11 @@ describe('entrypoint.mjs security switches and --version', () => {
 describe('credentials.mjs', () => {
   type Credentials = {
     parseArgs(argv: string[], env?: Record<string, string>): { dir: string; hosts: string[]; pools: string[]; natsPort: number };
-    natsServerConfig(nkeys: string[], port: number): string;
+    natsServerConfig(
+      nkeys: string[],
+      port: number,
+      security?: { permissions?: Record<string, unknown>; tls?: { cert: string; key: string; ca: string; verify?: boolean } },
+    ): string;
   };
   let c: Credentials;
   beforeAll(async () => {
@@ -153,5 +157,17 @@ describe('credentials.mjs', () => {
     const key = `U${'A'.repeat(55)}`;
     expect(c.natsServerConfig([key], 4222)).toMatch(new RegExp(`port: 4222[\\s\\S]*jetstream[\\s\\S]*nkey: "${key}"`));
     expect(c.natsServerConfig([], 4222)).not.toMatch(/authorization/);
+  });
+  it("writes the users' permissions and a TLS block that verifies clients", () => {
+    const key = `U${'B'.repeat(55)}`;
+    const conf = c.natsServerConfig([key], 4222, {
+      permissions: {
+        [key]: { publish: { allow: ['diffmesh.discovery.>'] }, subscribe: { allow: [`_INBOX.${key}.>`] }, allowResponses: true },
+      },
+      tls: { cert: '/credentials/nats.pem', key: '/credentials/nats-key.pem', ca: '/credentials/ca.pem', verify: true },
+    });
+    expect(conf).toMatch(new RegExp(`nkey: "${key}", permissions: \\{ publish: \\{ allow: \\["diffmesh\\.discovery\\.>"\\] \\}`));
+    expect(conf).toMatch(/allow_responses: true/);
+    expect(conf).toMatch(/tls \{\n {2}cert_file: "\/credentials\/nats.pem"[\s\S]*ca_file: "\/credentials\/ca.pem"\n {2}verify: true/);
   });
 });

@@ -1,4 +1,5 @@
 import { ConfigError } from '@diffmesh/core';
+import type { NatsTlsFiles } from '@diffmesh/discovery';
 import { JetStreamStore } from './jetstream.js';
 import { MemoryStore } from './memory.js';
 import { RedisStore } from './redis.js';
@@ -17,6 +18,8 @@ export interface StoreConfig {
   namespace?: string;
   /** jetstream: file with the NATS credentials (see `natsAuthenticatorFromFile` of discovery). */
   natsCredentials?: string;
+  /** jetstream: TLS of the NATS connection (PEM files). */
+  natsTls?: NatsTlsFiles;
 }
 
 /**
@@ -46,6 +49,7 @@ export function createSchedulerStore(config: StoreConfig, opts: StoreOptions): S
         url: config.url || fail('queueUrl', 'is required with queue jetstream (the NATS URL; --nats is used when it is set)'),
         namespace,
         ...(config.natsCredentials ? { credentialsFile: config.natsCredentials } : {}),
+        ...(config.natsTls ? { natsTls: config.natsTls } : {}),
       });
     default:
       return fail('queue', `unknown backend ${JSON.stringify(config.backend)} (available: ${STORE_BACKENDS.join(', ')})`);

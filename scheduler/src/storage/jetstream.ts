@@ -14,7 +14,7 @@ import {
   type Subscription,
 } from 'nats';
 import { Code, DiffmeshError } from '@diffmesh/core';
-import { natsAuthenticatorFromFile } from '@diffmesh/discovery';
+import { natsConnectionOptions, type NatsTlsFiles } from '@diffmesh/discovery';
 import { copyRecord, decodeItem, decodeRecord, encodeItem, encodeRecord } from './codec.js';
 import { StoreEvents, casLoop, changeOf, fitsAny, priorityKey, setPosition } from './common.js';
 import { DrainRate, queueFullError, storeStoppedError } from './queue-full.js';
@@ -55,6 +55,8 @@ export interface JetStreamStoreOptions extends StoreOptions {
   namespace?: string;
   /** File with the NATS credentials (an nkey seed, a `.creds` file or `user:password`). */
   credentialsFile?: string;
+  /** TLS of the NATS connection (PEM files; see `natsConnectionOptions` of discovery). */
+  natsTls?: NatsTlsFiles;
   /** How long JetStream remembers a task's `Nats-Msg-Id` to drop a repeated publish. Default 10 minutes. */
   duplicateWindowMs?: number;
 }
@@ -141,6 +143,8 @@ export class JetStreamStore implements SchedulerStore {
   async start(): Promise<void> {
     if (this.nc) return;
     let nc: NatsConnection;
+    // A credentials or TLS file that cannot be read is a config error, not an unreachable server.
+    const secured = natsConnectionOptions({ credentialsFile: this.opts.credentialsFile, tls: this.opts.natsTls });
     try {
       nc = await connect({
         servers: this.opts.url,
@@ -151,7 +155,7 @@ export class JetStreamStore implements SchedulerStore {
         // No stack captured for every request (each KV get/update, publish and pull is one): a
         // store error names its cause without it (see `unreachable`), and it was ~9% of the store's CPU.
         noAsyncTraces: true,
-        ...(this.opts.credentialsFile ? { authenticator: natsAuthenticatorFromFile(this.opts.credentialsFile, 'natsCredentials') } : {}),
+        ...secured,
       });
     } catch (err) {
       throw unreachable(this.opts.url, err);

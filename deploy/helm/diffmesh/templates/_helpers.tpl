@@ -151,7 +151,7 @@ app.kubernetes.io/part-of: diffmesh
 {{- end -}}
 
 {{/*
-TLS and NATS credential flags (paths of mounted files, never secrets);
+TLS, NATS credential and NATS TLS flags (paths of mounted files, never secrets);
 arg: (list $root $server) — $server adds --tls-require-client-cert.
 */}}
 {{- define "diffmesh.tlsArgs" -}}
@@ -169,6 +169,14 @@ arg: (list $root $server) — $server adds --tls-require-client-cert.
 {{- end }}
 {{- if $root.Values.nats.auth.existingSecret }}
 - --nats-credentials=/etc/diffmesh/nats/credentials
+{{- end }}
+{{- if $root.Values.nats.tls.enabled }}
+{{- if not $root.Values.tls.enabled }}
+{{- fail "nats.tls.enabled needs tls.enabled: the services trust the mesh's CA and present their certificates to NATS" }}
+{{- end }}
+- --nats-tls-ca=/etc/diffmesh/tls/ca.crt
+- --nats-tls-cert=/etc/diffmesh/tls/tls.crt
+- --nats-tls-key=/etc/diffmesh/tls/tls.key
 {{- end }}
 {{- end -}}
 
@@ -243,7 +251,7 @@ arg: (list $root $server) — $server adds --tls-require-client-cert.
     secretName: {{ .existingSecret }}
     defaultMode: 0440
     items:
-      - key: {{ .credentialsKey }}
+      - key: {{ if include "diffmesh.natsPerRole" $root }}{{ include "diffmesh.natsRole" (index $ 1) }}.seed{{ else }}{{ .credentialsKey }}{{ end }}
         path: credentials
 {{- end }}
 {{- end }}
@@ -430,4 +438,43 @@ envFrom:
 {{- $_ := set $pools $k $v -}}
 {{- end -}}
 {{- toYaml $pools -}}
+{{- end -}}
+
+{{/* The NATS role of a component (scheduler, tensor, gateway, pool-*): its nkey's permissions. */}}
+{{- define "diffmesh.natsRole" -}}
+{{- if eq . "scheduler" }}scheduler{{ else if eq . "tensor" }}tensor-svc{{ else if eq . "gateway" }}gateway{{ else }}stage{{ end -}}
+{{- end -}}
+
+{{/* "true" when nats.auth.roles names the four roles' public keys (all or none). */}}
+{{- define "diffmesh.natsPerRole" -}}
+{{- $r := .Values.nats.auth.roles -}}
+{{- $set := 0 -}}
+{{- range $k := list "scheduler" "tensorSvc" "gateway" "stage" }}{{ if index $r $k }}{{ $set = add1 $set }}{{ end }}{{ end -}}
+{{- if and (gt $set 0) (lt $set 4) -}}
+{{- fail "nats.auth.roles needs the public keys of all four roles (scheduler, tensorSvc, gateway, stage), or none" -}}
+{{- end -}}
+{{- if eq $set 4 -}}
+{{- if not .Values.nats.auth.existingSecret -}}
+{{- fail "nats.auth.roles needs nats.auth.existingSecret (the Secret with <role>.seed)" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/*
+What the nkey of one role may do, as nats-server permissions (the same as diffmesh up's, see
+cli/src/mesh/nats-permissions.ts; deploy:check compares them): discovery for every role, its
+own replies (_INBOX.<its key>.>), and for the scheduler JetStream, its requests bucket and its
+queue subjects. arg: (list $role $publicKey)
+*/}}
+{{- define "diffmesh.natsPermissions" -}}
+{{- $role := index . 0 -}}
+{{- $key := index . 1 -}}
+{{- $pub := list "$SRV.>" "diffmesh.discovery.>" -}}
+{{- $sub := list "$SRV.>" "diffmesh.discovery.>" (printf "_INBOX.%s.>" $key) -}}
+{{- if eq $role "scheduler" -}}
+{{- $pub = concat $pub (list "$JS.API.>" "$JS.ACK.>" "$KV.diffmesh_requests.>" "diffmesh.t.>" "diffmesh.chg" "diffmesh.q") -}}
+{{- $sub = concat $sub (list "diffmesh.chg" "diffmesh.q") -}}
+{{- end -}}
+{ publish: { allow: [{{ range $i, $s := $pub }}{{ if $i }}, {{ end }}"{{ $s }}"{{ end }}] }, subscribe: { allow: [{{ range $i, $s := $sub }}{{ if $i }}, {{ end }}"{{ $s }}"{{ end }}] }, allow_responses: true }
 {{- end -}}
