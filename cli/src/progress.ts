@@ -1,5 +1,5 @@
 import cliProgress from 'cli-progress';
-import type { RequestEvent } from '@diffmesh/core';
+import type { RequestEvent } from '@diffmesh/core/client';
 
 /** Shows a request's progress to a person. */
 export interface Progress {

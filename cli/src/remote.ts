@@ -11,7 +11,7 @@ import {
   type ObjectRef,
   type RequestEvent,
   type TlsFiles,
-} from '@diffmesh/core';
+} from '@diffmesh/core/client';
 import type { RequestEvent__Output } from '@diffmesh/protos';
 import { follow, planOutput, writeResult, type GenerateArgs, type GenerateOutcome } from './generate.js';
 import type { Progress } from './progress.js';
