@@ -57,10 +57,7 @@ export function injectTraceContext(ctx?: Context): Record<string, string> {
  * unchanged: by default the root context, so an incoming message without trace context
  * starts a new trace instead of joining whatever happened to be active.
  */
-export function extractTraceContext(
-  carrier: Readonly<Record<string, string | string[] | undefined>> | undefined,
-  base?: Context,
-): Context {
+export function extractTraceContext(carrier: Readonly<Record<string, string | string[] | undefined>> | undefined, base?: Context): Context {
   const { api, propagator } = w3c();
   if (!carrier) return base ?? api.ROOT_CONTEXT;
   return propagator.extract(base ?? api.ROOT_CONTEXT, carrier, api.defaultTextMapGetter);
