@@ -183,18 +183,14 @@ export function checkGenerated(opts = {}) {
 }
 
 /**
- * Compiles the descriptor set into a temp dir and compares it with the committed one.
- * @param {{ pkgDir?: string, file?: string }} [opts] `file` (absolute) defaults to
- *   `<pkgDir>/descriptors.binpb`.
+ * Builds `fileName` with `build(path)` into a temp dir and compares it with `committed`.
  * @returns {{ ok: boolean, missing: boolean }} `missing`: the committed file does not exist.
  */
-export function checkDescriptorSet(opts = {}) {
-  const pkgDir = opts.pkgDir ?? PKG_DIR;
-  const committed = opts.file ?? join(pkgDir, DESCRIPTOR_SET_FILE);
-  const temp = mkdtempSync(join(tmpdir(), 'diffmesh-descriptors-'));
+function checkBuilt(build, fileName, committed) {
+  const temp = mkdtempSync(join(tmpdir(), 'diffmesh-protos-check-'));
   try {
-    const fresh = join(temp, DESCRIPTOR_SET_FILE);
-    buildDescriptorSet(fresh, pkgDir);
+    const fresh = join(temp, fileName);
+    build(fresh);
     let current;
     try {
       current = readFileSync(committed);
@@ -209,6 +205,17 @@ export function checkDescriptorSet(opts = {}) {
 }
 
 /**
+ * Compiles the descriptor set into a temp dir and compares it with the committed one.
+ * @param {{ pkgDir?: string, file?: string }} [opts] `file` (absolute) defaults to
+ *   `<pkgDir>/descriptors.binpb`.
+ * @returns {{ ok: boolean, missing: boolean }} `missing`: the committed file does not exist.
+ */
+export function checkDescriptorSet(opts = {}) {
+  const pkgDir = opts.pkgDir ?? PKG_DIR;
+  return checkBuilt((f) => buildDescriptorSet(f, pkgDir), DESCRIPTOR_SET_FILE, opts.file ?? join(pkgDir, DESCRIPTOR_SET_FILE));
+}
+
+/**
  * Rebuilds the message root into a temp dir and compares it with the committed one.
  * @param {{ pkgDir?: string, file?: string }} [opts] `file` (absolute) defaults to
  *   `<pkgDir>/descriptors.json`.
@@ -216,22 +223,7 @@ export function checkDescriptorSet(opts = {}) {
  */
 export function checkMessageRoot(opts = {}) {
   const pkgDir = opts.pkgDir ?? PKG_DIR;
-  const committed = opts.file ?? join(pkgDir, MESSAGE_ROOT_FILE);
-  const temp = mkdtempSync(join(tmpdir(), 'diffmesh-root-'));
-  try {
-    const fresh = join(temp, MESSAGE_ROOT_FILE);
-    buildMessageRoot(fresh, pkgDir);
-    let current;
-    try {
-      current = readFileSync(committed);
-    } catch (err) {
-      if (err && err.code === 'ENOENT') return { ok: false, missing: true };
-      throw err;
-    }
-    return { ok: readFileSync(fresh).equals(current), missing: false };
-  } finally {
-    rmSync(temp, { recursive: true, force: true });
-  }
+  return checkBuilt((f) => buildMessageRoot(f, pkgDir), MESSAGE_ROOT_FILE, opts.file ?? join(pkgDir, MESSAGE_ROOT_FILE));
 }
 
 /** A human-readable report of a failed check. */
