@@ -120,8 +120,12 @@ export async function generateRemote(
   const started = Date.now();
   const client = connectScheduler(addresses, log, tls);
   try {
-    // With --log-level debug: how long after the process started the first call leaves.
-    log.debug({ sinceStartMs: Math.round(performance.now()) }, 'first call to the scheduler');
+    // With --log-level debug: how long after the process started the first call leaves (and the CPU time spent until then).
+    const cpu = process.cpuUsage();
+    log.debug(
+      { sinceStartMs: Math.round(performance.now()), cpuMs: Math.round((cpu.user + cpu.system) / 1000) },
+      'first call to the scheduler',
+    );
     const models = await client.listModels({ signal });
     const model = models.models.find((m) => m.name === args.model && !m.pattern);
     const d = model?.defaults;
