@@ -41,7 +41,7 @@ export function schemaOptions<S extends z.ZodObject>(
     ) as Partial<Record<keyof z.input<S> & string, { flag?: string; env?: string }>>,
   );
   const env = Object.fromEntries(Object.entries(mappings.env).filter(([, field]) => given[field]?.env !== false));
-  const definition = defineConfig({ name, schema, envPrefix, env, flags: mappings.flags } as Parameters<typeof defineConfig<S>>[0]);
+  const definition = defineConfig({ name, schema, envPrefix, env, flags: mappings.flags });
   const options = listFlags(definition)
     .filter((f) => f.path !== '')
     .map((f) => flagOption(f, given[f.path]?.value ?? 'value'));
