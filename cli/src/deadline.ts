@@ -1,4 +1,4 @@
-import { invalidParameter } from '@diffmesh/core';
+import { invalidParameter } from '@diffmesh/core/client';
 
 /** `--deadline 30s`: a duration from now (ms, s, m, h; a bare number is seconds) → an absolute time (ms since the epoch). */
 export function parseDeadline(raw: string): number {

@@ -7,7 +7,7 @@ import {
   MAX_STEPS,
   type AdapterParams,
   type GenerationParams,
-} from '@diffmesh/core';
+} from '@diffmesh/core/client';
 import { isUnreachable } from '@diffmesh/client';
 import { EXIT } from './exit-codes.js';
 import type { GenerationFlags } from './commands/shared-options.js';

@@ -9,7 +9,7 @@ import {
   type InputImageSource,
   type ObjectRef,
   type RequestEvent,
-} from '@diffmesh/core';
+} from '@diffmesh/core/client';
 import type { ResultFormat } from '@diffmesh/media';
 import type { TensorStore } from '@diffmesh/tensor-client';
 import type { Progress } from './progress.js';

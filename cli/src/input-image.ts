@@ -1,5 +1,5 @@
 import { readFile, stat } from 'node:fs/promises';
-import { DiffmeshError, invalidParameter, type InputImageSource } from '@diffmesh/core';
+import { DiffmeshError, invalidParameter, type InputImageSource } from '@diffmesh/core/client';
 
 /**
  * Reads the file of `--image` and checks it is a whole image the scheduler takes (PNG, JPEG

@@ -1,6 +1,6 @@
 import { realpath } from 'node:fs/promises';
 import path from 'node:path';
-import { invalidParameter } from '@diffmesh/core';
+import { invalidParameter } from '@diffmesh/core/client';
 import { checkDirectoryGraphs, isDiffusersDirectory, looksLikePath, readDiffusersLayout } from '@diffmesh/model-layout';
 
 /** What `--model` names: a registry model, or a model directory (its real path is the model id). */

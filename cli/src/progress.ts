@@ -1,5 +1,11 @@
-import cliProgress from 'cli-progress';
-import type { RequestEvent } from '@diffmesh/core';
+import { createRequire } from 'node:module';
+import type cliProgress from 'cli-progress';
+import type { RequestEvent } from '@diffmesh/core/client';
+
+/** cli-progress, loaded when a bar is drawn (a terminal), not with every remote command. */
+function progressBars(): typeof cliProgress {
+  return createRequire(import.meta.url)('cli-progress') as typeof cliProgress;
+}
 
 /** Shows a request's progress to a person. */
 export interface Progress {
@@ -39,14 +45,15 @@ class BarProgress implements Progress {
   private warnings = '';
 
   constructor(private readonly stream: NodeJS.WriteStream) {
-    this.bar = new cliProgress.SingleBar(
+    const bars = progressBars();
+    this.bar = new bars.SingleBar(
       {
         stream,
         format: ' {stage} |{bar}| {value}/{total} {unit} | {duration_formatted}',
         hideCursor: true,
         clearOnComplete: false,
       },
-      cliProgress.Presets.shades_classic,
+      bars.Presets.shades_classic,
     );
   }
 

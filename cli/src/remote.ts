@@ -11,7 +11,7 @@ import {
   type ObjectRef,
   type RequestEvent,
   type TlsFiles,
-} from '@diffmesh/core';
+} from '@diffmesh/core/client';
 import type { RequestEvent__Output } from '@diffmesh/protos';
 import { follow, planOutput, writeResult, type GenerateArgs, type GenerateOutcome } from './generate.js';
 import type { Progress } from './progress.js';
@@ -120,6 +120,12 @@ export async function generateRemote(
   const started = Date.now();
   const client = connectScheduler(addresses, log, tls);
   try {
+    // With --log-level debug: how long after the process started the first call leaves (and the CPU time spent until then).
+    const cpu = process.cpuUsage();
+    log.debug(
+      { sinceStartMs: Math.round(performance.now()), cpuMs: Math.round((cpu.user + cpu.system) / 1000) },
+      'first call to the scheduler',
+    );
     const models = await client.listModels({ signal });
     const model = models.models.find((m) => m.name === args.model && !m.pattern);
     const d = model?.defaults;

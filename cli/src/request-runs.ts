@@ -1,4 +1,4 @@
-import { createLogger, type LogLevel } from '@diffmesh/core';
+import { createLogger, type LogLevel } from '@diffmesh/core/client';
 import type { SubmitFlags, WatchFlags } from './commands/shared-options.js';
 import { EXIT } from './exit-codes.js';
 import { parseInteger, parseParams, reportError, statusName } from './flag-values.js';

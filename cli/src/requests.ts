@@ -7,7 +7,7 @@ import {
   type InputImageSource,
   type Logger,
   type TlsFiles,
-} from '@diffmesh/core';
+} from '@diffmesh/core/client';
 import type { SchedulerClient } from '@diffmesh/client';
 import { checkOutputFolder, planOutput, writeResult, type GenerateOutcome } from './generate.js';
 import type { Progress } from './progress.js';

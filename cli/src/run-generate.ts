@@ -1,4 +1,4 @@
-import { createLogger, invalidParameter, type Logger, type LogLevel } from '@diffmesh/core';
+import { createLogger, invalidParameter, type Logger, type LogLevel } from '@diffmesh/core/client';
 import type { GenerateFlags } from './commands/shared-options.js';
 import { EXIT } from './exit-codes.js';
 import { parseInteger, parseParams, parsePreview, reportError } from './flag-values.js';

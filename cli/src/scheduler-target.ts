@@ -1,4 +1,4 @@
-import { Code, DiffmeshError, invalidParameter, type TlsFiles } from '@diffmesh/core';
+import { Code, DiffmeshError, invalidParameter, type TlsFiles } from '@diffmesh/core/client';
 import { clientTls, readState } from './mesh/state.js';
 
 /**

@@ -1,4 +1,4 @@
-import { Code, DiffmeshError } from '@diffmesh/core';
+import { Code, DiffmeshError } from '@diffmesh/core/client';
 
 /**
  * The cause of a failed connection in a few words, from grpc-js's transport message

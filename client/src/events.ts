@@ -8,7 +8,7 @@ import {
   stageNameFromWire,
   timestampFromWire,
   type RequestEvent,
-} from '@diffmesh/core';
+} from '@diffmesh/core/client';
 
 /** The domain event carried by a wire event (clients use it to follow a remote request). */
 export function eventFromWire(e: WireRequestEventOutput): RequestEvent | undefined {

@@ -19,7 +19,7 @@ import {
   type SubmitResponse__Output,
   type WatchRequest,
 } from '@diffmesh/protos';
-import { Code, DiffmeshError, fromWire, injectTraceContext, silentLogger, type Logger, type TlsFiles } from '@diffmesh/core';
+import { Code, DiffmeshError, fromWire, injectTraceContext, silentLogger, type Logger, type TlsFiles } from '@diffmesh/core/client';
 import type { Discovery } from '@diffmesh/discovery';
 import { describeUnreachable, isUnreachable } from './connection-errors.js';
 import { SchedulerSession } from './session.js';

@@ -1,6 +1,6 @@
 import type * as grpc from '@grpc/grpc-js';
 import { loadDiffmeshProtos, type GenerateRequest, type GenerateResponse__Output, type ListModelsResponse__Output } from '@diffmesh/protos';
-import { channelOptions, clientCredentials, type TlsFiles } from '@diffmesh/core';
+import { channelOptions, clientCredentials, type TlsFiles } from '@diffmesh/core/client';
 
 /**
  * The generated SchedulerService stub: one channel to one scheduler, every method as

@@ -8,7 +8,7 @@ import {
   type SessionRequest,
   type SessionResponse__Output,
 } from '@diffmesh/protos';
-import { Code, DiffmeshError, errorDetailFromWire, fromWire } from '@diffmesh/core';
+import { Code, DiffmeshError, errorDetailFromWire, fromWire } from '@diffmesh/core/client';
 
 const SESSION_PATH = `/${SERVICE_NAMES.scheduler}/Session`;
 const requests = messageCodec<SessionRequest>('diffmesh.scheduler.v1.SessionRequest');

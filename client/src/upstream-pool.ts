@@ -15,7 +15,7 @@ import {
   traceMetadata,
   type Logger,
   type TlsFiles,
-} from '@diffmesh/core';
+} from '@diffmesh/core/client';
 import { type Discovery, type InstanceStage } from '@diffmesh/discovery';
 import { NO_UPSTREAM } from './connection-errors.js';
 import { describeWait, sleepUnlessAborted, Waiting, type WaitNotice, type WaitPolicy } from './wait-policy.js';

@@ -5,7 +5,7 @@
  * Watch, GetStatus, GetResult, ListModels), Cancel, and a Submit or Generate that carries its
  * request id (the scheduler attaches a repeated id to the request it already has).
  */
-import { Code, DiffmeshError, fromWire } from '@diffmesh/core';
+import { Code, DiffmeshError, fromWire } from '@diffmesh/core/client';
 import { connectionCause, NO_UPSTREAM } from './connection-errors.js';
 
 /** How long and how often a call waits for an unreachable service. */

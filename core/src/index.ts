@@ -56,7 +56,7 @@ export {
   tlsConfigMappings,
   TlsConfigSchema,
 } from './grpc/options.js';
-export type { TlsConfig, TlsFiles } from './grpc/options.js';
+export type { TlsConfig, TlsFileSettings, TlsFiles } from './grpc/options.js';
 export { IDENTITY_URI_PREFIX, certificateIdentity, peerIdentity } from './grpc/peer-identity.js';
 export type { CallWithAuthContext } from './grpc/peer-identity.js';
 export { GrpcServer } from './grpc/server.js';
@@ -76,15 +76,14 @@ export {
   DEFAULT_REDACT_PATHS,
   LOG_LEVELS,
   LOG_FORMATS,
-  LogConfigSchema,
-  logConfigMappings,
-  LogLevelSchema,
   silentLogger,
   traceFieldsFromTraceparent,
   withContext,
 } from './logging/logger.js';
+export { LogConfigSchema, logConfigMappings, LogLevelSchema } from './logging/log-config.js';
 export { redactUri } from './logging/redact-uri.js';
-export type { LogConfig, LogContext, LogFormat, Logger, LoggerOptions, LogLevel } from './logging/logger.js';
+export type { LogContext, LogFormat, Logger, LoggerOptions, LogLevel } from './logging/logger.js';
+export type { LogConfig } from './logging/log-config.js';
 export { startMetricsEndpoint } from './metrics-endpoint.js';
 export type { MetricsEndpoint, MetricsSource } from './metrics-endpoint.js';
 export type { Dtype, ObjectRef } from './object-ref.js';

@@ -1,4 +1,4 @@
-import { Code, DiffmeshError } from '@diffmesh/core';
+import { Code, DiffmeshError } from '@diffmesh/core/client';
 
 /**
  * A model directory that cannot be served: FAILED_PRECONDITION / MODEL_LOAD_FAILED, with the

@@ -6,6 +6,8 @@ export declare const PKG_DIR: string;
 export declare const GENERATED_DIR: string;
 /** The compiled FileDescriptorSet, relative to the package directory. */
 export declare const DESCRIPTOR_SET_FILE: string;
+/** The message root in protobufjs's JSON form, relative to the package directory. */
+export declare const MESSAGE_ROOT_FILE: string;
 /** Options passed to proto-loader-gen-types. */
 export declare const GEN_TYPES_ARGS: readonly string[];
 
@@ -36,4 +38,6 @@ export declare function checkGenerated(opts?: { pkgDir?: string; generatedDir?: 
 export declare function formatDrift(result: TreeDiff): string;
 export declare function buildDescriptorSet(outFile: string, pkgDir?: string): void;
 export declare function checkDescriptorSet(opts?: { pkgDir?: string; file?: string }): DescriptorCheckResult;
-export declare function formatDescriptorDrift(result: DescriptorCheckResult): string;
+export declare function formatDescriptorDrift(result: DescriptorCheckResult, file?: string): string;
+export declare function buildMessageRoot(outFile: string, pkgDir?: string): void;
+export declare function checkMessageRoot(opts?: { pkgDir?: string; file?: string }): DescriptorCheckResult;

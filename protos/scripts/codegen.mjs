@@ -1,15 +1,16 @@
 #!/usr/bin/env node
 // Generates what is derived from diffmesh's protos (`gen`) and checks that the committed
-// copies are up to date (`check`): the TypeScript types in src/generated/ and the compiled
+// copies are up to date (`check`): the TypeScript types in src/generated/, the compiled
 // descriptor set descriptors.binpb (every file with its imports, as buf compiles them; the
-// servers' reflection serves it and clients may read it). Plain JavaScript so it runs
+// servers' reflection serves it and clients may read it) and the message root
+// descriptors.json (protobufjs's JSON of the same files, which clients load at start-up). Plain JavaScript so it runs
 // before anything is compiled: the generated files are themselves inputs of the build.
 //
 //   node scripts/codegen.mjs gen     # rewrite src/generated/ and descriptors.binpb
 //   node scripts/codegen.mjs check   # regenerate into a temp dir, fail on any difference
 
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
@@ -41,6 +42,9 @@ export const GEN_TYPES_ARGS = [
 
 /** The compiled FileDescriptorSet, relative to the package directory (committed, shipped). */
 export const DESCRIPTOR_SET_FILE = 'descriptors.binpb';
+
+/** The message root in protobufjs's JSON form, relative to the package directory (committed, shipped). */
+export const MESSAGE_ROOT_FILE = 'descriptors.json';
 
 /** Upstream files whose types runtime needs beyond what our files import. */
 const EXTRA_FILES = ['google/rpc/status.proto', 'google/rpc/error_details.proto'];
@@ -90,7 +94,34 @@ export function buildDescriptorSet(outFile, pkgDir = PKG_DIR) {
   });
 }
 
-/** Regenerates `src/generated/` and `descriptors.binpb` in place. */
+/**
+ * Parses every proto file (camelCase fields, as `newDiffmeshRoot({ keepCase: false })` in
+ * src/index.ts does) and writes the root in protobufjs's JSON form to `outFile`: what
+ * `loadDiffmeshRoot()` reads instead of parsing. Deterministic for the pinned protobufjs.
+ */
+export function buildMessageRoot(outFile, pkgDir = PKG_DIR) {
+  const require = createRequire(join(pkgDir, 'package.json'));
+  require('@grpc/proto-loader'); // registers google/protobuf/descriptor.proto, which the http annotations import
+  const protobuf = require('protobufjs');
+  const includeDirs = [join(pkgDir, 'proto'), join(pkgDir, 'proto', 'third_party')];
+  const root = new protobuf.Root();
+  root.resolvePath = (origin, target) => {
+    for (const dir of includeDirs) {
+      const candidate = join(dir, target);
+      try {
+        if (statSync(candidate).isFile()) return candidate;
+      } catch {
+        // not under this include dir
+      }
+    }
+    return protobuf.util.path.resolve(origin, target);
+  };
+  root.loadSync(listProtoFiles(pkgDir), { keepCase: false });
+  root.resolveAll();
+  writeFileSync(outFile, `${JSON.stringify(root.toJSON())}\n`);
+}
+
+/** Regenerates `src/generated/`, `descriptors.binpb` and `descriptors.json` in place. */
 export function generate(pkgDir = PKG_DIR) {
   const target = join(pkgDir, GENERATED_DIR);
   const staging = mkdtempSync(join(pkgDir, '.generated-'));
@@ -98,6 +129,7 @@ export function generate(pkgDir = PKG_DIR) {
     generateInto(staging, pkgDir);
     buildDescriptorSet(join(staging, DESCRIPTOR_SET_FILE), pkgDir);
     renameSync(join(staging, DESCRIPTOR_SET_FILE), join(pkgDir, DESCRIPTOR_SET_FILE));
+    buildMessageRoot(join(pkgDir, MESSAGE_ROOT_FILE), pkgDir);
     rmSync(target, { recursive: true, force: true });
     renameSync(staging, target);
   } finally {
@@ -151,18 +183,14 @@ export function checkGenerated(opts = {}) {
 }
 
 /**
- * Compiles the descriptor set into a temp dir and compares it with the committed one.
- * @param {{ pkgDir?: string, file?: string }} [opts] `file` (absolute) defaults to
- *   `<pkgDir>/descriptors.binpb`.
+ * Builds `fileName` with `build(path)` into a temp dir and compares it with `committed`.
  * @returns {{ ok: boolean, missing: boolean }} `missing`: the committed file does not exist.
  */
-export function checkDescriptorSet(opts = {}) {
-  const pkgDir = opts.pkgDir ?? PKG_DIR;
-  const committed = opts.file ?? join(pkgDir, DESCRIPTOR_SET_FILE);
-  const temp = mkdtempSync(join(tmpdir(), 'diffmesh-descriptors-'));
+function checkBuilt(build, fileName, committed) {
+  const temp = mkdtempSync(join(tmpdir(), 'diffmesh-protos-check-'));
   try {
-    const fresh = join(temp, DESCRIPTOR_SET_FILE);
-    buildDescriptorSet(fresh, pkgDir);
+    const fresh = join(temp, fileName);
+    build(fresh);
     let current;
     try {
       current = readFileSync(committed);
@@ -176,6 +204,28 @@ export function checkDescriptorSet(opts = {}) {
   }
 }
 
+/**
+ * Compiles the descriptor set into a temp dir and compares it with the committed one.
+ * @param {{ pkgDir?: string, file?: string }} [opts] `file` (absolute) defaults to
+ *   `<pkgDir>/descriptors.binpb`.
+ * @returns {{ ok: boolean, missing: boolean }} `missing`: the committed file does not exist.
+ */
+export function checkDescriptorSet(opts = {}) {
+  const pkgDir = opts.pkgDir ?? PKG_DIR;
+  return checkBuilt((f) => buildDescriptorSet(f, pkgDir), DESCRIPTOR_SET_FILE, opts.file ?? join(pkgDir, DESCRIPTOR_SET_FILE));
+}
+
+/**
+ * Rebuilds the message root into a temp dir and compares it with the committed one.
+ * @param {{ pkgDir?: string, file?: string }} [opts] `file` (absolute) defaults to
+ *   `<pkgDir>/descriptors.json`.
+ * @returns {{ ok: boolean, missing: boolean }} `missing`: the committed file does not exist.
+ */
+export function checkMessageRoot(opts = {}) {
+  const pkgDir = opts.pkgDir ?? PKG_DIR;
+  return checkBuilt((f) => buildMessageRoot(f, pkgDir), MESSAGE_ROOT_FILE, opts.file ?? join(pkgDir, MESSAGE_ROOT_FILE));
+}
+
 /** A human-readable report of a failed check. */
 export function formatDrift(result) {
   const lines = [`protos: ${GENERATED_DIR}/ is out of date with proto/ (run \`npm run gen -w @diffmesh/protos\`):`];
@@ -185,27 +235,32 @@ export function formatDrift(result) {
   return lines.join('\n');
 }
 
-/** A human-readable report of a failed descriptor-set check. */
-export function formatDescriptorDrift(result) {
+/** A human-readable report of a failed descriptor-set (or message-root) check. */
+export function formatDescriptorDrift(result, file = DESCRIPTOR_SET_FILE) {
   const what = result.missing ? 'is missing' : 'is out of date with proto/';
-  return `protos: ${DESCRIPTOR_SET_FILE} ${what} (run \`npm run gen -w @diffmesh/protos\`)`;
+  return `protos: ${file} ${what} (run \`npm run gen -w @diffmesh/protos\`)`;
 }
 
 function main(argv) {
   const [command] = argv;
   if (command === 'gen') {
     generate();
-    console.log(`protos: generated ${GENERATED_DIR}/ from ${listProtoFiles().length} files, and ${DESCRIPTOR_SET_FILE}`);
+    console.log(
+      `protos: generated ${GENERATED_DIR}/ from ${listProtoFiles().length} files, ${DESCRIPTOR_SET_FILE} and ${MESSAGE_ROOT_FILE}`,
+    );
     return 0;
   }
   if (command === 'check') {
     const result = checkGenerated();
     const descriptors = checkDescriptorSet();
+    const messageRoot = checkMessageRoot();
     if (result.ok) console.log(`protos: ${GENERATED_DIR}/ is up to date`);
     else console.error(formatDrift(result));
     if (descriptors.ok) console.log(`protos: ${DESCRIPTOR_SET_FILE} is up to date`);
     else console.error(formatDescriptorDrift(descriptors));
-    return result.ok && descriptors.ok ? 0 : 1;
+    if (messageRoot.ok) console.log(`protos: ${MESSAGE_ROOT_FILE} is up to date`);
+    else console.error(formatDescriptorDrift(messageRoot, MESSAGE_ROOT_FILE));
+    return result.ok && descriptors.ok && messageRoot.ok ? 0 : 1;
   }
   console.error('usage: node scripts/codegen.mjs gen|check');
   return 2;

@@ -3,11 +3,12 @@
  * TypeScript types generated from them (src/generated, see README.md).
  */
 import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { isAbsolute, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import type * as protoLoader from '@grpc/proto-loader';
 import protobuf from 'protobufjs';
 
 import type { ProtoGrpcType as ErrorDetailsProtoGrpcType } from './generated/error_details.js';
@@ -51,6 +52,14 @@ export const PROTO_FILES: readonly string[] = [
  */
 export const DESCRIPTOR_SET_PATH: string = fileURLToPath(new URL('../descriptors.binpb', import.meta.url));
 
+/**
+ * Absolute path of the message root (`protos/descriptors.json`): every diffmesh proto file
+ * ({@link PROTO_FILES}) as protobufjs parses it with camelCase fields, in protobufjs's JSON
+ * form. Generated beside the descriptor set and checked against the .proto files; reading it
+ * is several times faster than parsing the .proto files, which a client pays for at start-up.
+ */
+export const MESSAGE_ROOT_PATH: string = fileURLToPath(new URL('../descriptors.json', import.meta.url));
+
 /** The bytes of the compiled descriptor set ({@link DESCRIPTOR_SET_PATH}). */
 export function readDescriptorSet(): Buffer {
   return readFileSync(DESCRIPTOR_SET_PATH);
@@ -89,6 +98,16 @@ export type ProtoGrpcType = SchedulerProtoGrpcType &
   StatusProtoGrpcType &
   ErrorDetailsProtoGrpcType;
 
+/**
+ * `@grpc/proto-loader`, loaded on first use: only servers (and tools that need the package
+ * definition or the .proto sources) pay for it; a client encodes with {@link messageCodec}.
+ * Loading it also registers `google/protobuf/descriptor.proto` with protobufjs, which the
+ * `google.api.http` annotations import.
+ */
+function protoLoaderModule(): typeof protoLoader {
+  return createRequire(import.meta.url)('@grpc/proto-loader') as typeof protoLoader;
+}
+
 let packageDefinition: protoLoader.PackageDefinition | undefined;
 let grpcObject: ProtoGrpcType | undefined;
 
@@ -99,7 +118,7 @@ let grpcObject: ProtoGrpcType | undefined;
  */
 export function loadDiffmeshPackageDefinition(): protoLoader.PackageDefinition {
   if (packageDefinition) return packageDefinition;
-  const def = protoLoader.loadSync([...PROTO_FILES], LOADER_OPTIONS);
+  const def = protoLoaderModule().loadSync([...PROTO_FILES], LOADER_OPTIONS);
   for (const entry of Object.values(def)) {
     if (!isServiceDefinition(entry)) continue;
     for (const method of Object.values(entry)) {
@@ -139,10 +158,16 @@ export function loadDiffmeshProtos(): ProtoGrpcType {
 
 let root: protobuf.Root | undefined;
 
-/** A protobufjs Root holding every diffmesh message type (loaded once). */
+/**
+ * A protobufjs Root holding every diffmesh message type (loaded once, from
+ * {@link MESSAGE_ROOT_PATH}: the same types {@link newDiffmeshRoot} parses, with camelCase fields).
+ */
 export function loadDiffmeshRoot(): protobuf.Root {
-  root ??= newDiffmeshRoot({ keepCase: false });
-  return root;
+  if (root) return root;
+  const r = protobuf.Root.fromJSON(JSON.parse(readFileSync(MESSAGE_ROOT_PATH, 'utf8')) as protobuf.INamespace);
+  r.resolveAll();
+  root = r;
+  return r;
 }
 
 /**
@@ -150,9 +175,10 @@ export function loadDiffmeshRoot(): protobuf.Root {
  * field names and comments for documentation), imports resolved against the include dirs.
  */
 export function newDiffmeshRoot(options: protobuf.IParseOptions): protobuf.Root {
-  const r = new protobuf.Root();
   // google/protobuf/* are bundled with protobufjs (descriptor.proto is registered by
-  // @grpc/proto-loader, imported above).
+  // @grpc/proto-loader).
+  protoLoaderModule();
+  const r = new protobuf.Root();
   r.resolvePath = (origin: string, target: string): string => {
     if (isAbsolute(target)) return target;
     for (const dir of INCLUDE_DIRS) {

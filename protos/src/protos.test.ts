@@ -11,20 +11,25 @@ import {
   DESCRIPTOR_SET_FILE,
   GENERATED_DIR,
   PKG_DIR,
+  MESSAGE_ROOT_FILE,
   checkDescriptorSet,
   checkGenerated,
+  checkMessageRoot,
   formatDescriptorDrift,
   listProtoFiles,
 } from '../scripts/codegen.mjs';
 import {
   DESCRIPTOR_SET_PATH,
+  MESSAGE_ROOT_PATH,
   PROTO_FILES,
   PROTO_ROOT,
   SERVICE_NAMES,
   httpBindings,
   loadDiffmeshPackageDefinition,
   loadDiffmeshProtos,
+  loadDiffmeshRoot,
   messageCodec,
+  newDiffmeshRoot,
   readDescriptorSet,
   type ObjectRef,
   type ObjectRef__Output,
@@ -207,5 +212,32 @@ describe('descriptor set', () => {
     const missing = checkDescriptorSet({ file: join(dir, 'none.binpb') });
     expect(missing).toEqual({ ok: false, missing: true });
     expect(formatDescriptorDrift(missing)).toContain('npm run gen -w @diffmesh/protos');
+  });
+});
+
+describe('message root', () => {
+  it('is up to date with proto/', () => {
+    expect(checkMessageRoot(), 'run `npm run gen -w @diffmesh/protos`').toEqual({ ok: true, missing: false });
+  });
+
+  it('holds exactly the types a parse of the .proto files gives, and is shipped', () => {
+    expect(loadDiffmeshRoot().toJSON()).toEqual(newDiffmeshRoot({ keepCase: false }).toJSON());
+    expect(MESSAGE_ROOT_PATH).toBe(join(PKG_DIR, MESSAGE_ROOT_FILE));
+    const pkg = JSON.parse(readFileSync(join(PKG_DIR, 'package.json'), 'utf8')) as { files: string[] };
+    expect(pkg.files).toContain(MESSAGE_ROOT_FILE);
+  });
+
+  it('the drift check reports a changed and a missing file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'diffmesh-root-test-'));
+    try {
+      const stale = join(dir, MESSAGE_ROOT_FILE);
+      writeFileSync(stale, readFileSync(MESSAGE_ROOT_PATH, 'utf8').replace('"ObjectRef"', '"ObjectReference"'));
+      expect(checkMessageRoot({ file: stale })).toEqual({ ok: false, missing: false });
+      const missing = checkMessageRoot({ file: join(dir, 'none.json') });
+      expect(missing).toEqual({ ok: false, missing: true });
+      expect(formatDescriptorDrift(missing, MESSAGE_ROOT_FILE)).toContain(`${MESSAGE_ROOT_FILE} is missing`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

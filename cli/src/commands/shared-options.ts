@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import type { LogLevel } from '@diffmesh/core';
+import type { LogLevel } from '@diffmesh/core/client';
 import { collectLora } from './lora-options.js';
 
 /** The flags of every command that starts a generation, as commander parses them. */

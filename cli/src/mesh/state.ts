@@ -1,7 +1,7 @@
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { loadTlsFiles, type TlsFiles } from '@diffmesh/core';
+import { loadTlsFiles, type TlsFiles } from '@diffmesh/core/client';
 
 /** What `diffmesh up` leaves for `diffmesh status` and `generate --remote` on this machine. */
 export interface MeshState {

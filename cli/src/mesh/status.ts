@@ -1,5 +1,5 @@
 import { createDiscovery, type Instance, type NatsTlsFiles } from '@diffmesh/discovery';
-import { createLogger } from '@diffmesh/core';
+import { createLogger } from '@diffmesh/core/client';
 import { readState, type MeshState } from './state.js';
 
 /**

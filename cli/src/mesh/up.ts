@@ -1,36 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { NatsServerNotFoundError, RedisServerNotFoundError } from '@diffmesh/testing';
 import path from 'node:path';
-import { createLogger, type Logger, type LogFormat, type LogLevel, redactUri, TenantDirectory } from '@diffmesh/core';
+import { createLogger, type Logger, redactUri, TenantDirectory } from '@diffmesh/core';
 import { defaultModelsRoot } from '@diffmesh/models';
 import { modelArgument } from '../model-argument.js';
 import { parseProviderSpec, startLocalMesh, type LocalMesh, type LocalMeshOptions, type ReplicaService } from './local-mesh.js';
 import { ensureMeshCredentials, type MeshCredentials } from './mesh-credentials.js';
 import { clearState, stateDir, writeState, type MeshState } from './state.js';
+import type { UpFlags } from './up-config.js';
 
-/** The flags of `diffmesh up`, as commander parses them. */
-export interface UpFlags {
-  nats?: string;
-  gateway: boolean;
-  gatewayListen: string;
-  models: string;
-  modelsDir?: string[];
-  threads: string;
-  logLevel: string;
-  /** The log line format of up and of every service (`--log-format`). */
-  logFormat: LogFormat;
-  queue: string;
-  queueUrl?: string;
-  sqlitePath?: string;
-  replicas?: string;
-  tensorBackend: string;
-  tensorDurable?: string;
-  s3Endpoint?: string;
-  executionProviders?: string;
-  /** Run without TLS and NATS credentials (`--insecure`). */
-  insecure?: boolean;
-  tenants?: string;
-}
+export type { UpFlags } from './up-config.js';
 
 /** Short names `--replicas` takes for each service. */
 const REPLICA_NAMES: Record<string, ReplicaService> = {
@@ -89,7 +68,7 @@ class UpUsageError extends Error {}
  * second Ctrl-C kills what is left at once.
  */
 export async function runUp(flags: UpFlags): Promise<number> {
-  const log = createLogger({ name: 'diffmesh-up', level: flags.logLevel as LogLevel, format: flags.logFormat });
+  const log = createLogger({ name: 'diffmesh-up', level: flags.logLevel, format: flags.logFormat });
   let plan: UpPlan;
   try {
     plan = await planUp(flags);

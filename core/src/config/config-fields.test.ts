@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { LogConfigSchema, logConfigMappings } from '../logging/logger.js';
+import { LogConfigSchema, logConfigMappings } from '../logging/log-config.js';
 import { configArgs, schemaMappings } from './config-fields.js';
 import type { ConfigValues } from './config-paths.js';
 import { defineConfig, loadConfig } from './config.js';

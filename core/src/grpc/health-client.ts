@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
-import { clientCredentials, type TlsFiles } from './options.js';
+import { clientCredentials, type TlsFiles } from './channel.js';
 
 /** A `grpc.health.v1` status. */
 export type HealthStatus = 'UNKNOWN' | 'SERVING' | 'NOT_SERVING' | 'SERVICE_UNKNOWN';

@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import type { Logger } from '../logging/index.js';
-import { channelOptions, serverCredentials, type TlsFiles } from './options.js';
+import { channelOptions, serverCredentials, type TlsFiles } from './channel.js';
 import { defaultDescriptorRegistry, ReflectionService } from './reflection.js';
 import { guardServiceDefinition, rejectMalformedRequests } from './request-decoding.js';
 

@@ -1,6 +1,6 @@
+import { createRequire } from 'node:module';
 import { pino, type DestinationStream, type Logger as PinoLogger } from 'pino';
-import pinoPretty from 'pino-pretty';
-import { z } from 'zod';
+import type PinoPretty from 'pino-pretty';
 
 /**
  * A structured logger. Components take one injected (never `console`) and derive child
@@ -12,34 +12,9 @@ export type Logger = PinoLogger;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-/** Zod schema of a log level, for service config schemas. */
-export const LogLevelSchema = z.enum(LOG_LEVELS);
-
 /** Formats of log lines. */
 export const LOG_FORMATS = ['json', 'pretty'] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
-
-/** Zod schema of the `log` section of a service config. */
-export const LogConfigSchema = z.object({
-  /** Minimum level written. */
-  level: LogLevelSchema.default('info').describe('Minimum log level'),
-  /** Human-readable lines instead of JSON (for terminals, not for log shippers). */
-  pretty: z.boolean().default(false).describe('Human-readable log lines instead of JSON (same as format pretty)'),
-  /** `json`: one JSON object a line, for log shippers; `pretty`: human-readable lines, for a terminal. */
-  format: z
-    .enum(LOG_FORMATS)
-    .default('json')
-    .describe('log line format: json (one JSON object a line, for log shippers) or pretty (human-readable, for a terminal)'),
-});
-export type LogConfig = z.output<typeof LogConfigSchema>;
-
-/** The env variables and flags of the `log` section every service takes (`LOG_LEVEL`, `--log-level`, …). */
-export function logConfigMappings(): { env: Record<string, `log.${keyof LogConfig}`>; flags: Record<string, `log.${keyof LogConfig}`> } {
-  return {
-    env: { LOG_LEVEL: 'log.level', LOG_FORMAT: 'log.format' },
-    flags: { 'log-level': 'log.level', 'log-format': 'log.format' },
-  };
-}
 
 /** Options of {@link createLogger}. */
 export interface LoggerOptions {
@@ -131,7 +106,12 @@ export function createLogger(opts: LoggerOptions): Logger {
   );
 }
 
+/**
+ * pino-pretty is loaded when a pretty logger is made, not with this module: a JSON logger (every
+ * service by default, the CLI) never pays for it.
+ */
 function prettyDestination(opts: LoggerOptions): DestinationStream {
+  const pinoPretty = createRequire(import.meta.url)('pino-pretty') as typeof PinoPretty;
   return pinoPretty({
     destination: opts.destination ?? 2,
     sync: true,

@@ -1,26 +1,53 @@
+import { createRequire } from 'node:module';
 import * as grpc from '@grpc/grpc-js';
-import { ROOT_CONTEXT, context as api, defaultTextMapGetter, defaultTextMapSetter, type Context } from '@opentelemetry/api';
-import { TRACE_PARENT_HEADER, TRACE_STATE_HEADER, W3CTraceContextPropagator } from '@opentelemetry/core';
+import type * as OtelApi from '@opentelemetry/api';
+import type { Context } from '@opentelemetry/api';
+import type * as OtelCore from '@opentelemetry/core';
+
+const require = createRequire(import.meta.url);
 
 /**
- * The W3C trace-context propagator, used directly rather than through the global one: the
- * trace context of a request then travels through every hop (gRPC metadata, NATS headers,
- * `traceContext` maps) even in a process whose tracing is off, so one process without an
- * exporter does not cut the trace of the others.
+ * The OpenTelemetry API and the W3C trace-context propagator, loaded on first use. The
+ * propagator is used directly rather than through the global one: the trace context of a
+ * request then travels through every hop (gRPC metadata, NATS headers, `traceContext` maps)
+ * even in a process whose tracing is off, so one process without an exporter does not cut the
+ * trace of the others.
  */
-const propagator = new W3CTraceContextPropagator();
+let otel: { api: typeof OtelApi; propagator: OtelCore.W3CTraceContextPropagator } | undefined;
+
+function w3c(): NonNullable<typeof otel> {
+  otel ??= {
+    api: require('@opentelemetry/api') as typeof OtelApi,
+    propagator: new (require('@opentelemetry/core') as typeof OtelCore).W3CTraceContextPropagator(),
+  };
+  return otel;
+}
+
+let apiPath: string | undefined;
+
+/**
+ * Whether anything in this process has loaded the OpenTelemetry API. Until something has, no
+ * span can be active, so the active context carries no trace context: a client that never
+ * traces (the CLI) sends none without loading OpenTelemetry at all.
+ */
+function otelLoaded(): boolean {
+  apiPath ??= require.resolve('@opentelemetry/api');
+  return require.cache[apiPath] !== undefined;
+}
 
 /** Keys of the W3C trace context: `traceparent`, `tracestate`. */
-export const TRACE_CONTEXT_KEYS: readonly string[] = [TRACE_PARENT_HEADER, TRACE_STATE_HEADER];
+export const TRACE_CONTEXT_KEYS: readonly string[] = ['traceparent', 'tracestate'];
 
 /**
  * The W3C trace context (`traceparent`, `tracestate`) of `ctx` (default: the active
  * context) as a plain map, for `traceContext` fields, gRPC metadata and NATS headers.
  * Empty when the context holds no valid span.
  */
-export function injectTraceContext(ctx: Context = api.active()): Record<string, string> {
+export function injectTraceContext(ctx?: Context): Record<string, string> {
   const carrier: Record<string, string> = {};
-  propagator.inject(ctx, carrier, defaultTextMapSetter);
+  if (ctx === undefined && !otelLoaded()) return carrier;
+  const { api, propagator } = w3c();
+  propagator.inject(ctx ?? api.context.active(), carrier, api.defaultTextMapSetter);
   return carrier;
 }
 
@@ -30,12 +57,10 @@ export function injectTraceContext(ctx: Context = api.active()): Record<string, 
  * unchanged: by default the root context, so an incoming message without trace context
  * starts a new trace instead of joining whatever happened to be active.
  */
-export function extractTraceContext(
-  carrier: Readonly<Record<string, string | string[] | undefined>> | undefined,
-  base: Context = ROOT_CONTEXT,
-): Context {
-  if (!carrier) return base;
-  return propagator.extract(base, carrier, defaultTextMapGetter);
+export function extractTraceContext(carrier: Readonly<Record<string, string | string[] | undefined>> | undefined, base?: Context): Context {
+  const { api, propagator } = w3c();
+  if (!carrier) return base ?? api.ROOT_CONTEXT;
+  return propagator.extract(base ?? api.ROOT_CONTEXT, carrier, api.defaultTextMapGetter);
 }
 
 /** The `traceparent`/`tracestate` entries of incoming gRPC metadata. */
@@ -58,7 +83,7 @@ export function contextFromMetadata(metadata: grpc.Metadata | undefined): Contex
  * Outgoing gRPC metadata carrying the trace context of `ctx` (default: the active context),
  * added to `metadata` when given. Nothing is added when there is no valid span.
  */
-export function traceMetadata(ctx: Context = api.active(), metadata: grpc.Metadata = new grpc.Metadata()): grpc.Metadata {
+export function traceMetadata(ctx?: Context, metadata: grpc.Metadata = new grpc.Metadata()): grpc.Metadata {
   for (const [k, v] of Object.entries(injectTraceContext(ctx))) metadata.set(k, v);
   return metadata;
 }
