@@ -65,10 +65,27 @@ function columns(rows: string[][]): string {
 
 function formatTable(instances: Instance[]): string {
   const rows = [
-    ['NAME', 'VERSION', 'POOL', 'STAGE', 'NODE', 'ADDRESS', 'LOAD', 'ID'],
+    ['NAME', 'VERSION', 'POOL', 'STAGE', 'NODE', 'ADDRESS', 'LOAD', 'ADAPTERS', 'ID'],
     ...instances
       .sort((a, b) => a.name.localeCompare(b.name) || a.pool.localeCompare(b.pool) || a.id.localeCompare(b.id))
-      .map((i) => [i.name, i.version, i.pool, i.stage, i.nodeId, i.grpcAddress, `${i.load?.inFlight ?? '?'}/${i.capacity}`, i.id]),
+      .map((i) => [
+        i.name,
+        i.version,
+        i.pool,
+        i.stage,
+        i.nodeId,
+        i.grpcAddress,
+        `${i.load?.inFlight ?? '?'}/${i.capacity}`,
+        adapterColumn(i),
+        i.id,
+      ]),
   ];
   return columns(rows);
+}
+
+/** `held/available` LoRA adapters of a denoiser that reports them (in its load), else `-`. */
+function adapterColumn(i: Instance): string {
+  const held = i.load?.adaptersHeld;
+  const available = i.load?.adaptersAvailable;
+  return held === undefined || available === undefined ? '-' : `${held}/${available}`;
 }
