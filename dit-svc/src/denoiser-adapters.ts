@@ -21,7 +21,14 @@ import {
   type MappedAdapter,
   type ModelGraphs,
 } from '@diffmesh/adapters';
-import { ADAPTER_NAME_PATTERN, DiffmeshError, invalidParameter, type AdapterReport, type GenerationParams, type Logger } from '@diffmesh/core';
+import {
+  ADAPTER_NAME_PATTERN,
+  DiffmeshError,
+  invalidParameter,
+  type AdapterReport,
+  type GenerationParams,
+  type Logger,
+} from '@diffmesh/core';
 import { ort, type LoadedModelDirectory, type SessionVariant } from '@diffmesh/stage-host';
 import { AdapterCache } from './adapter-cache.js';
 

@@ -10,8 +10,8 @@ describe('AdapterAffinity', () => {
     const a = new AdapterAffinity(3);
     a.started('dit-1', ['ink']);
     a.started('dit-2', ['pencil', 'ink']);
-    expect(a.holds(silent('dit-1'), ['ink', 'pencil'])).toEqual({ held: 1, reported: false });
-    expect(a.holds(silent('dit-2'), ['ink', 'pencil'])).toEqual({ held: 2, reported: false });
+    expect(a.holds(silent('dit-1'), ['ink', 'pencil'])).toEqual({ held: 1, available: 2, reported: false });
+    expect(a.holds(silent('dit-2'), ['ink', 'pencil'])).toEqual({ held: 2, available: 2, reported: false });
     expect(a.holds(silent('dit-3'), ['ink']).held).toBe(0);
     a.started('dit-1', ['b', 'c', 'd']);
     expect(a.of('dit-1')).toEqual(['b', 'c', 'd']);
@@ -28,7 +28,7 @@ describe('AdapterAffinity', () => {
     // Sent before, but the instance says it dropped it: not held.
     a.started('dit-1', ['chalk']);
     a.ended('dit-1', ['chalk']);
-    expect(a.holds(dit, ['ink', 'chalk'])).toEqual({ held: 1, reported: true });
+    expect(a.holds(dit, ['ink', 'chalk'])).toEqual({ held: 1, available: 2, reported: true });
     // A task with pencil runs there: pencil is being loaded, held until its report says otherwise.
     a.started('dit-1', ['pencil']);
     a.started('dit-1', ['pencil']);
@@ -38,6 +38,11 @@ describe('AdapterAffinity', () => {
     a.ended('dit-1', ['pencil']);
     expect(a.holds(dit, ['pencil']).held).toBe(0);
     report.held.push('pencil');
-    expect(a.holds(dit, ['ink', 'pencil'])).toEqual({ held: 2, reported: true });
+    expect(a.holds(dit, ['ink', 'pencil'])).toEqual({ held: 2, available: 2, reported: true });
+    // One that lacks a file ranks below any that has them all, whatever it holds.
+    const other = reporting('dit-2', { held: ['ink'], available: ['ink'] });
+    expect(a.score(other, ['ink', 'oil'])).toBeLessThan(
+      a.score(reporting('dit-3', { held: [], available: ['ink', 'oil'] }), ['ink', 'oil']),
+    );
   });
 });

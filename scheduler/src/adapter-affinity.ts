@@ -18,9 +18,13 @@ export interface AdapterHolder {
   adapters?(): AdapterReport | undefined;
 }
 
-/** How many of a task's adapters an instance holds, and whether its own report said so. */
+/**
+ * How many of a task's adapters an instance holds, how many it can load (all, for one that does
+ * not report), and whether its own report said so.
+ */
 export interface AdaptersHeld {
   held: number;
+  available: number;
   reported: boolean;
 }
 
@@ -61,10 +65,23 @@ export class AdapterAffinity {
     const report = instance.adapters?.();
     if (!report) {
       const list = this.sentTo.get(instance.id);
-      return { held: list ? names.filter((n) => list.includes(n)).length : 0, reported: false };
+      return { held: list ? names.filter((n) => list.includes(n)).length : 0, available: names.length, reported: false };
     }
     const run = this.running.get(instance.id);
-    return { held: names.filter((n) => report.held.includes(n) || run?.has(n)).length, reported: true };
+    return {
+      held: names.filter((n) => report.held.includes(n) || run?.has(n)).length,
+      available: names.filter((n) => report.available.includes(n)).length,
+      reported: true,
+    };
+  }
+
+  /**
+   * The preference of an instance for a task with `names` (higher first): one that can load
+   * them all before one that lacks a file (it would refuse the task), then by how many it holds.
+   */
+  score(instance: AdapterHolder, names: readonly string[]): number {
+    const h = this.holds(instance, names);
+    return h.available * (names.length + 1) + h.held;
   }
 
   /** The adapters sent to an instance that does not report, oldest first. */

@@ -284,9 +284,10 @@ export class Dispatcher {
     const rec = lease.record ?? (store.peek ? store.peek(item.reqId) : await store.read(item.reqId));
     if (!rec || !current(rec, item)) return lifecycle.transitions.repair(lease);
     if (await this.late(rec, lease)) return;
-    // Adapters: an instance that holds the request's adapters first (by its report, or it was sent them before).
+    // Adapters: an instance that has the request's adapters, and of those one that holds them
+    // loaded first (by its report, or it was sent them before).
     const adapters = rec.state.context.params.adapters?.map((a) => a.name) ?? [];
-    const prefer = adapters.length ? (s: InstanceSlot) => this.affinity.holds(s.instance, adapters).held : undefined;
+    const prefer = adapters.length ? (s: InstanceSlot) => this.affinity.score(s.instance, adapters) : undefined;
     const slot = chooseInstance(this.opts.instances.free(item.pool), item, rec.state.context.refs, prefer);
     if (!slot) {
       // The slot went while the lease was taken (a lost instance, a racing pump).
@@ -295,7 +296,8 @@ export class Dispatcher {
     }
     const t = this.hold(lease, slot, rec);
     if (adapters.length) {
-      t.adapters = { names: adapters, ...this.affinity.holds(slot.instance, adapters) };
+      const { held, reported } = this.affinity.holds(slot.instance, adapters);
+      t.adapters = { names: adapters, held, reported };
       this.affinity.started(slot.instance.id, adapters);
       this.opts.onAdapterDispatch?.(item.pool, t.adapters.held === adapters.length);
     }

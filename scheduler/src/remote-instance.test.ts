@@ -151,7 +151,7 @@ describe('RemoteInstance', async () => {
     await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('open');
   });
 
-  it("follows the adapters a stage reports over its Work stream (again when they change), and Describe tells them", async () => {
+  it('follows the adapters a stage reports over its Work stream (again when they change), and Describe tells them', async () => {
     const report: AdapterReport = { held: [], available: ['ink', 'pencil'] };
     const listeners = new Set<() => void>();
     const stage: StageHandler = {
@@ -174,7 +174,9 @@ describe('RemoteInstance', async () => {
     const client = new (loadDiffmeshProtos().diffmesh.stage.v1.StageService)(address, credentials.createInsecure());
     try {
       const described = await new Promise<DescribeResponse__Output>((resolve, reject) =>
-        client.Describe({}, (err: Error | null, res?: DescribeResponse__Output) => (err ? reject(err) : resolve(res as DescribeResponse__Output))),
+        client.Describe({}, (err: Error | null, res?: DescribeResponse__Output) =>
+          err ? reject(err) : resolve(res as DescribeResponse__Output),
+        ),
       );
       expect(described.adapters).toEqual({ held: ['ink'], available: ['ink', 'pencil', 'chalk'] });
     } finally {

@@ -278,6 +278,8 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
       modelRun: (seconds) => metrics?.modelRun(seconds),
       denoiseBatch: (size) => metrics?.denoiseBatch(size),
       stepCacheSkipped: (calls) => metrics?.stepCacheSkipped(calls),
+      adapterLookup: (outcome) => metrics?.adapterLookup(outcome),
+      adapterCounts: (held, available) => metrics?.adapterCounts(held, available),
     },
   });
   metrics = new StageMetrics({ stage: handler.stage, pool: config.pool, processMetrics: metricsListen !== '' });
