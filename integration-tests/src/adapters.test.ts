@@ -17,6 +17,7 @@ import { Code, type RequestEvent } from '@diffmesh/core';
 import { buildSdDir, writeTestLora } from '@diffmesh/models';
 import type { Instance } from '@diffmesh/discovery';
 import { generate, last, startTestMesh, submit, until, type TestMesh } from './harness.js';
+import { OtlpReceiver } from './otlp-receiver.js';
 
 const MODEL = 'test/sd-lora';
 const KEY = 'adapters-test-key';
@@ -25,6 +26,8 @@ const D = 32;
 
 let root: string;
 let t: TestMesh;
+/** Every process's spans (OTLP/HTTP JSON). */
+let receiver: OtlpReceiver;
 /** Adapter folders of the two denoisers: a has ink and pencil; b has those and oil. */
 let loraA: string;
 let loraB: string;
@@ -49,7 +52,14 @@ beforeAll(async () => {
   ];
   await writeFile(plansFile, stringify({ version: 1, plans: [{ model: MODEL, directory: './sd', stages }] }));
   // The denoisers are started below, each with its own adapter folder.
-  t = await startTestMesh({ plansFile, models: [MODEL], replicas: { 'dit-svc': 0 }, gateway: { apiKeys: [KEY] } });
+  receiver = await OtlpReceiver.start();
+  t = await startTestMesh({
+    plansFile,
+    models: [MODEL],
+    replicas: { 'dit-svc': 0 },
+    gateway: { apiKeys: [KEY] },
+    env: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '100' },
+  });
   const spec = t.mesh.stageSpecs.find((s) => s.service === 'dit-svc');
   if (!spec) throw new Error('no dit-svc in the mesh');
   await t.mesh.addStage({ ...spec, capacity: 2, args: ['--max-batch', '2', '--lora-dir', loraA] }, 'dit-a');
@@ -57,6 +67,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await t?.stop();
+  await receiver?.close();
   await rm(root, { recursive: true, force: true });
 });
 
@@ -71,15 +82,15 @@ const params = (seed: string, adapters: string[], steps = 120) => ({
   adapters: adapters.map((name) => ({ name, scale: 1 })),
 });
 
-/** Runs a request to the end: its pixels and the instance its denoising ran on. */
-async function run(seed: string, adapters: string[], steps?: number): Promise<{ pixels: Buffer; instance: string }> {
+/** Runs a request to the end: its pixels, its id and the instance its denoising ran on. */
+async function run(seed: string, adapters: string[], steps?: number): Promise<{ pixels: Buffer; reqId: string; instance: string }> {
   const events = await generate(t.client, { model: MODEL, params: params(seed, adapters, steps) });
   const end = last(events);
   if (end.type !== 'completed') throw new Error(`request ended with ${JSON.stringify(end)}`);
   const started = events.find(
     (e): e is Extract<RequestEvent, { type: 'stage_started' }> => e.type === 'stage_started' && e.stage === 'denoising',
   );
-  return { pixels: Buffer.from((await t.store.get(end.outputs.pixels)).data), instance: started?.instanceId ?? '' };
+  return { pixels: Buffer.from((await t.store.get(end.outputs.pixels)).data), reqId: end.reqId, instance: started?.instanceId ?? '' };
 }
 
 async function instance(id: string): Promise<Instance> {
@@ -137,11 +148,36 @@ describe('LoRA adapters in a mesh of processes', () => {
     await t.mesh.addStage({ ...spec, capacity: 2, args: ['--max-batch', '2', '--lora-dir', loraB] }, 'dit-b');
     // dit-b has never had a task (the least recently used), yet ink goes where it is loaded.
     await until('dit-b dispatchable', async () => ((await instance('dit-b')).load?.adaptersAvailable === 3 ? true : undefined));
-    expect((await run('5', ['ink'])).instance).toBe('dit-a');
+    const ink = await run('5', ['ink']);
+    expect(ink.instance).toBe('dit-a');
     expect((await run('6', ['pencil'])).instance).toBe('dit-a');
     // Only dit-b has oil.
-    expect((await run('7', ['oil'])).instance).toBe('dit-b');
+    const oil = await run('7', ['oil']);
+    expect(oil.instance).toBe('dit-b');
     expect((await run('8', ['oil', 'ink'])).instance).toBe('dit-b');
+    // The dispatch spans say whether the instance held the adapters, as it reported.
+    const dispatch = async (reqId: string) =>
+      (
+        await receiver.waitFor(
+          (all) =>
+            all.some(
+              (x) =>
+                x.name === 'diffmesh.dispatch' &&
+                x.attributes['diffmesh.request_id'] === reqId &&
+                x.attributes['diffmesh.stage'] === 'denoising',
+            ),
+          30_000,
+        )
+      ).find(
+        (x) =>
+          x.name === 'diffmesh.dispatch' && x.attributes['diffmesh.request_id'] === reqId && x.attributes['diffmesh.stage'] === 'denoising',
+      );
+    expect((await dispatch(ink.reqId))?.attributes).toMatchObject({
+      'diffmesh.adapters': 1,
+      'diffmesh.adapters.held': true,
+      'diffmesh.adapters.reported': true,
+    });
+    expect((await dispatch(oil.reqId))?.attributes).toMatchObject({ 'diffmesh.adapters.held': false, 'diffmesh.adapters.reported': true });
     const scheduler = (await t.mesh.discovery.instances()).find((i) => i.name === 'scheduler');
     const page = await (await fetch(scheduler?.metadata.metrics_url ?? '')).text();
     expect(series(page, 'diffmesh_scheduler_adapter_dispatches_total', { pool: 'dit-sd-lora', held: 'true' })).toBeGreaterThanOrEqual(2);
