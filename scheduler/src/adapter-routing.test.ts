@@ -52,6 +52,19 @@ describe('adapter-aware routing', () => {
     expect(dispatches).toEqual(['dit:true', 'dit:true', 'dit:true', 'dit:false']);
   });
 
+  it('sends a task to an instance that has its adapter files before one that holds more of the others', async () => {
+    const s = newScheduler({}, { registry });
+    const a = dit('dit-a', { held: ['ink'], available: ['ink'] });
+    const b = dit('dit-b', { held: [], available: ['ink', 'oil'] });
+    s.addInstance(a);
+    s.addInstance(b);
+    const id = (await s.submit(request('1', ['ink', 'oil']))).context.reqId;
+    await expect.poll(() => b.tasks.length, { timeout: 10_000 }).toBe(1);
+    b.finish(0);
+    expect(await outcome(s, id)).toBe('completed');
+    expect(a.tasks).toHaveLength(0);
+  });
+
   it('refuses at Submit an adapter no instance of the denoising pool has, naming the field, when every instance reports', async () => {
     const s = newScheduler({}, { registry });
     s.addInstance(dit('dit-a', { held: [], available: ['ink'] }));
