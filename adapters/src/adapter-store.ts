@@ -1,5 +1,5 @@
 import { watch, type FSWatcher } from 'node:fs';
-import { ADAPTER_NAME_PATTERN, DiffmeshError, invalidParameter, type Logger } from '@diffmesh/core';
+import { ADAPTER_NAME_PATTERN, DiffmeshError, invalidParameter, type AdapterReport, type Logger } from '@diffmesh/core';
 import { AdapterCache } from './adapter-cache.js';
 import {
   DEFAULT_MAX_ADAPTER_FILE_BYTES,
@@ -10,6 +10,11 @@ import {
 } from './adapter-directory.js';
 import type { MappedAdapter, ModelGraphs } from './adapter-mapping.js';
 import { loadLoraAdapter } from './lora-adapter.js';
+
+/** Wait after a change in the adapter folder before listing it (the events of one copy come together). */
+const RELIST_DELAY_MS = 50;
+/** How often a folder that cannot be watched is listed. */
+const LIST_POLL_MS = 2000;
 
 export interface AdapterStoreOptions {
   /** The directory of `<name>.safetensors` files requests name (watched: files added later are found). */
@@ -37,6 +42,12 @@ export class AdapterStore {
   /** Files found, by name; dropped when the folder changes (an unknown name is looked up every time). */
   private readonly files = new Map<string, AdapterFileInfo>();
   private watcher: FSWatcher | undefined;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private relisting: NodeJS.Timeout | undefined;
+  private firstListing: Promise<void> | undefined;
+  /** The folder's names when last listed; undefined before the first listing. */
+  private available: string[] | undefined;
+  private readonly listeners = new Set<() => void>();
   private nextId = 0;
   private readonly ids = new WeakMap<MappedAdapter, number>();
 
@@ -54,6 +65,34 @@ export class AdapterStore {
   close(): void {
     this.watcher?.close();
     this.watcher = undefined;
+    clearInterval(this.pollTimer);
+    clearTimeout(this.relisting);
+  }
+
+  /**
+   * What this stage holds (loaded, with its file still in the folder) and can load (the folder's
+   * names); undefined until the folder was first listed (the listing starts on the first call).
+   */
+  report(): AdapterReport | undefined {
+    if (!this.available) {
+      this.watchDir();
+      if (!this.firstListing) this.firstListing = this.relist();
+      return undefined;
+    }
+    const available = new Set(this.available);
+    const held = new Set<string>();
+    // Keys are `model|name|size|mtime`; a name has no `|`.
+    for (const k of this.cache.keys()) {
+      const name = k.split('|').at(-3);
+      if (name !== undefined && available.has(name)) held.add(name);
+    }
+    return { held: [...held].sort(), available: [...this.available] };
+  }
+
+  /** Calls `listener` when {@link report} may answer otherwise (a load, the folder changed). */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 
   /** Names of the adapters the directory holds now. */
@@ -82,20 +121,63 @@ export class AdapterStore {
     if (known) return known;
     const info = await statAdapterFile(this.opts.dir, name);
     if (!info) return undefined;
-    if (!this.watcher) {
+    // A folder that cannot be watched is looked at on every task.
+    if (this.watchDir()) this.files.set(name, info);
+    return info;
+  }
+
+  /**
+   * Watches the folder once (false when it cannot be): a changed file is looked at again, and
+   * the names it holds are listed again (then {@link onChange} listeners are called when they
+   * changed). A folder that cannot be watched is listed every few seconds instead.
+   */
+  private watchDir(): boolean {
+    if (this.watcher) return true;
+    if (this.pollTimer) return false;
+    try {
+      this.watcher = watch(this.opts.dir, { persistent: false }, (_event, changed) => {
+        if (changed) this.files.delete(String(changed).replace(/\.safetensors$/, ''));
+        else this.files.clear();
+        this.relistSoon();
+      });
+      this.watcher.on('error', () => {
+        this.close();
+        this.files.clear();
+      });
+      return true;
+    } catch {
+      this.pollTimer = setInterval(() => this.relistSoon(), LIST_POLL_MS);
+      this.pollTimer.unref();
+      return false;
+    }
+  }
+
+  /** Lists the folder again after the changes of this moment (a copy is several events). */
+  private relistSoon(): void {
+    if (this.relisting) return;
+    this.relisting = setTimeout(() => {
+      this.relisting = undefined;
+      void this.relist();
+    }, RELIST_DELAY_MS);
+    this.relisting.unref();
+  }
+
+  private async relist(): Promise<void> {
+    const names = await this.names().catch(() => undefined);
+    if (!names) return;
+    const before = this.available;
+    this.available = names;
+    if (!before || before.join('\n') !== names.join('\n')) this.changed();
+  }
+
+  private changed(): void {
+    for (const l of this.listeners) {
       try {
-        this.watcher = watch(this.opts.dir, { persistent: false }, (_event, changed) => {
-          if (changed) this.files.delete(String(changed).replace(/\.safetensors$/, ''));
-          else this.files.clear();
-        });
-        this.watcher.on('error', () => this.close());
-      } catch {
-        // A folder that cannot be watched is looked at on every task.
-        return info;
+        l();
+      } catch (err) {
+        this.opts.log?.warn({ err }, 'adapter change listener failed');
       }
     }
-    this.files.set(name, info);
-    return info;
   }
 
   /**
@@ -129,6 +211,7 @@ export class AdapterStore {
         this.cache.set(key, adapter);
         this.opts.log?.info({ adapter: name, model, bytes: adapter.bytes, skippedTargets: adapter.skipped }, 'adapter loaded');
         this.opts.onLookup?.('load');
+        this.changed();
         return adapter;
       })().finally(() => this.loading.delete(key));
       this.loading.set(key, p);

@@ -92,7 +92,7 @@ export type { RunProcessOptions } from './process.js';
 export type { RequestContext, RequestStatus } from './request-context.js';
 export { isTerminal } from './request-event.js';
 export type { RequestEvent } from './request-event.js';
-export type { StageContext, StageHandler, StagePreview, StageProgress, StageResult, StageTask } from './stage-task.js';
+export type { AdapterReport, StageContext, StageHandler, StagePreview, StageProgress, StageResult, StageTask } from './stage-task.js';
 export { preemptedError } from './stage-task.js';
 export { OTLP_PROTOCOLS, resolveTelemetrySettings } from './telemetry/config.js';
 export type { OtlpProtocol, TelemetrySettings } from './telemetry/config.js';

@@ -88,6 +88,16 @@ export interface StageContext {
 }
 
 /**
+ * The LoRA adapters of a stage instance, by the names requests give: `held` are loaded now (a
+ * task naming them starts without reading a file), `available` are in its adapter directory
+ * (what it can load).
+ */
+export interface AdapterReport {
+  held: string[];
+  available: string[];
+}
+
+/**
  * The work a stage service does, independent of transport: the embedded runtime calls it
  * in-process; the mesh calls it behind the StageService gRPC API.
  */
@@ -104,6 +114,10 @@ export interface StageHandler {
   execute(task: StageTask, ctx: StageContext): Promise<StageResult>;
   /** Releases model sessions. */
   close?(): Promise<void>;
+  /** Its LoRA adapters now; absent (or undefined) for a handler that has none to report. */
+  adapters?(): AdapterReport | undefined;
+  /** Calls `listener` whenever {@link adapters} may answer otherwise; returns a function that stops the calls. */
+  onAdaptersChange?(listener: () => void): () => void;
 }
 
 /** What a preempted task throws after its last checkpoint (UNAVAILABLE / PREEMPTED: it goes back to its queue). */

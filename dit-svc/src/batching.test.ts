@@ -41,6 +41,26 @@ describe('MicroBatcher', () => {
     expect(h.most()).toBe(1);
   });
 
+  it('two loops a step apart share runs from the second on: the answered items come back before the next batch starts', async () => {
+    const batches: string[][] = [];
+    // A run answers in a later turn, as a runner thread's does.
+    const seen = new MicroBatcher(async (_key: string, items: string[]) => {
+      batches.push(items);
+      await tick();
+      return items;
+    }, 8);
+    // Each loop submits its next step as soon as its last is answered (a denoising loop).
+    const loop = async (name: string, steps: number) => {
+      for (let i = 0; i < steps; i += 1) await seen.submit('k', `${name}${i}`);
+    };
+    const first = loop('a', 4);
+    await tick();
+    // b starts while a's first step runs.
+    const second = loop('b', 3);
+    await Promise.all([first, second]);
+    expect(batches).toEqual([['a0'], ['b0', 'a1'], ['b1', 'a2'], ['b2', 'a3']]);
+  });
+
   it('runs up to `concurrency` batches of a key at once, each of what was ready', async () => {
     const h = held();
     const b = new MicroBatcher(h.run, 8, 2);

@@ -105,7 +105,17 @@ export class MicroBatcher<I, O> {
       const left = (this.running.get(key) ?? 1) - 1;
       if (left > 0) this.running.set(key, left);
       else this.running.delete(key);
-      this.fill(key);
+      // The next batch starts after this turn: the items of the batch just answered come back
+      // (their next step) in it, and go with those that waited. Started at once, it would take
+      // only the waiting ones, and two requests a step apart would take turns for ever instead
+      // of sharing runs.
+      if (!this.scheduled.has(key)) {
+        this.scheduled.add(key);
+        setImmediate(() => {
+          this.scheduled.delete(key);
+          this.fill(key);
+        });
+      }
     }
   }
 }

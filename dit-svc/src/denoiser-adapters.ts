@@ -11,7 +11,7 @@ import {
   type LoraSlot,
   type ModelGraphs,
 } from '@diffmesh/adapters';
-import type { GenerationParams } from '@diffmesh/core';
+import type { AdapterReport, GenerationParams } from '@diffmesh/core';
 import { ort, type LoadedModelDirectory, type SessionVariant } from '@diffmesh/stage-host';
 
 /** The adapter directory and its bounds (see `AdapterStore`). */
@@ -47,6 +47,16 @@ export class DenoiserAdapters {
   /** Stops watching the folder. */
   close(): void {
     this.store.close();
+  }
+
+  /** What this stage holds and can load (see `AdapterStore.report`). */
+  report(): AdapterReport | undefined {
+    return this.store.report();
+  }
+
+  /** Calls `listener` when {@link report} may answer otherwise (a load, the folder changed). */
+  onChange(listener: () => void): () => void {
+    return this.store.onChange(listener);
   }
 
   /** Names of the adapters the directory holds now. */

@@ -1,4 +1,4 @@
-import type { StageContext, StageResult, StageTask } from '@diffmesh/core';
+import type { AdapterReport, StageContext, StageResult, StageTask } from '@diffmesh/core';
 import { defaultLatentSize, OnnxStage, type OnnxStageDeps, type ResolvedModel } from '@diffmesh/stage-host';
 import { BuiltinDenoiser } from './builtin-denoiser.js';
 import { Checkpointer } from './checkpoint.js';
@@ -72,6 +72,18 @@ export class DenoisingStage extends OnnxStage {
       sequence_length: tokens,
       packed_height_width: (h / 2) * (w / 2),
     };
+  }
+
+  /**
+   * The LoRA adapters this stage holds and can load (`--lora-dir`): none without a folder (it
+   * refuses every adapter); undefined until the folder was first listed.
+   */
+  adapters(): AdapterReport | undefined {
+    return this.opts.adapters ? this.opts.adapters.report() : { held: [], available: [] };
+  }
+
+  onAdaptersChange(listener: () => void): () => void {
+    return this.opts.adapters?.onChange(listener) ?? (() => undefined);
   }
 
   async execute(task: StageTask, ctx: StageContext): Promise<StageResult> {

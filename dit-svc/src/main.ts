@@ -8,8 +8,8 @@ await runStageServiceMain({
   name: 'dit-svc',
   envPrefix: 'DIFFMESH_DIT_',
   moduleUrl: import.meta.url,
-  createHandler: (deps, config) =>
-    new DenoisingStage({
+  createHandler: (deps, config) => {
+    const stage = new DenoisingStage({
       ...deps,
       maxBatch: config.maxBatch,
       checkpointEvery: config.checkpointEvery,
@@ -25,5 +25,14 @@ await runStageServiceMain({
             }),
           }
         : {}),
-    }),
+    });
+    const counts = deps.metrics?.adapterCounts?.bind(deps.metrics);
+    if (counts) {
+      stage.onAdaptersChange(() => {
+        const r = stage.adapters();
+        if (r) counts(r.held.length, r.available.length);
+      });
+    }
+    return stage;
+  },
 });

@@ -43,17 +43,17 @@ export class TextEncodingStage extends OnnxStage {
   protected readonly modelFile = 'textEncoder' as const;
   private readonly tokenizers = new Map<string, Promise<Tokenizer>>();
   private readonly dirTokenizers = new Map<string, Promise<PromptTokenizer>>();
-  private readonly adapters: TextEncoderAdapters | undefined;
+  private readonly loras: TextEncoderAdapters | undefined;
 
   constructor(opts: TextEncodingStageOptions) {
     super(opts);
     this.stage = opts.stage ?? 'text_encoding';
-    this.adapters = opts.adapters;
+    this.loras = opts.adapters;
   }
 
   /** With adapters, the text encoders' sessions are their LoRA-branched graphs. */
   protected override sessionVariant(directory: LoadedModelDirectory, component: OnnxComponentName): SessionVariant | undefined {
-    return this.adapters?.variant(directory, component);
+    return this.loras?.variant(directory, component);
   }
 
   override async warm(model: string, opts: { run?: boolean } = {}): Promise<void> {
@@ -99,7 +99,7 @@ export class TextEncodingStage extends OnnxStage {
           store: this.deps.store,
           tokenizer: (dir) => this.dirTokenizer(dir),
           runModel: (attributes, run) => this.runModel(attributes, run),
-          ...(this.adapters ? { adapters: this.adapters } : {}),
+          ...(this.loras ? { adapters: this.loras } : {}),
         },
         resolved.directory,
         task,

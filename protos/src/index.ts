@@ -375,6 +375,7 @@ export type { ResultHeader, ResultHeader__Output } from './generated/diffmesh/sc
 export type { WatchRequest, WatchRequest__Output } from './generated/diffmesh/scheduler/v1/WatchRequest.js';
 export type { WatchResponse, WatchResponse__Output } from './generated/diffmesh/scheduler/v1/WatchResponse.js';
 
+export type { AdapterReport, AdapterReport__Output } from './generated/diffmesh/stage/v1/AdapterReport.js';
 export type { CancelTask, CancelTask__Output } from './generated/diffmesh/stage/v1/CancelTask.js';
 export type { DescribeRequest, DescribeRequest__Output } from './generated/diffmesh/stage/v1/DescribeRequest.js';
 export type { DescribeResponse, DescribeResponse__Output } from './generated/diffmesh/stage/v1/DescribeResponse.js';

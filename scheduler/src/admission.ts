@@ -147,6 +147,7 @@ export class Admission {
     if (this.stopped) throw new DiffmeshError(Code.UNAVAILABLE, 'DRAINING', 'scheduler is shutting down', { retryAfterMs: 1000 });
     const checked = this.check(req);
     this.checkPools(checked.plan, req.model);
+    this.checkAdapters(checked.plan, req.model, checked.params);
     const { limits } = this.opts;
     if (this.opts.local.count >= limits.maxInFlight) {
       throw new DiffmeshError(Code.RESOURCE_EXHAUSTED, 'TOO_MANY_REQUESTS', `too many requests in flight (limit ${limits.maxInFlight})`, {
@@ -213,6 +214,27 @@ export class Admission {
     }
   }
 
+  /**
+   * Every adapter the request names is in the adapter folder of some instance of its denoising
+   * pool, when every instance there reports its folder (see {@link InstanceSlots.adapterReports});
+   * else INVALID_ARGUMENT naming `adapters[i].name`. Where a report is missing the stage decides.
+   */
+  private checkAdapters(plan: ExecutionPlan, model: string, params: RequestContext['params']): void {
+    const adapters = params.adapters ?? [];
+    if (adapters.length === 0) return;
+    for (const stage of plan.stages) {
+      if (stage.name !== 'denoising') continue;
+      const reports = this.opts.instances.adapterReports(stage.pool, model, stage.version);
+      if (!reports) continue;
+      const available = [...new Set(reports.flatMap((r) => r.available))].sort();
+      adapters.forEach((a, i) => {
+        if (available.includes(a.name)) return;
+        const known = available.length === 0 ? 'it has none' : `it has ${listed(available)}`;
+        throw invalidParameter(`adapters[${i}].name`, `no instance of pool "${stage.pool}" has an adapter named ${a.name} (${known})`);
+      });
+    }
+  }
+
   /** Stores the record with its first task (QUEUE_FULL when the queue is), then arms the request's timer. */
   private async store(
     req: GenerateRequest,
@@ -243,6 +265,11 @@ export class Admission {
     if (ends) accepting.arm(ends.ms, () => void this.opts.end(reqId, { type: 'failed', error: ends.error }).catch(() => undefined));
     return result;
   }
+}
+
+/** Names for a message: the first 20, then how many more. */
+function listed(names: readonly string[]): string {
+  return names.length <= 20 ? names.join(', ') : `${names.slice(0, 20).join(', ')} and ${names.length - 20} more`;
 }
 
 /** A new request's record: `pending`, its first stage current, no try yet. */

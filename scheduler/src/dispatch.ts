@@ -60,6 +60,8 @@ export interface DispatcherOptions {
    * (it answers in the caller's turn).
    */
   dispatchLanes?: number;
+  /** A task with LoRA adapters went to an instance that held them all (`held`) or not (metrics); must not throw. */
+  onAdapterDispatch?: (pool: string, held: boolean) => void;
 }
 
 /** Free slots of a pool filled concurrently on a durable store (see {@link DispatcherOptions.dispatchLanes}). */
@@ -282,9 +284,10 @@ export class Dispatcher {
     const rec = lease.record ?? (store.peek ? store.peek(item.reqId) : await store.read(item.reqId));
     if (!rec || !current(rec, item)) return lifecycle.transitions.repair(lease);
     if (await this.late(rec, lease)) return;
-    // Adapters: an instance that holds the request's adapters first (it was sent them before).
+    // Adapters: an instance that has the request's adapters, and of those one that holds them
+    // loaded first (by its report, or it was sent them before).
     const adapters = rec.state.context.params.adapters?.map((a) => a.name) ?? [];
-    const prefer = adapters.length ? (id: string) => this.affinity.holds(id, adapters) : undefined;
+    const prefer = adapters.length ? (s: InstanceSlot) => this.affinity.score(s.instance, adapters) : undefined;
     const slot = chooseInstance(this.opts.instances.free(item.pool), item, rec.state.context.refs, prefer);
     if (!slot) {
       // The slot went while the lease was taken (a lost instance, a racing pump).
@@ -292,8 +295,12 @@ export class Dispatcher {
       return;
     }
     const t = this.hold(lease, slot, rec);
-    if (prefer) t.adapters = { count: adapters.length, held: prefer(slot.instance.id) };
-    this.affinity.sent(slot.instance.id, adapters);
+    if (adapters.length) {
+      const { held, reported } = this.affinity.holds(slot.instance, adapters);
+      t.adapters = { names: adapters, held, reported };
+      this.affinity.started(slot.instance.id, adapters);
+      this.opts.onAdapterDispatch?.(item.pool, t.adapters.held === adapters.length);
+    }
     let started: RequestRecord | undefined;
     try {
       started = await lifecycle.transitions.started(lease, slot.instance.pool, slot.instance.id, rec);
@@ -340,6 +347,7 @@ export class Dispatcher {
     const ran = t.state === 'answered';
     if (!t.transition('done') || !this.tries.delete(t)) return;
     this.opts.instances.done(t.slot);
+    if (t.adapters) this.affinity.ended(t.slot.instance.id, t.adapters.names);
     if (!ran) return;
     const pool = t.slot.instance.pool;
     this.schedule(pool);

@@ -21,15 +21,15 @@ export function chooseInstance(
   free: readonly InstanceSlot[],
   task: Pick<QueueItem, 'model' | 'range'>,
   inputs: Record<string, ObjectRef>,
-  prefer?: (instance: string) => number,
+  prefer?: (slot: InstanceSlot) => number,
 ): InstanceSlot | undefined {
   const fit = free.filter((s) => fitsTask(s, task));
   if (fit.length === 0) return undefined;
   const owners = new Set(Object.values(inputs).map((r) => r.ownerNodeId));
   return fit.reduce((best, s) => {
     if (prefer) {
-      const score = prefer(s.instance.id);
-      const bestScore = prefer(best.instance.id);
+      const score = prefer(s);
+      const bestScore = prefer(best);
       if (score !== bestScore) return score > bestScore ? s : best;
     }
     const local = owners.has(s.instance.nodeId) ? 1 : 0;

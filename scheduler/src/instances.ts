@@ -1,5 +1,5 @@
 import semver from 'semver';
-import type { StageName } from '@diffmesh/core';
+import type { AdapterReport, StageName } from '@diffmesh/core';
 import type { LeaseFit } from './storage/types.js';
 import type { StageInstance } from './types.js';
 
@@ -247,6 +247,23 @@ export class InstanceSlots {
       .filter((s) => !s.retiring && s.instance.available?.() !== false)
       .map((s) => s.instance);
     return [...here, ...this.foreignOf(pool)];
+  }
+
+  /**
+   * The adapter reports of the healthy instances of `pool` serving `model` (in `range`), or
+   * undefined unless every one of them reports (one held by another scheduler is not known here).
+   */
+  adapterReports(pool: string, model: string, range: string | undefined): AdapterReport[] | undefined {
+    if (this.foreignOf(pool).some((f) => serves(f, model) && versionMatches(f, range))) return undefined;
+    const out: AdapterReport[] = [];
+    for (const s of this.of(pool)) {
+      const i = s.instance;
+      if (s.retiring || i.available?.() === false || !serves(i, model) || !versionMatches(i, range)) continue;
+      const r = i.adapters?.();
+      if (!r) return undefined;
+      out.push(r);
+    }
+    return out.length > 0 ? out : undefined;
   }
 
   /** True when an instance of `pool` that is not leaving can run a task (now or later). */

@@ -3,6 +3,7 @@ import {
   extractTraceContext,
   stageExecuteAttributes,
   withSpan,
+  type AdapterReport,
   type Logger,
   type StageHandler,
   type StageResult,
@@ -29,6 +30,10 @@ export class LocalInstance implements StageInstance {
     this.nodeId = opts.nodeId ?? 'local';
     this.version = opts.version ?? '0.0.0';
     this.models = handler.models();
+  }
+
+  adapters(): AdapterReport | undefined {
+    return this.handler.adapters?.();
   }
 
   execute(task: StageTask, hooks: ExecuteHooks): Promise<StageResult> {

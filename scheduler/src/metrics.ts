@@ -34,6 +34,7 @@ export class SchedulerMetrics {
   private readonly queueWait: Histogram<'pool' | 'tenant'>;
   private readonly refusals: Counter<'tenant' | 'reason'>;
   private readonly preemptions: Counter<'pool'>;
+  private readonly adapterDispatches: Counter<'pool' | 'held'>;
   /** Tenants seen that have their own label (without `isTenant`), bounded. */
   private readonly tenantLabels = new Set<string>([DEFAULT_TENANT]);
   private readonly isTenant: ((tenant: string) => boolean) | undefined;
@@ -99,7 +100,19 @@ export class SchedulerMetrics {
       labelNames: ['tenant', 'reason'],
       registers: [r],
     });
+    this.adapterDispatches = new Counter({
+      name: 'diffmesh_scheduler_adapter_dispatches_total',
+      help: 'Tasks with LoRA adapters sent to an instance that held them all (held="true") or had to load one (held="false")',
+      labelNames: ['pool', 'held'],
+      registers: [r],
+    });
     serveGauges(r, scheduler);
+  }
+
+  /** Scheduler `onAdapterDispatch` hook. */
+  adapterDispatch(pool: string, held: boolean): void {
+    const h = held ? 'true' : 'false';
+    this.series(this.adapterDispatches, `${pool}\u0000${h}`, { pool, held: h }).inc();
   }
 
   /**

@@ -1,7 +1,8 @@
+import { credentials } from '@grpc/grpc-js';
 import type * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadDiffmeshProtos, type WorkRequest__Output } from '@diffmesh/protos';
-import { Code, DiffmeshError, type ServiceBinding } from '@diffmesh/core';
+import { loadDiffmeshProtos, type DescribeResponse__Output, type WorkRequest__Output } from '@diffmesh/protos';
+import { Code, DiffmeshError, type AdapterReport, type ServiceBinding, type StageHandler } from '@diffmesh/core';
 import { Fixtures, end, gate, handler, newScheduler, outcome, recordingLogger } from './fixtures/stages.js';
 
 const fx = new Fixtures();
@@ -148,5 +149,44 @@ describe('RemoteInstance', async () => {
     await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('half-open');
     expect(await outcome(s, (await s.submit({ model: 'm1', params: { prompt: 'probe' } })).context.reqId)).toBe('TIMEOUT');
     await expect.poll(() => r.breakerState(), { timeout: 10_000 }).toBe('open');
+  });
+
+  it('follows the adapters a stage reports over its Work stream (again when they change), and Describe tells them', async () => {
+    const report: AdapterReport = { held: [], available: ['ink', 'pencil'] };
+    const listeners = new Set<() => void>();
+    const stage: StageHandler = {
+      ...handler(() => Promise.resolve({ outputs: {} })),
+      adapters: () => ({ held: [...report.held], available: [...report.available] }),
+      onAdaptersChange: (l) => {
+        listeners.add(l);
+        return () => listeners.delete(l);
+      },
+    };
+    const address = await fx.stageServer(stage);
+    const r = fx.remote(address);
+    expect(await r.attached).toBe('ready');
+    expect(r.adapters()).toEqual({ held: [], available: ['ink', 'pencil'] });
+    // The stage loads ink (and its folder gains chalk): a new status says so.
+    report.held.push('ink');
+    report.available.push('chalk');
+    for (const l of listeners) l();
+    await expect.poll(() => r.adapters(), { timeout: 10_000 }).toEqual({ held: ['ink'], available: ['ink', 'pencil', 'chalk'] });
+    const client = new (loadDiffmeshProtos().diffmesh.stage.v1.StageService)(address, credentials.createInsecure());
+    try {
+      const described = await new Promise<DescribeResponse__Output>((resolve, reject) =>
+        client.Describe({}, (err: Error | null, res?: DescribeResponse__Output) =>
+          err ? reject(err) : resolve(res as DescribeResponse__Output),
+        ),
+      );
+      expect(described.adapters).toEqual({ held: ['ink'], available: ['ink', 'pencil', 'chalk'] });
+    } finally {
+      client.close();
+    }
+  });
+
+  it('knows no adapters of a stage that does not report them', async () => {
+    const r = fx.remote(await fx.stageServer(handler(() => Promise.resolve({ outputs: {} }))));
+    expect(await r.attached).toBe('ready');
+    expect(r.adapters()).toBeUndefined();
   });
 });

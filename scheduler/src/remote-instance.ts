@@ -11,6 +11,7 @@ import {
   fromWire,
   objectRefsFromWire,
   taskToWire,
+  type AdapterReport,
   type BreakerOptions,
   type CircuitBreaker,
   type Logger,
@@ -80,6 +81,8 @@ export class RemoteInstance implements StageInstance {
   private readonly pending = new Map<string, Pending>();
   private gone = false;
   private heldElsewhere = false;
+  /** Its adapters, as its last status reported them. */
+  private report: AdapterReport | undefined;
   /**
    * Settles once the instance has answered the new stream: `ready` with its first status,
    * `held` when another scheduler holds its Work stream, `lost` when the stream failed.
@@ -261,11 +264,20 @@ export class RemoteInstance implements StageInstance {
     });
   }
 
+  adapters(): AdapterReport | undefined {
+    return this.report;
+  }
+
   private onMessage(msg: WorkResponse__Output): void {
     const body = msg.progress ?? msg.result ?? msg.failed;
     if (!body) {
-      // Status: the stream is ours (load is tracked by the scheduler's own slot count).
-      if (msg.status) this.settleAttached('ready');
+      // Status: the stream is ours (load is tracked by the scheduler's own slot count); it
+      // carries the instance's adapters, again whenever they change.
+      if (msg.status) {
+        const a = msg.status.adapters;
+        this.report = a ? { held: [...a.held], available: [...a.available] } : undefined;
+        this.settleAttached('ready');
+      }
       return;
     }
     const key = `${body.reqId}#${body.stageIndex}#${body.attempt}`;

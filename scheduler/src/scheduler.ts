@@ -49,6 +49,8 @@ export interface SchedulerOptions {
   fairShare?: boolean;
   /** Sees every request refused at admission, with its tenant (metrics); must not throw. */
   onRefused?: (tenant: string, error: DiffmeshError) => void;
+  /** Sees every task with LoRA adapters sent to an instance that held them all (`held`) or not (metrics); must not throw. */
+  onAdapterDispatch?: (pool: string, held: boolean) => void;
 }
 
 /** A stage instance of a pool with its load, as {@link Scheduler.pools} reports it. */
@@ -153,6 +155,7 @@ export class Scheduler {
       quotas: this.quotas,
       counts: this.counts,
       ...(opts.fairShare === false ? {} : { fairShare: new FairShare(tenants) }),
+      ...(opts.onAdapterDispatch ? { onAdapterDispatch: opts.onAdapterDispatch } : {}),
     });
     // An in-process store needs no start: the scheduler works at once.
     if (!durable) this.run();

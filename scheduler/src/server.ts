@@ -64,6 +64,7 @@ export async function startSchedulerService(
     tenants: directoryPolicy(tenants),
     onEvent: (e, state) => metrics?.observe(e, state),
     onRefused: (tenant, err) => metrics?.refused(tenant, err),
+    onAdapterDispatch: (pool, held) => metrics?.adapterDispatch(pool, held),
   });
   await scheduler.start();
   metrics = new SchedulerMetrics(scheduler, { isTenant: (t) => tenants.get(t) !== undefined });

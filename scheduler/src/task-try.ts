@@ -78,8 +78,11 @@ export class TaskTry {
   steps?: TrySteps;
   /** When stopping for a preemption: why, and where it stopped. */
   preemption?: Preemption;
-  /** The task's LoRA adapters: how many, and how many the instance held when it was chosen. */
-  adapters?: { count: number; held: number };
+  /**
+   * The task's LoRA adapters; how many of them the instance held when it was chosen, and
+   * whether the instance's own report said so (else this scheduler's memory of what it sent).
+   */
+  adapters?: { names: string[]; held: number; reported: boolean };
   /** Why it stops, when stopping (the error its cancellation carries). */
   private stopError?: DiffmeshError;
 

@@ -151,7 +151,13 @@ export class TryRunner {
           [ATTR.attempt]: rec.attempt,
           [ATTR.instanceId]: instance.id,
           [ATTR.nodeId]: instance.nodeId,
-          ...(t.adapters ? { [ATTR.adapters]: t.adapters.count, [ATTR.adaptersHeld]: t.adapters.held } : {}),
+          ...(t.adapters
+            ? {
+                [ATTR.adapters]: t.adapters.names.length,
+                [ATTR.adaptersHeld]: t.adapters.held === t.adapters.names.length,
+                [ATTR.adaptersReported]: t.adapters.reported,
+              }
+            : {}),
         },
       },
       parent,

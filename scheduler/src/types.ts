@@ -1,5 +1,6 @@
 import {
   Code,
+  type AdapterReport,
   DiffmeshError,
   type Cancellation,
   type GenerationParams,
@@ -47,6 +48,11 @@ export interface StageInstance {
   isGone?(): boolean;
   /** Releases connections; the instance gets no more work. */
   close?(): void;
+  /**
+   * The LoRA adapters it holds and can load, as it last reported them; undefined for an
+   * instance that does not report them (a stage other than denoising, an older build).
+   */
+  adapters?(): AdapterReport | undefined;
 }
 
 /**

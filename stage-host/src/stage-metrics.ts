@@ -13,6 +13,8 @@ export interface ModelRunObserver {
   stepCacheSkipped?(calls: number): void;
   /** A task's LoRA adapter was found loaded (`hit`) or read from its file (`load`). */
   adapterLookup?(outcome: 'hit' | 'load'): void;
+  /** The stage now holds `held` adapters loaded and has `available` in its adapter folder. */
+  adapterCounts?(held: number, available: number): void;
 }
 
 /** Options of {@link StageMetrics}. */
@@ -38,7 +40,9 @@ const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64];
  * - `diffmesh_denoising_steps_total{pool}`: denoising steps done by this instance;
  * - `diffmesh_model_run_seconds{stage}`: one ONNX model run;
  * - `diffmesh_denoise_batch_size`: latents per denoiser run;
- * - `diffmesh_dit_step_cache_skipped_total{pool}`: denoiser model calls step caching spared.
+ * - `diffmesh_dit_step_cache_skipped_total{pool}`: denoiser model calls step caching spared;
+ * - `diffmesh_dit_adapter_lookups_total{pool,outcome}`: a task's adapter found loaded (hit) or read (load);
+ * - `diffmesh_dit_adapters{pool,state}`: adapters held loaded (`held`) and in the adapter folder (`available`).
  */
 export class StageMetrics implements ModelRunObserver {
   readonly registry: Registry;
@@ -51,6 +55,7 @@ export class StageMetrics implements ModelRunObserver {
   private readonly batchSize: Histogram;
   private readonly cacheSkipped: Counter<'pool'>;
   private readonly adapterLookups: Counter<'pool' | 'outcome'>;
+  private readonly adapterGauge: Gauge<'pool' | 'state'>;
   /** Series of this instance's labels, bound once (a labelled call hashes its labels each time). */
   private readonly bound: {
     inFlight: ReturnType<Gauge['labels']>;
@@ -110,6 +115,12 @@ export class StageMetrics implements ModelRunObserver {
       name: 'diffmesh_dit_adapter_lookups_total',
       help: "LoRA adapters of tasks, found in the stage's cache (outcome hit) or read from their files (load)",
       labelNames: ['pool', 'outcome'],
+      registers: [r],
+    });
+    this.adapterGauge = new Gauge({
+      name: 'diffmesh_dit_adapters',
+      help: 'LoRA adapters of this stage: loaded in its cache (state held) and in its adapter folder (state available)',
+      labelNames: ['pool', 'state'],
       registers: [r],
     });
     // Series exist from the start, so rates and "no task yet" read as 0 rather than absent.
@@ -174,5 +185,10 @@ export class StageMetrics implements ModelRunObserver {
 
   adapterLookup(outcome: 'hit' | 'load'): void {
     this.adapterLookups.inc({ pool: this.labels.pool, outcome });
+  }
+
+  adapterCounts(held: number, available: number): void {
+    this.adapterGauge.set({ pool: this.labels.pool, state: 'held' }, held);
+    this.adapterGauge.set({ pool: this.labels.pool, state: 'available' }, available);
   }
 }

@@ -29,8 +29,16 @@ import {
   packageVersion,
   runProcess,
   redactUri,
+  type AdapterReport,
 } from '@diffmesh/core';
-import { createDiscovery, natsDiscoveryConfigOf, natsTlsConfigFields, type Discovery, type Registration } from '@diffmesh/discovery';
+import {
+  createDiscovery,
+  natsDiscoveryConfigOf,
+  natsTlsConfigFields,
+  type Discovery,
+  type InstanceLoad,
+  type Registration,
+} from '@diffmesh/discovery';
 import { StageMetrics } from './stage-metrics.js';
 import { ModelCatalog } from './model-catalog.js';
 import { EXECUTION_PROVIDERS } from './execution-providers.js';
@@ -237,6 +245,11 @@ export interface RunningStageService {
   stop(graceMs?: number): Promise<void>;
 }
 
+/** The load discovery reports: tasks running, and for a stage with adapters how many it holds and can load. */
+function instanceLoad(inFlight: number, adapters: AdapterReport | undefined): InstanceLoad {
+  return adapters ? { inFlight, adaptersHeld: adapters.held.length, adaptersAvailable: adapters.available.length } : { inFlight };
+}
+
 /**
  * Starts a stage service: loads and warms its models, serves StageService with health and
  * reflection, serves Prometheus metrics when `metricsListen` is set, and registers in NATS
@@ -275,6 +288,8 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
       modelRun: (seconds) => metrics?.modelRun(seconds),
       denoiseBatch: (size) => metrics?.denoiseBatch(size),
       stepCacheSkipped: (calls) => metrics?.stepCacheSkipped(calls),
+      adapterLookup: (outcome) => metrics?.adapterLookup(outcome),
+      adapterCounts: (held, available) => metrics?.adapterCounts(held, available),
     },
   });
   metrics = new StageMetrics({ stage: handler.stage, pool: config.pool, processMetrics: metricsListen !== '' });
@@ -338,7 +353,7 @@ export async function startStageService(opts: StartStageServiceOptions): Promise
         ...(config.tensorAddress ? { tensorAddress: config.tensorAddress } : {}),
         ...(endpoint ? { metadata: { metrics_url: endpoint.url } } : {}),
       },
-      () => ({ inFlight: service.load.inFlight }),
+      () => instanceLoad(service.load.inFlight, handler.adapters?.()),
     );
   }
   log.info({ address, instanceId, pool: config.pool, stage: handler.stage }, `${opts.name} ready`);

@@ -1,6 +1,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import { context as otelContext, trace } from '@opentelemetry/api';
 import {
+  type AdapterReport,
   type DescribeResponse,
   type ExecuteRequest__Output,
   type ExecuteResponse,
@@ -101,13 +102,32 @@ export class StageService {
   /** The cancellations of the tasks running now; those {@link handBack} stopped. */
   private readonly running = new Set<Cancellation>();
   private readonly handedBack = new WeakSet<Cancellation>();
+  /** Each open Work stream's status sender (sent again when the handler's adapters change). */
+  private readonly statusSenders = new Set<() => void>();
+  private statusDue = false;
 
   constructor(
     private readonly handler: StageHandler,
     readonly identity: StageInstanceIdentity,
     private readonly log: Logger,
     private readonly opts: StageServiceOptions = {},
-  ) {}
+  ) {
+    // Several changes in one turn (a load that evicts another) make one status message.
+    handler.onAdaptersChange?.(() => {
+      if (this.statusDue) return;
+      this.statusDue = true;
+      setImmediate(() => {
+        this.statusDue = false;
+        for (const send of this.statusSenders) send();
+      });
+    });
+  }
+
+  /** The handler's adapters as the wire reports them (absent when it has none to report). */
+  private adapterReport(): { adapters: AdapterReport } | Record<string, never> {
+    const r = this.handler.adapters?.();
+    return r ? { adapters: { held: r.held, available: r.available } } : {};
+  }
 
   get load(): { inFlight: number; capacity: number; draining: boolean } {
     return { inFlight: this.inFlight, capacity: this.identity.capacity, draining: this.draining };
@@ -170,6 +190,7 @@ export class StageService {
       instanceId: id.instanceId,
       nodeId: id.nodeId,
       tensorAddress: id.tensorAddress ?? '',
+      ...this.adapterReport(),
     };
   }
 
@@ -374,6 +395,7 @@ export class StageService {
     if (exclusive) this.exclusiveStream = call;
     const letGo = (): void => {
       this.workStreams.delete(call);
+      this.statusSenders.delete(status);
       if (this.exclusiveStream === call) this.exclusiveStream = undefined;
     };
     const running = new Map<string, Cancellation>();
@@ -392,10 +414,12 @@ export class StageService {
             capacity: this.identity.capacity,
             inFlight: this.inFlight,
             draining: this.draining,
+            ...this.adapterReport(),
           },
         });
       }
     };
+    this.statusSenders.add(status);
     const abortAll = (why: string): void => {
       for (const c of running.values()) c.cancel(new DiffmeshError(Code.CANCELLED, 'CANCELLED', why));
       running.clear();

@@ -69,10 +69,20 @@ function columns(rows: string[][]): string {
 
 function formatTable(instances: Instance[]): string {
   const rows = [
-    ['NAME', 'VERSION', 'POOL', 'STAGE', 'NODE', 'ADDRESS', 'LOAD', 'ID'],
+    ['NAME', 'VERSION', 'POOL', 'STAGE', 'NODE', 'ADDRESS', 'LOAD', 'ADAPTERS', 'ID'],
     ...instances
       .sort((a, b) => a.name.localeCompare(b.name) || a.pool.localeCompare(b.pool) || a.id.localeCompare(b.id))
-      .map((i) => [i.name, i.version, i.pool, i.stage, i.nodeId, i.grpcAddress, `${i.load?.inFlight ?? '?'}/${i.capacity}`, i.id]),
+      .map((i) => [
+        i.name,
+        i.version,
+        i.pool,
+        i.stage,
+        i.nodeId,
+        i.grpcAddress,
+        `${i.load?.inFlight ?? '?'}/${i.capacity}`,
+        adapterColumn(i),
+        i.id,
+      ]),
   ];
   return columns(rows);
 }
@@ -89,4 +99,11 @@ function envNatsTls(env: NodeJS.ProcessEnv): NatsTlsFiles | undefined {
   const cert = env.DIFFMESH_NATS_TLS_CERT || undefined;
   const key = env.DIFFMESH_NATS_TLS_KEY || undefined;
   return ca || cert || key ? { ca, cert, key } : undefined;
+}
+
+/** `held/available` LoRA adapters of a denoiser that reports them (in its load), else `-`. */
+function adapterColumn(i: Instance): string {
+  const held = i.load?.adaptersHeld;
+  const available = i.load?.adaptersAvailable;
+  return held === undefined || available === undefined ? '-' : `${held}/${available}`;
 }

@@ -65,9 +65,14 @@ export const ATTR = {
   attempt: 'diffmesh.attempt',
   instanceId: 'diffmesh.instance_id',
   nodeId: 'diffmesh.node_id',
-  /** LoRA adapters a task names, and how many of them the instance it went to held already. */
+  /**
+   * LoRA adapters a task names; whether the instance it went to held all of them already
+   * (true | false); whether that came from the instance's own report (else the scheduler's
+   * memory of what it sent there).
+   */
   adapters: 'diffmesh.adapters',
   adaptersHeld: 'diffmesh.adapters.held',
+  adaptersReported: 'diffmesh.adapters.reported',
   /** How a queue wait, dispatch or task ended: ok | failed | cancelled | timeout | refused. */
   outcome: 'diffmesh.outcome',
   queuePosition: 'diffmesh.queue.position',

@@ -42,8 +42,11 @@ export interface AnalyticUnetOptions {
   meaningOffsets: number[];
   predictionType: PredictionType;
   timestepType: TimestepType;
-  /** `scalar`: rank-0 timestep (current optimum); `vector`: shape ['steps'] (older exports, fed [1]). */
-  timestepShape: 'scalar' | 'vector';
+  /**
+   * `scalar`: rank-0 timestep (current optimum); `vector`: shape ['steps'] (older exports, fed [1]);
+   * `batch`: shape ['batch_size'], one timestep per batch item (requests at different steps share a run).
+   */
+  timestepShape: 'scalar' | 'vector' | 'batch';
   precision: Precision;
   scalingFactor: number;
   schedule: TrainingScheduleConfig;
@@ -202,7 +205,11 @@ export function buildAnalyticUnetOnnx(opts: AnalyticUnetOptions): Uint8Array {
   const g = new GraphBuilder('analytic_unet');
   const ft: ElemType = opts.precision === 'fp16' ? 'float16' : 'float32';
   const sample = g.input('sample', ft, ['batch_size', 4, 'height', 'width']);
-  const timestep = g.input('timestep', timestepElem(opts.timestepType), opts.timestepShape === 'scalar' ? [] : ['steps']);
+  const timestep = g.input(
+    'timestep',
+    timestepElem(opts.timestepType),
+    opts.timestepShape === 'scalar' ? [] : opts.timestepShape === 'batch' ? ['batch_size'] : ['steps'],
+  );
   const withEhs = opts.withEncoderHiddenStates ?? true;
   const ehs = withEhs ? g.input('encoder_hidden_states', ft, ['batch_size', 'sequence_length', D]) : undefined;
   const te = opts.textEmbedsDim ? g.input('text_embeds', ft, ['batch_size', opts.textEmbedsDim]) : undefined;

@@ -31,8 +31,8 @@ export interface SdDirOptions {
   predictionType?: PredictionType;
   /** dtype of the UNet's `timestep` input (default int64, as optimum's fp32 exports). */
   timestepType?: TimestepType;
-  /** `scalar` (rank 0, current optimum, default) or `vector` (shape ['steps'], older exports). */
-  timestepShape?: 'scalar' | 'vector';
+  /** `scalar` (rank 0, current optimum, default), `vector` (shape ['steps'], older exports) or `batch` (shape ['batch_size']: one per item). */
+  timestepShape?: 'scalar' | 'vector' | 'batch';
   /** fp16: every float input/output of every component is float16 (ids stay integer). */
   precision?: Precision;
   /** Fields merged over the variant's scheduler_config.json (e.g. `_class_name`, `use_karras_sigmas`). */

@@ -27,7 +27,7 @@ import { buildClipTextEncoderOnnx, ClipTextWeights, clipTextForward, type Precis
 export interface SdxlDirOptions {
   predictionType?: PredictionType;
   timestepType?: TimestepType;
-  timestepShape?: 'scalar' | 'vector';
+  timestepShape?: 'scalar' | 'vector' | 'batch';
   precision?: Precision;
   /** Fields merged over SDXL's EulerDiscreteScheduler config. */
   scheduler?: Record<string, unknown>;

@@ -11,6 +11,7 @@ import type { PlanStage as _diffmesh_common_v1_PlanStage, PlanStage__Output as _
 import type { PreviewParams as _diffmesh_common_v1_PreviewParams, PreviewParams__Output as _diffmesh_common_v1_PreviewParams__Output } from './diffmesh/common/v1/PreviewParams.js';
 import type { RequestContext as _diffmesh_common_v1_RequestContext, RequestContext__Output as _diffmesh_common_v1_RequestContext__Output } from './diffmesh/common/v1/RequestContext.js';
 import type { StepCacheParams as _diffmesh_common_v1_StepCacheParams, StepCacheParams__Output as _diffmesh_common_v1_StepCacheParams__Output } from './diffmesh/common/v1/StepCacheParams.js';
+import type { AdapterReport as _diffmesh_stage_v1_AdapterReport, AdapterReport__Output as _diffmesh_stage_v1_AdapterReport__Output } from './diffmesh/stage/v1/AdapterReport.js';
 import type { CancelTask as _diffmesh_stage_v1_CancelTask, CancelTask__Output as _diffmesh_stage_v1_CancelTask__Output } from './diffmesh/stage/v1/CancelTask.js';
 import type { DescribeRequest as _diffmesh_stage_v1_DescribeRequest, DescribeRequest__Output as _diffmesh_stage_v1_DescribeRequest__Output } from './diffmesh/stage/v1/DescribeRequest.js';
 import type { DescribeResponse as _diffmesh_stage_v1_DescribeResponse, DescribeResponse__Output as _diffmesh_stage_v1_DescribeResponse__Output } from './diffmesh/stage/v1/DescribeResponse.js';
@@ -55,6 +56,7 @@ export interface ProtoGrpcType {
     }
     stage: {
       v1: {
+        AdapterReport: MessageTypeDefinition<_diffmesh_stage_v1_AdapterReport, _diffmesh_stage_v1_AdapterReport__Output>
         CancelTask: MessageTypeDefinition<_diffmesh_stage_v1_CancelTask, _diffmesh_stage_v1_CancelTask__Output>
         DescribeRequest: MessageTypeDefinition<_diffmesh_stage_v1_DescribeRequest, _diffmesh_stage_v1_DescribeRequest__Output>
         DescribeResponse: MessageTypeDefinition<_diffmesh_stage_v1_DescribeResponse, _diffmesh_stage_v1_DescribeResponse__Output>

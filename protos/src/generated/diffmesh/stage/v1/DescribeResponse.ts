@@ -1,6 +1,7 @@
 // Original file: proto/diffmesh/stage/v1/stage.proto
 
 import type { StageName as _diffmesh_common_v1_StageName, StageName__Output as _diffmesh_common_v1_StageName__Output } from '../../../diffmesh/common/v1/StageName.js';
+import type { AdapterReport as _diffmesh_stage_v1_AdapterReport, AdapterReport__Output as _diffmesh_stage_v1_AdapterReport__Output } from '../../../diffmesh/stage/v1/AdapterReport.js';
 
 export interface DescribeResponse {
   'stage'?: (_diffmesh_common_v1_StageName);
@@ -27,6 +28,10 @@ export interface DescribeResponse {
    * gRPC address of the tensor service the instance writes outputs to.
    */
   'tensorAddress'?: (string);
+  /**
+   * Its LoRA adapters, as in InstanceStatus.adapters (unset: not reported).
+   */
+  'adapters'?: (_diffmesh_stage_v1_AdapterReport | null);
 }
 
 export interface DescribeResponse__Output {
@@ -54,4 +59,8 @@ export interface DescribeResponse__Output {
    * gRPC address of the tensor service the instance writes outputs to.
    */
   'tensorAddress': (string);
+  /**
+   * Its LoRA adapters, as in InstanceStatus.adapters (unset: not reported).
+   */
+  'adapters': (_diffmesh_stage_v1_AdapterReport__Output | null);
 }
