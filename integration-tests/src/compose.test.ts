@@ -215,12 +215,13 @@ describe.skipIf(skip)(`the compose stack in containers${skip ? ` (skipped: ${ski
     // Instance ids of node 2 start with its node id (`$(HOSTNAME)` expanded by the entrypoint).
     expect(ranOn.vae_decoding).toMatch(/^node2-vae-svc-[0-9a-f]{12}$/);
     expect(ranOn.denoising).toMatch(/^dit-svc-/);
-    expect(made.denoising.map((r) => [r.ownerNodeId, r.ownerAddress])).toEqual([['compose', `${node1Tensor}:7070`]]);
+    expect(made.denoising.length).toBeGreaterThan(0);
+    expect(new Set(made.denoising.map((r) => `${r.ownerNodeId} ${r.ownerAddress}`))).toEqual(new Set([`compose ${node1Tensor}:7070`]));
     expect(made.vae_decoding.map((r) => r.ownerNodeId)).toEqual(['node2']);
     // Node 1's tensor-svc served the latents to node 2's VAE: a Get stream of at least their bytes.
     const after = await tensorGets(node1Tensor);
     expect(after.gets).toBeGreaterThan(before.gets);
-    expect(after.getBytes - before.getBytes).toBeGreaterThanOrEqual(made.denoising[0].sizeBytes);
+    expect(after.getBytes - before.getBytes).toBeGreaterThanOrEqual(Math.max(...made.denoising.map((r) => r.sizeBytes)));
 
     // The frames live in node 2's tensor-svc: the mesh's client certificate with the ref's
     // capability reads them; a bare id, a reader without a certificate, plaintext: refused.
@@ -229,7 +230,8 @@ describe.skipIf(skip)(`the compose stack in containers${skip ? ` (skipped: ${ski
     const readers = [tlsFiles(true), tlsFiles(false), undefined].map((tls) => tensorReader(pixels.ownerAddress, tls));
     const [good, noCert, plain] = readers;
     try {
-      expect((await good.get(pixels)).data.byteLength).toBe(8 * 256 * 256 * 3);
+      expect(pixels.sizeBytes).toBeGreaterThanOrEqual(8 * 256 * 256 * 3);
+      expect((await good.get(pixels)).data.byteLength).toBe(pixels.sizeBytes);
       const bare = await rejection(good.get(pixels.objectId));
       expect([bare.code, bare.reason]).toEqual([Code.PERMISSION_DENIED, 'CAPABILITY_REQUIRED']);
       expect((await rejection(noCert.get(pixels))).code).toBe(Code.UNAVAILABLE);
