@@ -187,63 +187,65 @@ describe.skipIf(skip)(`the compose stack in containers${skip ? ` (skipped: ${ski
     await until('node 2 VAE healthy', async () => ((await node2!.state('node-vae-svc')).health === 'healthy' ? true : undefined), 120_000);
     // The first node's VAE stops (it deregisters first): every decode now runs on node 2.
     await stack.exec(['stop', 'vae-svc'], 120_000);
-    await until(
-      'a picture decoded on node 2',
-      async () => ((await generateHttp('a red circle')).status === 200 ? true : undefined),
-      120_000,
-    );
-    report.push(`node 2 up → first picture decoded there ${seconds(Date.now() - t)}`);
-
-    const node1Tensor = await stack.ip('tensor-svc');
-    const before = await tensorGets(node1Tensor);
-    // 8 frames of 256×256: the latents (3×8×32×32 float32, 96 KiB) pass the stages' inline
-    // limit, so the denoiser on node 1 stores them in node 1's tensor-svc.
-    const events = await generateGrpc('a blue square on a white background', {
-      width: 256,
-      height: 256,
-      numFrames: 8,
-      numInferenceSteps: 4,
-    });
-    const end = last(events);
-    if (end.type !== 'completed') throw new Error(`request ended with ${JSON.stringify(end)}`);
-    const ranOn: Record<string, string> = {};
-    const made: Record<string, ObjectRef[]> = {};
-    for (const e of events) {
-      if (e.type === 'stage_started') ranOn[e.stage] = e.instanceId;
-      if (e.type === 'stage_finished') made[e.stage] = Object.values(e.outputs);
-    }
-    // Instance ids of node 2 start with its node id (`$(HOSTNAME)` expanded by the entrypoint).
-    expect(ranOn.vae_decoding).toMatch(/^node2-vae-svc-[0-9a-f]{12}$/);
-    expect(ranOn.denoising).toMatch(/^dit-svc-/);
-    expect(made.denoising.length).toBeGreaterThan(0);
-    expect(new Set(made.denoising.map((r) => `${r.ownerNodeId} ${r.ownerAddress}`))).toEqual(new Set([`compose ${node1Tensor}:7070`]));
-    expect(made.vae_decoding.map((r) => r.ownerNodeId)).toEqual(['node2']);
-    // Node 1's tensor-svc served the latents to node 2's VAE: a Get stream of at least their bytes.
-    const after = await tensorGets(node1Tensor);
-    expect(after.gets).toBeGreaterThan(before.gets);
-    expect(after.getBytes - before.getBytes).toBeGreaterThanOrEqual(Math.max(...made.denoising.map((r) => r.sizeBytes)));
-
-    // The frames live in node 2's tensor-svc: the mesh's client certificate with the ref's
-    // capability reads them; a bare id, a reader without a certificate, plaintext: refused.
-    const pixels = end.outputs.pixels;
-    expect(pixels.ownerAddress).toBe(`${await node2.ip('node-tensor-svc')}:7070`);
-    const readers = [tlsFiles(true), tlsFiles(false), undefined].map((tls) => tensorReader(pixels.ownerAddress, tls));
-    const [good, noCert, plain] = readers;
     try {
-      expect(pixels.sizeBytes).toBeGreaterThanOrEqual(8 * 256 * 256 * 3);
-      expect((await good.get(pixels)).data.byteLength).toBe(pixels.sizeBytes);
-      const bare = await rejection(good.get(pixels.objectId));
-      expect([bare.code, bare.reason]).toEqual([Code.PERMISSION_DENIED, 'CAPABILITY_REQUIRED']);
-      expect((await rejection(noCert.get(pixels))).code).toBe(Code.UNAVAILABLE);
-      expect((await rejection(plain.get(pixels))).code).toBe(Code.UNAVAILABLE);
-    } finally {
-      await Promise.all(readers.map((r) => r.close()));
-    }
+      await until(
+        'a picture decoded on node 2',
+        async () => ((await generateHttp('a red circle')).status === 200 ? true : undefined),
+        120_000,
+      );
+      report.push(`node 2 up → first picture decoded there ${seconds(Date.now() - t)}`);
 
-    // Node 2 leaves; the first node's VAE comes back for what follows.
-    await node2.exec(['down', '-t', '45'], 120_000);
-    node2 = undefined;
-    await stack.exec(['start', 'vae-svc'], 120_000);
+      const node1Tensor = await stack.ip('tensor-svc');
+      const before = await tensorGets(node1Tensor);
+      // 8 frames of 256×256: the latents (3×8×32×32 float32, 96 KiB) pass the stages' inline
+      // limit, so the denoiser on node 1 stores them in node 1's tensor-svc.
+      const events = await generateGrpc('a blue square on a white background', {
+        width: 256,
+        height: 256,
+        numFrames: 8,
+        numInferenceSteps: 4,
+      });
+      const end = last(events);
+      if (end.type !== 'completed') throw new Error(`request ended with ${JSON.stringify(end)}`);
+      const ranOn: Record<string, string> = {};
+      const made: Record<string, ObjectRef[]> = {};
+      for (const e of events) {
+        if (e.type === 'stage_started') ranOn[e.stage] = e.instanceId;
+        if (e.type === 'stage_finished') made[e.stage] = Object.values(e.outputs);
+      }
+      // Instance ids of node 2 start with its node id (`$(HOSTNAME)` expanded by the entrypoint).
+      expect(ranOn.vae_decoding).toMatch(/^node2-vae-svc-[0-9a-f]{12}$/);
+      expect(ranOn.denoising).toMatch(/^dit-svc-/);
+      expect(made.denoising.length).toBeGreaterThan(0);
+      expect(new Set(made.denoising.map((r) => `${r.ownerNodeId} ${r.ownerAddress}`))).toEqual(new Set([`compose ${node1Tensor}:7070`]));
+      expect(made.vae_decoding.map((r) => r.ownerNodeId)).toEqual(['node2']);
+      // Node 1's tensor-svc served the latents to node 2's VAE: a Get stream of at least their bytes.
+      const after = await tensorGets(node1Tensor);
+      expect(after.gets).toBeGreaterThan(before.gets);
+      expect(after.getBytes - before.getBytes).toBeGreaterThanOrEqual(Math.max(...made.denoising.map((r) => r.sizeBytes)));
+
+      // The frames live in node 2's tensor-svc: the mesh's client certificate with the ref's
+      // capability reads them; a bare id, a reader without a certificate, plaintext: refused.
+      const pixels = end.outputs.pixels;
+      expect(pixels.ownerAddress).toBe(`${await node2.ip('node-tensor-svc')}:7070`);
+      const readers = [tlsFiles(true), tlsFiles(false), undefined].map((tls) => tensorReader(pixels.ownerAddress, tls));
+      const [good, noCert, plain] = readers;
+      try {
+        expect(pixels.sizeBytes).toBeGreaterThanOrEqual(8 * 256 * 256 * 3);
+        expect((await good.get(pixels)).data.byteLength).toBe(pixels.sizeBytes);
+        const bare = await rejection(good.get(pixels.objectId));
+        expect([bare.code, bare.reason]).toEqual([Code.PERMISSION_DENIED, 'CAPABILITY_REQUIRED']);
+        expect((await rejection(noCert.get(pixels))).code).toBe(Code.UNAVAILABLE);
+        expect((await rejection(plain.get(pixels))).code).toBe(Code.UNAVAILABLE);
+      } finally {
+        await Promise.all(readers.map((r) => r.close()));
+      }
+    } finally {
+      // Node 2 leaves, the first node's VAE comes back for what follows (after a failure too).
+      await node2?.exec(['down', '-t', '45'], 120_000);
+      node2 = undefined;
+      await stack.exec(['start', 'vae-svc'], 120_000);
+    }
     await until('vae-svc healthy again', async () => ((await stack.state('vae-svc')).health === 'healthy' ? true : undefined), 120_000);
   }, 600_000);
 
