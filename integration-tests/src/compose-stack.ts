@@ -1,12 +1,15 @@
 // The Docker side of the container tests: the engine and base images (made by
-// integration-tests/scripts/ensure-docker.sh), the image build, and one compose project of
-// deploy/compose/compose.yaml driven through `docker compose` (v2) or `docker-compose` (v1).
+// integration-tests/scripts/ensure-docker.sh), the image build, and compose projects of
+// deploy/compose/compose.yaml (a node with the whole mesh) or compose.node.yaml (a further
+// node joining it) driven through `docker compose` (v2) or `docker-compose` (v1).
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const COMPOSE_FILE = path.join(REPO_ROOT, 'deploy', 'compose', 'compose.yaml');
+/** A further node: its own tensor-svc and stages on the first project's network and credentials. */
+export const COMPOSE_NODE_FILE = path.join(REPO_ROOT, 'deploy', 'compose', 'compose.node.yaml');
 
 /** What ensure-docker.sh found or made, or why the container tests cannot run here. */
 export type DockerEnvironment = { ok: true; baseImage: string; natsImage: string; compose: string[] } | { ok: false; reason: string };
@@ -80,18 +83,32 @@ export interface DieEvent {
   exitCode: number;
 }
 
-/** One compose project of deploy/compose/compose.yaml. */
+/** One compose project of deploy/compose/compose.yaml (or of `file`). */
 export class ComposeStack {
   constructor(
     readonly project: string,
     private readonly compose: string[],
     private readonly env: Record<string, string>,
+    private readonly file = COMPOSE_FILE,
   ) {}
 
-  /** `docker compose -p <project> -f compose.yaml <args…>`. */
+  /** `docker compose -p <project> -f <file> <args…>`. */
   exec(args: string[], timeoutMs = 180_000): Promise<string> {
     const [cmd, ...pre] = this.compose;
-    return run(cmd, [...pre, '-p', this.project, '-f', COMPOSE_FILE, ...args], { env: { ...process.env, ...this.env }, timeoutMs });
+    return run(cmd, [...pre, '-p', this.project, '-f', this.file, ...args], { env: { ...process.env, ...this.env }, timeoutMs });
+  }
+
+  /** The address of a service's container on the project's network (the host reaches it). */
+  async ip(service: string): Promise<string> {
+    const ips = await run('docker', [
+      'inspect',
+      '-f',
+      '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}',
+      await this.containerId(service),
+    ]);
+    const ip = ips.trim().split(' ')[0];
+    if (!ip) throw new Error(`${this.project}: ${service} has no address`);
+    return ip;
   }
 
   async containerId(service: string): Promise<string> {

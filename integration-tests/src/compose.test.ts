@@ -3,8 +3,11 @@
 // authentication on (its own CA, client certificates, NATS nkeys, an API key), pictures made
 // through the gateway's HTTP and over gRPC, then containers SIGKILLed under a stream of
 // requests (a dit-svc, the scheduler with its JetStream queue, tensor-svc): the restart policy
-// brings each back and every accepted request completes, once. `down` then drains within the
-// grace period. Needs a Docker engine: as root, integration-tests/scripts/ensure-docker.sh
+// brings each back and every accepted request completes, once. A second node
+// (deploy/compose/compose.node.yaml, its own project on the first one's network and
+// credentials) joins with its own tensor-svc and VAE, decodes what the first node denoised
+// across the nodes over mutual TLS, and refuses callers without the mesh's certificate.
+// `down` then drains within the grace period. Needs a Docker engine: as root, integration-tests/scripts/ensure-docker.sh
 // installs docker.io and starts dockerd; elsewhere the test is skipped with the reason.
 import { createServer } from 'node:net';
 import { readFileSync } from 'node:fs';
@@ -13,15 +16,17 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { schedulerStub, type SchedulerStub } from '@diffmesh/client';
-import { Code, loadTlsFiles, type RequestEvent } from '@diffmesh/core';
+import { Code, loadTlsFiles, silentLogger, type ObjectRef, type RequestEvent } from '@diffmesh/core';
 import { decodePng } from '@diffmesh/media';
-import { get, last, rejection, submit, until, watch } from './harness.js';
-import { buildImage, ComposeStack, ensureDocker, REPO_ROOT, run, type DieEvent } from './compose-stack.js';
+import { InlineTensorStore, RemoteTensorStore } from '@diffmesh/tensor-client';
+import { get, last, rejection, submit, tensorGets, until, watch, type RequestSpec } from './harness.js';
+import { buildImage, COMPOSE_NODE_FILE, ComposeStack, ensureDocker, REPO_ROOT, run, type DieEvent } from './compose-stack.js';
 
 const root = process.getuid?.() === 0;
 const docker = root ? ensureDocker() : { ok: false as const, reason: 'runs as root only (it SIGKILLs container processes from the host)' };
 const skip = docker.ok ? undefined : docker.reason;
-const IMAGE = 'diffmesh:compose-test';
+// DIFFMESH_COMPOSE_TEST_IMAGE: another tag, where several checkouts share one Docker engine.
+const IMAGE = process.env.DIFFMESH_COMPOSE_TEST_IMAGE || 'diffmesh:compose-test';
 const PARAMS = { width: 64, height: 64, numInferenceSteps: 4 } as const;
 
 function freePort(): Promise<number> {
@@ -40,6 +45,8 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 const report: string[] = [];
 
 let stack: ComposeStack;
+/** The second node's project (compose.node.yaml), while it runs. */
+let node2: ComposeStack | undefined;
 let httpUrl: string;
 let grpcAddress: string;
 let apiKey: string;
@@ -81,6 +88,8 @@ describe.skipIf(skip)(`the compose stack in containers${skip ? ` (skipped: ${ski
 
   afterAll(async () => {
     client?.close();
+    // The second node first: its containers hold the first node's network.
+    if (node2) await node2.exec(['down', '-t', '5']).catch(() => undefined);
     if (stack) await stack.exec(['down', '-v', '-t', '5']).catch(() => undefined);
     if (certDir) await rm(certDir, { recursive: true, force: true });
     if (report.length) process.stdout.write(`compose stack: ${report.join('; ')}\n`);
@@ -153,10 +162,92 @@ describe.skipIf(skip)(`the compose stack in containers${skip ? ` (skipped: ${ski
     }
   });
 
-  async function generateGrpc(prompt: string): Promise<RequestEvent[]> {
-    const { reqId } = await submit(client, { params: { prompt, ...PARAMS } });
+  async function generateGrpc(prompt: string, params: Omit<RequestSpec['params'], 'prompt'> = PARAMS): Promise<RequestEvent[]> {
+    const { reqId } = await submit(client, { params: { ...params, prompt } });
     return watch(client, reqId);
   }
+
+  /** A reader of one tensor-svc with these TLS files (or none), never through shared memory. */
+  function tensorReader(address: string, tls: ReturnType<typeof tlsFiles> | undefined): InlineTensorStore {
+    return new InlineTensorStore(
+      new RemoteTensorStore({ address, nodeId: 'compose-test', log: silentLogger(), sameNodeReads: false, ...(tls ? { tls } : {}) }),
+    );
+  }
+
+  it("adds a second node (compose.node.yaml) whose VAE decodes the first node's latents over mutual TLS, and whose tensor-svc refuses callers without a certificate", async () => {
+    node2 = new ComposeStack(
+      `${stack.project}n2`,
+      docker.ok ? docker.compose : [],
+      { DIFFMESH_IMAGE: IMAGE, DIFFMESH_MESH_PROJECT: stack.project, DIFFMESH_NODE_ID: 'node2' },
+      COMPOSE_NODE_FILE,
+    );
+    const t = Date.now();
+    // The same image, no build: node 2 runs its tensor-svc and a VAE only.
+    await node2.exec(['up', '-d', '--no-build', 'node-tensor-svc', 'node-vae-svc'], 300_000);
+    await until('node 2 VAE healthy', async () => ((await node2!.state('node-vae-svc')).health === 'healthy' ? true : undefined), 120_000);
+    // The first node's VAE stops (it deregisters first): every decode now runs on node 2.
+    await stack.exec(['stop', 'vae-svc'], 120_000);
+    try {
+      await until(
+        'a picture decoded on node 2',
+        async () => ((await generateHttp('a red circle')).status === 200 ? true : undefined),
+        120_000,
+      );
+      report.push(`node 2 up → first picture decoded there ${seconds(Date.now() - t)}`);
+
+      const node1Tensor = await stack.ip('tensor-svc');
+      const before = await tensorGets(node1Tensor);
+      // 8 frames of 256×256: the latents (3×8×32×32 float32, 96 KiB) pass the stages' inline
+      // limit, so the denoiser on node 1 stores them in node 1's tensor-svc.
+      const events = await generateGrpc('a blue square on a white background', {
+        width: 256,
+        height: 256,
+        numFrames: 8,
+        numInferenceSteps: 4,
+      });
+      const end = last(events);
+      if (end.type !== 'completed') throw new Error(`request ended with ${JSON.stringify(end)}`);
+      const ranOn: Record<string, string> = {};
+      const made: Record<string, ObjectRef[]> = {};
+      for (const e of events) {
+        if (e.type === 'stage_started') ranOn[e.stage] = e.instanceId;
+        if (e.type === 'stage_finished') made[e.stage] = Object.values(e.outputs);
+      }
+      // Instance ids of node 2 start with its node id (`$(HOSTNAME)` expanded by the entrypoint).
+      expect(ranOn.vae_decoding).toMatch(/^node2-vae-svc-[0-9a-f]{12}$/);
+      expect(ranOn.denoising).toMatch(/^dit-svc-/);
+      expect(made.denoising.length).toBeGreaterThan(0);
+      expect(new Set(made.denoising.map((r) => `${r.ownerNodeId} ${r.ownerAddress}`))).toEqual(new Set([`compose ${node1Tensor}:7070`]));
+      expect(made.vae_decoding.map((r) => r.ownerNodeId)).toEqual(['node2']);
+      // Node 1's tensor-svc served the latents to node 2's VAE: a Get stream of at least their bytes.
+      const after = await tensorGets(node1Tensor);
+      expect(after.gets).toBeGreaterThan(before.gets);
+      expect(after.getBytes - before.getBytes).toBeGreaterThanOrEqual(Math.max(...made.denoising.map((r) => r.sizeBytes)));
+
+      // The frames live in node 2's tensor-svc: the mesh's client certificate with the ref's
+      // capability reads them; a bare id, a reader without a certificate, plaintext: refused.
+      const pixels = end.outputs.pixels;
+      expect(pixels.ownerAddress).toBe(`${await node2.ip('node-tensor-svc')}:7070`);
+      const readers = [tlsFiles(true), tlsFiles(false), undefined].map((tls) => tensorReader(pixels.ownerAddress, tls));
+      const [good, noCert, plain] = readers;
+      try {
+        expect(pixels.sizeBytes).toBeGreaterThanOrEqual(8 * 256 * 256 * 3);
+        expect((await good.get(pixels)).data.byteLength).toBe(pixels.sizeBytes);
+        const bare = await rejection(good.get(pixels.objectId));
+        expect([bare.code, bare.reason]).toEqual([Code.PERMISSION_DENIED, 'CAPABILITY_REQUIRED']);
+        expect((await rejection(noCert.get(pixels))).code).toBe(Code.UNAVAILABLE);
+        expect((await rejection(plain.get(pixels))).code).toBe(Code.UNAVAILABLE);
+      } finally {
+        await Promise.all(readers.map((r) => r.close()));
+      }
+    } finally {
+      // Node 2 leaves, the first node's VAE comes back for what follows (after a failure too).
+      await node2?.exec(['down', '-t', '45'], 120_000);
+      node2 = undefined;
+      await stack.exec(['start', 'vae-svc'], 120_000);
+    }
+    await until('vae-svc healthy again', async () => ((await stack.state('vae-svc')).health === 'healthy' ? true : undefined), 120_000);
+  }, 600_000);
 
   it('completes every accepted request once while a dit-svc, the scheduler and tensor-svc are SIGKILLed', async () => {
     const accepted: string[] = [];

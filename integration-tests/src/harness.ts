@@ -205,3 +205,16 @@ export async function until<T>(what: string, fn: () => Promise<T | undefined> | 
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+/**
+ * `diffmesh_tensor_calls_total{method="Get"}` and the Get bytes sent, from one tensor-svc's
+ * /metrics at `host:port` (9464: where the image and the multinode test serve it).
+ */
+export async function tensorGets(host: string, port = 9464): Promise<{ gets: number; getBytes: number }> {
+  const page = await (await fetch(`http://${host}:${port}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
+  const sample = (re: RegExp): number => Number(re.exec(page)?.[1] ?? NaN);
+  return {
+    gets: sample(/^diffmesh_tensor_calls_total\{[^}]*method="Get"[^}]*\} (\d+)$/m),
+    getBytes: sample(/^diffmesh_tensor_get_sent_bytes_total(?:\{[^}]*\})? (\d+)$/m),
+  };
+}

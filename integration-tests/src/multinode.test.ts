@@ -20,7 +20,7 @@ import { defaultModelsRoot } from '@diffmesh/models';
 import { InlineTensorStore, RemoteTensorStore, defaultShmDir } from '@diffmesh/tensor-client';
 import { createNodeNetwork, netnsSupport, startNatsServer, type NodeNetwork, type RunningNatsServer } from '@diffmesh/testing';
 import { countOutcomes, followRequest, type Tracked } from './chaos.js';
-import { embeddedPixels } from './harness.js';
+import { embeddedPixels, tensorGets } from './harness.js';
 
 const support = await netnsSupport();
 if (!support.available) console.warn(`multinode tests skipped: ${support.reason}`);
@@ -65,16 +65,6 @@ function stagesOf(r: Followed): Record<string, { instanceId: string; owners: str
     }
   }
   return out;
-}
-
-/** `diffmesh_tensor_calls_total{method}` and the Get bytes of one node's tensor-svc. */
-async function tensorMetrics(address: string): Promise<{ gets: number; getBytes: number }> {
-  const page = await (await fetch(`http://${address}:${METRICS_PORT}/metrics`)).text();
-  const sample = (re: RegExp): number => Number(re.exec(page)?.[1] ?? NaN);
-  return {
-    gets: sample(/^diffmesh_tensor_calls_total\{[^}]*method="Get"[^}]*\} (\d+)$/m),
-    getBytes: sample(/^diffmesh_tensor_get_sent_bytes_total(?:\{[^}]*\})? (\d+)$/m),
-  };
 }
 
 describe.skipIf(!support.available)(
@@ -175,7 +165,7 @@ describe.skipIf(!support.available)(
       }
       // The denoiser on node2 read the text embeddings from node1's tensor-svc, the VAE on node1
       // read the latents from node2's: Get streams (same-node readers use shared memory instead).
-      const [m1, m2] = await Promise.all([tensorMetrics(n1.address), tensorMetrics(n2.address)]);
+      const [m1, m2] = await Promise.all([tensorGets(n1.address, METRICS_PORT), tensorGets(n2.address, METRICS_PORT)]);
       expect(m1.gets).toBeGreaterThanOrEqual(requests.length);
       expect(m2.gets).toBeGreaterThanOrEqual(requests.length);
       expect(m1.getBytes).toBeGreaterThan(0);

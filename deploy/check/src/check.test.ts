@@ -7,6 +7,7 @@ import { helmBinary } from '@diffmesh/operator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkChart } from './chart.js';
 import { checkCompose } from './compose.js';
+import { checkComposeNode } from './compose-node.js';
 import { checkDockerfile } from './dockerfile.js';
 import { checkServiceArgs, loadPending } from './flags.js';
 import { validateObject } from './k8s.js';
@@ -199,5 +200,39 @@ describe('the compose check', () => {
     expect(text).toMatch(/service dit-svc: does not require client certificates/);
     expect(text).toMatch(/service nats: not started with the credentials service's config/);
     expect(text).toMatch(/service gateway: no API keys/);
+  });
+});
+
+describe('the further-node compose check', () => {
+  it('passes on compose.node.yaml and fails on a copy that would clash with the first node or make its own credentials', () => {
+    expect(checkComposeNode(DEPLOY_DIR).problems).toEqual([]);
+    const dir = path.join(tmp, 'deploy-node');
+    for (const d of ['compose', 'grafana', 'check']) cpSync(path.join(DEPLOY_DIR, d), path.join(dir, d), { recursive: true });
+    const file = path.join(dir, 'compose', 'compose.node.yaml');
+    const original = readFileSync(file, 'utf8');
+    writeFileSync(
+      file,
+      original
+        .replace('  node-vae-svc:\n', '  vae-svc:\n')
+        .replace(
+          '      - --pool=dit-tiny\n      - --models=diffmesh/tiny-shapes\n      - --node-id=${DIFFMESH_NODE_ID:-node2}',
+          '      - --pool=dit-tiny\n      - --models=diffmesh/tiny-shapes\n      - --node-id=compose',
+        )
+        .replace(
+          '      - --pool=encoder-tiny\n      - --models=diffmesh/tiny-shapes\n      - --node-id=${DIFFMESH_NODE_ID:-node2}\n      - --instance-id=${DIFFMESH_NODE_ID:-node2}-encoder-svc-$$(HOSTNAME)\n      - --nats=nats://nats:4222\n      - --tensor=${DIFFMESH_NODE_ID:-node2}-tensor-svc:7070',
+          '      - --pool=encoder-tiny\n      - --models=diffmesh/tiny-shapes\n      - --node-id=${DIFFMESH_NODE_ID:-node2}\n      - --instance-id=${DIFFMESH_NODE_ID:-node2}-encoder-svc-$$(HOSTNAME)\n      - --nats=nats://nats:4222\n      - --tensor=tensor-svc:7070',
+        )
+        .replace("      DIFFMESH_VAE_TLS_REQUIRE_CLIENT_CERT: 'true'", "      DIFFMESH_VAE_TLS_REQUIRE_CLIENT_CERT: 'false'")
+        .replace(
+          '    name: ${DIFFMESH_MESH_PROJECT:-compose}_credentials\n    external: true',
+          '    name: ${DIFFMESH_MESH_PROJECT:-compose}_credentials',
+        ),
+    );
+    const text = checkComposeNode(dir).problems.join('\n');
+    expect(text).toMatch(/service vae-svc: also a service of compose.yaml/);
+    expect(text).toMatch(/service vae-svc: does not require client certificates/);
+    expect(text).toMatch(/service node-dit-svc: node id compose is the first node's/);
+    expect(text).toMatch(/service node-encoder-svc: --tensor tensor-svc:7070 is not an alias of this node's tensor-svc/);
+    expect(text).toMatch(/volume credentials is made here/);
   });
 });

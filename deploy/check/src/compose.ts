@@ -3,7 +3,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { DCLinter } from 'dclint';
 import { parse } from 'yaml';
-import { checkServiceArgs, loadPending } from './flags.js';
+import { checkServiceArgs, loadPending, type Pending } from './flags.js';
 import type { Section } from './report.js';
 
 /** dclint rules about ordering only: style, not correctness. */
@@ -25,16 +25,16 @@ export function interpolate(s: string): string {
   return s.replace(/\$\{([A-Z0-9_]+)(?::?-([^}]*))?\}/g, (_m, _v, d: string | undefined) => d ?? '');
 }
 
-/**
- * The compose stack: the Compose Specification schema and dclint's rules (no Docker engine
- * needed), then what a schema cannot see: diffmesh commands and flags the services accept,
- * depends_on targets, bind-mounted files that exist, pinned images, Prometheus targets that
- * are services of the stack, Grafana mounts where the provisioning expects them.
- */
-export function checkCompose(deployDir: string): Section {
-  const section: Section = { name: 'compose stack (deploy/compose)', problems: [], notes: [], passed: [] };
-  const dir = path.join(deployDir, 'compose');
-  const file = path.join(dir, 'compose.yaml');
+/** What the checks read of a compose file. */
+export interface ComposeFile {
+  name?: string;
+  services: Record<string, any>;
+  volumes?: Record<string, any>;
+  networks?: Record<string, any>;
+}
+
+/** The Compose Specification schema and dclint's rules on one file, as `<file>:<line>: …` lines. */
+export function lintCompose(file: string): string[] {
   const linter = new DCLinter({
     rules: Object.fromEntries([...STYLE_RULES, ...REFUSED_RULES].map((r) => [r, 0])),
     quiet: false,
@@ -42,23 +42,18 @@ export function checkCompose(deployDir: string): Section {
     exclude: [],
   });
   const [result] = linter.lintFiles([file], false);
-  const lint = (result?.messages ?? []).map(
-    (m: { line: number; rule: string; message: string }) => `compose.yaml:${m.line}: ${m.rule}: ${m.message}`,
+  return (result?.messages ?? []).map(
+    (m: { line: number; rule: string; message: string }) => `${path.basename(file)}:${m.line}: ${m.rule}: ${m.message}`,
   );
-  section.problems.push(...lint);
-  if (!lint.length) section.passed.push('Compose Specification schema and dclint rules');
+}
 
-  const compose = parse(readFileSync(file, 'utf8'), { merge: true }) as {
-    name?: string;
-    services: Record<string, any>;
-    volumes?: Record<string, unknown>;
-  };
+/**
+ * What every service of a compose file must get right: a pinned image, depends_on and ipc
+ * naming services of the file, mounts that exist or are declared, a build file that exists,
+ * diffmesh commands with flags and variables the service has, traces sent to a service.
+ */
+export function checkServices(section: Section, compose: ComposeFile, dir: string, pending: Pending): void {
   const services = compose.services;
-  if (compose.name !== undefined)
-    section.problems.push('compose.yaml: top-level `name:` (Compose v1, docker-compose 1.29, refuses the file)');
-  section.problems.push(...authProblems(services));
-  const pending = loadPending(deployDir);
-  const before = section.problems.length;
   for (const [name, s] of Object.entries(services)) {
     if (!s.image) section.problems.push(`service ${name}: no image`);
     else if (!/:[^/]+$/.test(interpolate(s.image)) || interpolate(s.image).endsWith(':latest'))
@@ -90,6 +85,28 @@ export function checkCompose(deployDir: string): Section {
       }
     }
   }
+}
+
+/**
+ * The compose stack: the Compose Specification schema and dclint's rules (no Docker engine
+ * needed), then what a schema cannot see: diffmesh commands and flags the services accept,
+ * depends_on targets, bind-mounted files that exist, pinned images, Prometheus targets that
+ * are services of the stack, Grafana mounts where the provisioning expects them.
+ */
+export function checkCompose(deployDir: string): Section {
+  const section: Section = { name: 'compose stack (deploy/compose)', problems: [], notes: [], passed: [] };
+  const dir = path.join(deployDir, 'compose');
+  const file = path.join(dir, 'compose.yaml');
+  section.problems.push(...lintCompose(file));
+  if (!section.problems.length) section.passed.push('Compose Specification schema and dclint rules');
+
+  const compose = parse(readFileSync(file, 'utf8'), { merge: true }) as ComposeFile;
+  const services = compose.services;
+  if (compose.name !== undefined)
+    section.problems.push('compose.yaml: top-level `name:` (Compose v1, docker-compose 1.29, refuses the file)');
+  section.problems.push(...authProblems(services));
+  const before = section.problems.length;
+  checkServices(section, compose, dir, loadPending(deployDir));
   // Prometheus scrapes services of this stack.
   const prom = parse(readFileSync(path.join(dir, 'prometheus.yml'), 'utf8')) as {
     scrape_configs: Array<{ static_configs: Array<{ targets: string[] }> }>;
@@ -137,8 +154,6 @@ function authProblems(services: Record<string, any>): string[] {
   if (!creds) return ['compose.yaml: no credentials service (command `credentials`): the stack would be open'];
   for (const [name, s] of Object.entries(services)) {
     if (isCredentials(s)) continue;
-    const env: Record<string, string> = s.environment ?? {};
-    const keys = Object.keys(env);
     const diffmesh = String(s.image ?? '').includes('DIFFMESH_IMAGE');
     if (!diffmesh) {
       if (name === 'nats' && !JSON.stringify(s.command ?? []).includes('/credentials/'))
@@ -147,16 +162,28 @@ function authProblems(services: Record<string, any>): string[] {
       continue;
     }
     if (!(s.depends_on ?? {})[creds[0]]) out.push(`service ${name}: does not wait for ${creds[0]}`);
-    const has = (suffix: string) => keys.some((k) => k.endsWith(suffix) && String(env[k]) !== '');
-    if (!has('_NATS_CREDENTIALS')) out.push(`service ${name}: no NATS credentials`);
-    if (!has('_TLS_CERT') || !has('_TLS_CA')) out.push(`service ${name}: no TLS certificate`);
-    if (!has('_NATS_TLS_CA') || !has('_NATS_TLS_CERT') || !has('_NATS_TLS_KEY'))
-      out.push(`service ${name}: NATS without TLS (its queued prompts and registrations would cross the network in plain text)`);
-    if (s.command?.[0] === 'gateway') {
-      if (!has('_API_KEYS') && !has('_API_KEYS_FILE')) out.push(`service ${name}: no API keys (its HTTP would be open)`);
-    } else if (!keys.some((k) => k.endsWith('_TLS_REQUIRE_CLIENT_CERT') && String(env[k]) === 'true'))
-      out.push(`service ${name}: does not require client certificates`);
+    out.push(...securityProblems(name, s));
   }
+  return out;
+}
+
+/**
+ * A diffmesh service of the mesh: NATS credentials, a TLS certificate, client certificates
+ * required of callers (the gateway: API keys on its HTTP instead).
+ */
+export function securityProblems(name: string, s: any): string[] {
+  const out: string[] = [];
+  const env: Record<string, string> = s.environment ?? {};
+  const keys = Object.keys(env);
+  const has = (suffix: string) => keys.some((k) => k.endsWith(suffix) && String(env[k]) !== '');
+  if (!has('_NATS_CREDENTIALS')) out.push(`service ${name}: no NATS credentials`);
+  if (!has('_TLS_CERT') || !has('_TLS_CA')) out.push(`service ${name}: no TLS certificate`);
+  if (!has('_NATS_TLS_CA') || !has('_NATS_TLS_CERT') || !has('_NATS_TLS_KEY'))
+    out.push(`service ${name}: NATS without TLS (its queued prompts and registrations would cross the network in plain text)`);
+  if (s.command?.[0] === 'gateway') {
+    if (!has('_API_KEYS') && !has('_API_KEYS_FILE')) out.push(`service ${name}: no API keys (its HTTP would be open)`);
+  } else if (!keys.some((k) => k.endsWith('_TLS_REQUIRE_CLIENT_CERT') && String(env[k]) === 'true'))
+    out.push(`service ${name}: does not require client certificates`);
   return out;
 }
 

@@ -1,6 +1,7 @@
 export { checkChart, checkObjects, crossChecks, registryDrift, scenarios } from './chart.js';
 export type { Scenario } from './chart.js';
 export { checkCompose, checkGrafana, interpolate } from './compose.js';
+export { checkComposeNode } from './compose-node.js';
 export { checkCrd, checkManifests, structuralProblems } from './crd.js';
 export { checkDockerfile, dockerignore, parseDockerfile } from './dockerfile.js';
 export type { Instruction } from './dockerfile.js';

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { helmBinary } from '@diffmesh/operator';
 import { checkChart } from './chart.js';
 import { checkCompose, checkGrafana } from './compose.js';
+import { checkComposeNode } from './compose-node.js';
 import { checkCrd, checkManifests } from './crd.js';
 import { checkDockerfile } from './dockerfile.js';
 import type { Section } from './report.js';
@@ -29,6 +30,7 @@ export async function runChecks(opts: { deployDir?: string; chartDir?: string; h
       deployDir,
     ),
     checkCompose(deployDir),
+    checkComposeNode(deployDir),
     checkGrafana(deployDir),
     checkDockerfile(path.join(deployDir, 'docker', 'Dockerfile'), repo),
     checkStageFields(chartDir),
