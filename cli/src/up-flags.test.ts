@@ -36,7 +36,7 @@ describe('diffmesh up: flags from UpConfigSchema', () => {
     expect([...seen].sort()).toEqual([...fields].sort());
   });
 
-  it('keeps the flag names and env variables of before', async () => {
+  it('keeps the flag names and env variables of before (and --lora-dir, added since)', async () => {
     const run = await runDiffmesh(['up', '--help']);
     const options = helpOptions(run.stdout);
     expect(options.map((o) => o.flag)).toEqual([
@@ -55,6 +55,7 @@ describe('diffmesh up: flags from UpConfigSchema', () => {
       '--tensor-backend',
       '--tensor-durable',
       '--s3-endpoint',
+      '--lora-dir',
       '--insecure',
       '--log-level',
       '--log-format',
@@ -71,6 +72,7 @@ describe('diffmesh up: flags from UpConfigSchema', () => {
       '--tensor-backend': 'DIFFMESH_TENSOR_BACKEND',
       '--tensor-durable': 'DIFFMESH_TENSOR_DURABLE',
       '--s3-endpoint': 'DIFFMESH_TENSOR_S3_ENDPOINT',
+      '--lora-dir': 'DIFFMESH_LORA_DIR',
       '--log-level': 'DIFFMESH_LOG_LEVEL',
       '--log-format': 'DIFFMESH_LOG_FORMAT',
     });

@@ -176,6 +176,31 @@ describe('LoRA adapters in the denoising stage', () => {
     expect(worst(await latent(s, await task('n', 'test/sd')), base)).toBe(0);
   });
 
+  it('with an adapter folder, warm-up loads (and runs) the branched session that tasks then use: one session, not two', async () => {
+    const own = new SessionCache({ intraOpThreads: 1, interOpThreads: 1 });
+    try {
+      const s = new DenoisingStage({
+        catalog: new ModelCatalog([defaultModelsRoot()], { directories }),
+        sessions: own,
+        store,
+        models: [],
+        maxBatch: 4,
+        adapters: new DenoiserAdapters({ dir: loraDir }),
+      });
+      await s.warm('test/sd', { run: true });
+      expect(own.size).toBe(1);
+      const result = await s.execute(await task('warm', 'test/sd', [{ name: 'ink', scale: 1 }]), {
+        signal: new AbortController().signal,
+        log: silentLogger(),
+        onProgress: () => undefined,
+      });
+      expect(result.outputs.latents).toBeDefined();
+      expect(own.size).toBe(1);
+    } finally {
+      await own.close();
+    }
+  });
+
   it('refuses unknown names, path characters, damaged, truncated and oversized files naming adapters[i].name, and keeps serving', async () => {
     const lookups: string[] = [];
     const adapters = new DenoiserAdapters({ dir: loraDir, maxFileBytes: 64 * 1024 * 1024, onLookup: (o) => lookups.push(o) });

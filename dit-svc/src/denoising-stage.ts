@@ -1,5 +1,13 @@
 import type { AdapterReport, StageContext, StageResult, StageTask } from '@diffmesh/core';
-import { defaultLatentSize, OnnxStage, type OnnxStageDeps, type ResolvedModel } from '@diffmesh/stage-host';
+import type { OnnxComponentName } from '@diffmesh/model-layout';
+import {
+  defaultLatentSize,
+  OnnxStage,
+  type LoadedModelDirectory,
+  type OnnxStageDeps,
+  type ResolvedModel,
+  type SessionVariant,
+} from '@diffmesh/stage-host';
 import { BuiltinDenoiser } from './builtin-denoiser.js';
 import { Checkpointer } from './checkpoint.js';
 import { DenoisingLoop } from './denoising-loop.js';
@@ -55,6 +63,11 @@ export class DenoisingStage extends OnnxStage {
     await super.warm(model, opts);
   }
 
+  /** With adapters, a directory's denoiser session is its LoRA-branched graph (the one tasks run): warming loads that one. */
+  protected override sessionVariant(directory: LoadedModelDirectory, component: OnnxComponentName): SessionVariant | undefined {
+    return component === directory.layout.denoiser.name ? this.opts.adapters?.variant(directory) : undefined;
+  }
+
   /** A step at the default size, with the CFG pair as one batch when the default guides. */
   protected override warmDims(m: ResolvedModel): Record<string, number> {
     const latent = defaultLatentSize(m);
@@ -65,8 +78,12 @@ export class DenoisingStage extends OnnxStage {
     const layout = m.directory.layout;
     const { height: h, width: w } = latent;
     const tokens = layout.textEncoders.find((t) => t.maxLength !== undefined)?.maxLength ?? 77;
+    const batch = layout.guidance === 'cfg' && layout.defaults.guidanceScale > 1 ? 2 : 1;
     return {
-      batch: layout.guidance === 'cfg' && layout.defaults.guidanceScale > 1 ? 2 : 1,
+      batch,
+      // LoRA branches (with --lora-dir) warm at rank 1, as a batch without adapters runs them.
+      lora_batch: batch,
+      lora_rank: 1,
       height: h,
       width: w,
       sequence_length: tokens,

@@ -1,11 +1,12 @@
 import { spawn, execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { decodePng } from '@diffmesh/media';
+import { writeTestLora } from '@diffmesh/models';
 import { generate, last, startTestMesh, type TestMesh } from './harness.js';
 
 const BIN = fileURLToPath(import.meta.resolve('@diffmesh/cli/bin'));
@@ -31,7 +32,11 @@ describe('diffmesh up', () => {
   it('starts a mesh, serves generate --remote and status, and stops every process on Ctrl-C', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'diffmesh-up-'));
     const env = { ...process.env, DIFFMESH_STATE_FILE: path.join(dir, 'mesh.json') };
-    const up = spawn(process.execPath, [BIN, 'up', '--gateway-listen', '127.0.0.1:0'], {
+    // An adapter folder the denoising stage serves (its adapters are shown by status).
+    const loras = path.join(dir, 'loras');
+    await mkdir(loras);
+    await writeTestLora(path.join(loras, 'ink.safetensors'), { format: 'peft', crossAttentionDim: 16, seed: 3 });
+    const up = spawn(process.execPath, [BIN, 'up', '--gateway-listen', '127.0.0.1:0', '--lora-dir', loras], {
       env: { ...env, DIFFMESH_API_KEY: 'test-key-123' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -103,6 +108,10 @@ describe('diffmesh up', () => {
       const status = await run(['status'], env, dir);
       expect(status.code).toBe(0);
       for (const name of ['scheduler', 'encoder-svc', 'dit-svc', 'vae-svc']) expect(status.stdout).toMatch(new RegExp(`^${name}\\s`, 'm'));
+      // --lora-dir reached the denoising stage: it holds none of the folder's one adapter yet.
+      await expect
+        .poll(async () => (await run(['status'], env, dir)).stdout.split('\n').find((l) => l.startsWith('dit-svc')), { timeout: 20_000 })
+        .toMatch(/\s0\/1\s/);
 
       const state = JSON.parse(await readFile(path.join(dir, 'mesh.json'), 'utf8')) as { natsUrl: string };
       expect(state.natsUrl).toBe(nats);

@@ -45,6 +45,12 @@ export const UpConfigSchema = z.object({
       "redis://host:port/db or s3://bucket/prefix: the store of backend redis/s3, or the write-through target of memory (tensor-svc's --durable)",
     ),
   s3Endpoint: z.string().optional().describe('endpoint of an S3-compatible server for s3:// stores'),
+  loraDir: z
+    .string()
+    .optional()
+    .describe(
+      'folder of LoRA adapter files (<name>.safetensors) the text-encoding and denoising stages serve; requests name them in adapters (diffmesh adapters add writes there)',
+    ),
   insecure: z
     .boolean()
     .optional()
@@ -78,6 +84,7 @@ export const UP_FIELD_NAMES: Partial<Record<keyof UpFlags, FlagFieldNames>> = {
   sqlitePath: { value: 'file' },
   replicas: { value: 'list', env: false },
   tensorBackend: { value: 'backend' },
+  loraDir: { value: 'dir' },
   tensorDurable: { value: 'uri' },
   s3Endpoint: { value: 'url', env: 'TENSOR_S3_ENDPOINT' },
   insecure: { env: false },

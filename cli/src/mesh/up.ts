@@ -217,6 +217,7 @@ function meshOptions(
     ...(flags.gateway ? { gateway: { listen: flags.gatewayListen, apiKeys: [apiKey] } } : {}),
     modelsDirs: flags.modelsDir ?? [defaultModelsRoot()],
     serviceLog: { format: flags.logFormat },
+    ...(flags.loraDir ? { stageOptions: { loraDir: path.resolve(flags.loraDir) } } : {}),
     models: plan.models,
     modelDirectories: plan.modelDirectories,
     threads: plan.threads,
