@@ -12,11 +12,12 @@ import { decodeModel, encodeModel, findGraphLinears, loadLoraAdapter, mergeLora 
 import { buildSdDir, defaultModelsRoot, writeTestLora } from '@diffmesh/models';
 import { ModelCatalog, SessionCache } from '@diffmesh/stage-host';
 import { createTensorStore, float32View, toBytes, type TensorStore } from '@diffmesh/tensor-client';
-import { DiffmeshError, silentLogger, type AdapterParams, type ObjectRef, type StageTask } from '@diffmesh/core';
+import { silentLogger, type AdapterParams, type ObjectRef, type StageTask } from '@diffmesh/core';
 import { DenoisingStage } from './denoising-stage.js';
 import { DenoiserAdapters } from './denoiser-adapters.js';
 import { denoiseTask } from './fixtures/denoise-task.js';
 import { NoiseRng } from './rng.js';
+import { rejection } from '@diffmesh/testing';
 
 const D = 32;
 let store: TensorStore;
@@ -105,15 +106,6 @@ async function mergedDirectory(name: string, adapter: string, scale: number): Pr
   });
   await writeFile(file, encodeModel(mergeLora(model, 'denoiser', [{ adapter: mapped, scale }])));
   return dir;
-}
-
-async function refusal(p: Promise<unknown>): Promise<DiffmeshError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(DiffmeshError);
-  return err as DiffmeshError;
 }
 
 describe('LoRA adapters in the denoising stage', () => {
@@ -205,7 +197,7 @@ describe('LoRA adapters in the denoising stage', () => {
     const lookups: string[] = [];
     const adapters = new DenoiserAdapters({ dir: loraDir, maxFileBytes: 64 * 1024 * 1024, onLookup: (o) => lookups.push(o) });
     const s = stage({ adapters });
-    const unknown = await refusal(
+    const unknown = await rejection(
       latent(
         s,
         await task('u', 'test/sd', [
@@ -217,23 +209,25 @@ describe('LoRA adapters in the denoising stage', () => {
     expect(unknown.code).toBe(3);
     expect(unknown.field).toBe('adapters[1].name');
     expect(unknown.message).toMatch(/no adapter named nope here \(known: ink, watercolour\)/);
-    expect((await refusal(latent(s, await task('p', 'test/sd', [{ name: '../sd/unet/model', scale: 1 }])))).field).toBe('adapters[0].name');
+    expect((await rejection(latent(s, await task('p', 'test/sd', [{ name: '../sd/unet/model', scale: 1 }])))).field).toBe(
+      'adapters[0].name',
+    );
     const good = await readFile(path.join(loraDir, 'ink.safetensors'));
     await writeFile(path.join(loraDir, 'cut.safetensors'), good.subarray(0, good.length - 100));
-    const cut = await refusal(latent(s, await task('c', 'test/sd', [{ name: 'cut', scale: 1 }])));
+    const cut = await rejection(latent(s, await task('c', 'test/sd', [{ name: 'cut', scale: 1 }])));
     expect(cut.field).toBe('adapters[0].name');
     expect(cut.message).toMatch(/cut\.safetensors: truncated: tensor .* ends at byte/);
     const damaged = Buffer.from(good);
     damaged.fill(0x7b, 8, 40);
     await writeFile(path.join(loraDir, 'damaged.safetensors'), damaged);
-    expect((await refusal(latent(s, await task('d', 'test/sd', [{ name: 'damaged', scale: 1 }])))).message).toMatch(
+    expect((await rejection(latent(s, await task('d', 'test/sd', [{ name: 'damaged', scale: 1 }])))).message).toMatch(
       /damaged: the header is not JSON/,
     );
     // A sparse file of 300 MB: refused by its size, before a byte is read.
     const big = await open(path.join(loraDir, 'huge.safetensors'), 'w');
     await big.truncate(300 * 1024 * 1024);
     await big.close();
-    expect((await refusal(latent(s, await task('h', 'test/sd', [{ name: 'huge', scale: 1 }])))).message).toMatch(
+    expect((await rejection(latent(s, await task('h', 'test/sd', [{ name: 'huge', scale: 1 }])))).message).toMatch(
       /huge\.safetensors: 314572800 bytes, over the 67108864-byte limit/,
     );
     for (const f of ['cut', 'damaged', 'huge']) await rm(path.join(loraDir, `${f}.safetensors`));
@@ -273,8 +267,10 @@ describe('LoRA adapters in the denoising stage', () => {
   });
 
   it('a stage without an adapter directory, and a built-in model, refuse adapters', async () => {
-    expect((await refusal(latent(stage(), await task('x', 'test/sd', [{ name: 'ink', scale: 1 }])))).message).toMatch(/serves no adapters/);
-    const builtin = await refusal(
+    expect((await rejection(latent(stage(), await task('x', 'test/sd', [{ name: 'ink', scale: 1 }])))).message).toMatch(
+      /serves no adapters/,
+    );
+    const builtin = await rejection(
       latent(
         stage({ adapters: new DenoiserAdapters({ dir: loraDir }) }),
         await task('y', 'diffmesh/tiny-shapes', [{ name: 'ink', scale: 1 }]),

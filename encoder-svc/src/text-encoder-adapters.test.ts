@@ -22,9 +22,10 @@ import {
 import { buildSdDir, buildSdxlDir, defaultModelsRoot, writeTestLora } from '@diffmesh/models';
 import { ModelCatalog, SessionCache } from '@diffmesh/stage-host';
 import { createTensorStore, float32View, type TensorStore } from '@diffmesh/tensor-client';
-import { DiffmeshError, silentLogger, type AdapterParams, type StageTask } from '@diffmesh/core';
+import { silentLogger, type AdapterParams, type StageTask } from '@diffmesh/core';
 import { TextEncoderAdapters } from './text-encoder-adapters.js';
 import { TextEncodingStage } from './text-encoding-stage.js';
+import { rejection } from '@diffmesh/testing';
 
 let store: TensorStore;
 let sessions: SessionCache;
@@ -165,15 +166,6 @@ async function mergedDirectory(model: string, family: BaseFamily, adapter: strin
   return dir;
 }
 
-async function refusal(p: Promise<unknown>): Promise<DiffmeshError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(DiffmeshError);
-  return err as DiffmeshError;
-}
-
 describe('LoRA adapters in the text-encoding stage', () => {
   const cases: Array<{ model: string; family: BaseFamily; adapter: string; stages: Array<'text_encoding' | 'text_encoding_2'> }> = [
     { model: 'test/sd', family: 'sd', adapter: 'te-peft', stages: ['text_encoding'] },
@@ -235,7 +227,7 @@ describe('LoRA adapters in the text-encoding stage', () => {
         [`${missing}.lora_B.weight`]: t([32, 2]),
       }),
     );
-    const err = await refusal(encode(stage({ adapters }), task('test/sd', 'text_encoding', [{ name: 'te-unmapped', scale: 1 }])));
+    const err = await rejection(encode(stage({ adapters }), task('test/sd', 'text_encoding', [{ name: 'te-unmapped', scale: 1 }])));
     expect(err.reason).toBe('INVALID_PARAMETER');
     expect(err.message).toContain('adapters[0].name');
     expect(err.message).toContain(`key ${missing}.lora_A.weight`);
@@ -249,7 +241,7 @@ describe('LoRA adapters in the text-encoding stage', () => {
       textEncoders: [{ component: 'text_encoder', hidden: 48 }],
       seed: 45,
     });
-    const wide = await refusal(encode(stage({ adapters }), task('test/sd', 'text_encoding', [{ name: 'te-wide', scale: 1 }])));
+    const wide = await rejection(encode(stage({ adapters }), task('test/sd', 'text_encoding', [{ name: 'te-wide', scale: 1 }])));
     expect(wide.message).toMatch(/key lora_te_text_model_encoder_layers_0_\w+\.lora_down\.weight: updates 48 → \d+, layer .* is 32 → \d+/);
   });
 

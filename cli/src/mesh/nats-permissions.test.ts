@@ -5,7 +5,8 @@ import path from 'node:path';
 import { connect, type NatsConnection, type NatsError } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NatsDiscovery, natsConnectionOptions } from '@diffmesh/discovery';
-import { JetStreamStore, type QueueItem, type RequestRecord } from '@diffmesh/scheduler';
+import { JetStreamStore } from '@diffmesh/scheduler';
+import { newItem, newRecord } from '@diffmesh/scheduler/test-records';
 import { startNatsServer, type RunningNatsServer } from '@diffmesh/testing';
 import { ensureMeshCredentials, type MeshCredentials, type NatsRole } from './mesh-credentials.js';
 import { meshNatsServerSecurity } from './nats-permissions.js';
@@ -79,59 +80,6 @@ function plainTextAnswer(url: string): Promise<{ text: string; hungUp: boolean }
 }
 
 const ns = 'diffmesh';
-function record(reqId: string, now = Date.now()): RequestRecord {
-  const context = {
-    reqId,
-    model: 'm1',
-    params: {
-      prompt: 'a secret prompt',
-      negativePrompt: '',
-      width: 64,
-      height: 64,
-      numFrames: 1,
-      numInferenceSteps: 4,
-      guidanceScale: 1,
-      seed: '1',
-      fps: 8,
-    },
-    executionPlan: { model: 'm1', stages: [{ name: 'text_encoding', pool: 'enc' }] },
-    currentStageIndex: 0,
-    refs: {},
-    status: 'pending',
-    createdAt: now,
-    updatedAt: now,
-    priority: 0,
-    timeoutMs: 0,
-    retryCount: 0,
-    traceContext: {},
-  } as unknown as RequestRecord['state']['context'];
-  return {
-    state: { context, planName: 'm1', step: 0, totalSteps: 0, timings: [], result: {} },
-    events: [],
-    revision: 0,
-    gen: 1,
-    attempt: 1,
-    failures: 0,
-    producers: {},
-    reruns: 0,
-    expiresAt: 0,
-  };
-}
-function item(reqId: string): QueueItem {
-  return {
-    id: `${reqId}#0`,
-    reqId,
-    stageIndex: 0,
-    gen: 1,
-    createdAt: 1,
-    pool: 'enc',
-    queue: 'enc',
-    model: 'm1',
-    priority: 0,
-    enqueuedAt: Date.now(),
-    tenant: 'default',
-  };
-}
 
 describe("the mesh's nats-server", () => {
   it('refuses a client that speaks plain text', async () => {
@@ -170,7 +118,7 @@ describe("the mesh's nats-server", () => {
     });
     await store.start();
     try {
-      await store.admit(record('r1'), item('r1'), 10);
+      await store.admit(newRecord('r1'), newItem('r1'), 10);
       const lease = await store.lease({ pool: 'enc', fits: [{ queues: ['enc'] }], owner: 'test' });
       expect(lease?.item.reqId).toBe('r1');
       await store.apply({ ack: lease! });
