@@ -33,7 +33,7 @@ let raw: NatsConnection;
 const open: Discovery[] = [];
 const children: ChildProcess[] = [];
 
-async function discovery(opts: { pollIntervalMs?: number } = {}): Promise<NatsDiscovery> {
+async function discovery(opts: { pollIntervalMs?: number; pollWindowMs?: number } = {}): Promise<NatsDiscovery> {
   const d = await NatsDiscovery.connect(server.url, opts);
   open.push(d);
   return d;
@@ -169,6 +169,25 @@ describe('NatsDiscovery', () => {
     expect(await watcher.instances()).toEqual([]);
     expect(rec.of('up', reg.instance.id)).toHaveLength(1);
     await expect(raw.request(`$SRV.PING.dit-svc.${reg.instance.id}`, undefined, { timeout: 500 })).rejects.toThrow();
+  });
+
+  it('a poll whose answers were collected before a graceful stop does not bring the instance back', async () => {
+    const svc = await discovery();
+    const reg = await svc.register(dit('1.0.0', { id: 'leaving' }));
+    // Polls an hour apart, each collecting answers for 1.5 s: the stop lands inside one.
+    const watcher = await discovery({ pollIntervalMs: 3_600_000, pollWindowMs: 1500 });
+    const rec = new EventRecorder();
+    watcher.subscribe(rec.listener);
+    await watcher.refresh();
+    await rec.waitFor((e) => e.type === 'up' && e.instance.id === 'leaving', 5000, 'up');
+
+    const polling = watcher.refresh();
+    await new Promise((r) => setTimeout(r, 300)); // its answer is in
+    await reg.stop();
+    await rec.waitFor((e) => e.type === 'down' && e.instance.id === 'leaving', 5000, 'down after stop()');
+    await polling;
+    expect(await watcher.instances()).toEqual([]);
+    expect(rec.of('up', 'leaving')).toHaveLength(1);
   });
 
   it('sees a new registration at once through its up notice', async () => {

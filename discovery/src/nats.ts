@@ -364,7 +364,8 @@ export class NatsDiscovery implements Discovery {
 
   /** Diffs a poll against what is known and emits the events. */
   private apply(seen: Map<string, Sighting>, countMisses: boolean): void {
-    for (const s of seen.values()) this.upsert(s, true);
+    // A service that said goodbye while the poll collected (its answer came first) stays gone.
+    for (const s of seen.values()) if (!this.tombstones.has(s.serviceId)) this.upsert(s, true);
     if (countMisses) {
       for (const [id, e] of [...this.known]) {
         if (seen.has(id)) continue;
